@@ -1,0 +1,1 @@
+"""The simulated GPU cluster: catalog, cluster state, placement, the SimPy simulator and its Gymnasium facade."""

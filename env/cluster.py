@@ -1,0 +1,215 @@
+"""Who holds which GPU: the static cluster layout and the free-capacity state, the only code that changes ownership.
+
+GPU shares are integers in 1/1000 of a GPU (`milli`) and memory in MB, so sharing arithmetic is exact.
+A whole-GPU allocation takes the GPU's entire share and memory; a fractional one takes its `milli` and `mem_mb`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from env.catalog import CATALOG
+from env.cluster_spec import ClusterSpec
+from env.records import NodeInfo
+
+FULL = 1000  # milli-GPU of a whole GPU
+
+
+def gb_to_mb(gb: float) -> int:
+    return int(round(gb * 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The GPUs one job holds: all of one type; `milli`/`mem_mb` are taken from each of them."""
+
+    gpus: tuple[int, ...]
+    nodes: tuple[int, ...]  # distinct nodes, in order
+    milli: int
+    mem_mb: int
+    type_idx: int
+
+
+class ClusterLayout:
+    """Static facts about nodes and GPUs (arrays indexed by node or by flat GPU index)."""
+
+    def __init__(self, spec: ClusterSpec, uniform_speed: bool = False):
+        self.spec = spec
+        self.type_names: list[str] = sorted({n.gpu_type for n in spec.nodes}, key=lambda t: -CATALOG[t].speed)
+        type_index = {t: i for i, t in enumerate(self.type_names)}
+        self.nodes: tuple[NodeInfo, ...] = tuple(
+            NodeInfo(
+                n.node_id,
+                n.gpu_type,
+                n.num_gpus,
+                n.gpu_mem_gb,
+                1.0 if uniform_speed else CATALOG[n.gpu_type].speed,
+                CATALOG[n.gpu_type].peak_tflops,
+            )
+            for n in spec.nodes
+        )
+        self.num_nodes = len(self.nodes)
+        self.node_type = [type_index[n.gpu_type] for n in self.nodes]
+        self.node_num_gpus = [n.num_gpus for n in self.nodes]
+        self.node_mem_mb = [gb_to_mb(n.gpu_mem_gb) for n in self.nodes]
+        self.node_speed = [n.speed for n in self.nodes]
+        self.node_first_gpu = [0] * self.num_nodes
+        gpu_node: list[int] = []
+        for i, n in enumerate(self.nodes):
+            self.node_first_gpu[i] = len(gpu_node)
+            gpu_node.extend([i] * n.num_gpus)
+        self.num_gpus = len(gpu_node)
+        self.gpu_node = gpu_node  # python list: scalar lookups on the hot path
+        self.gpu_node_np = np.asarray(gpu_node, dtype=np.int64)
+        self.gpu_mem_mb_np = np.asarray([self.node_mem_mb[n] for n in gpu_node], dtype=np.int64)
+        self.type_speed = [1.0 if uniform_speed else CATALOG[t].speed for t in self.type_names]
+        self.type_tflops_x10 = [int(round(CATALOG[t].peak_tflops * 10)) for t in self.type_names]
+        self.type_num_gpus = [0] * len(self.type_names)
+        for i, n in enumerate(self.nodes):
+            self.type_num_gpus[self.node_type[i]] += n.num_gpus
+        self._eligible: dict[tuple[tuple[str, ...], int], Eligible] = {}
+
+    def eligible(self, gpu_types: tuple[str, ...], mem_mb: int) -> Eligible:
+        """Nodes a job with these type constraints and per-GPU memory minimum may use (cached per shape)."""
+        key = (gpu_types, mem_mb)
+        e = self._eligible.get(key)
+        if e is None:
+            e = Eligible(self, gpu_types, mem_mb)
+            self._eligible[key] = e
+        return e
+
+    def gpu_label(self, g: int) -> str:
+        n = self.gpu_node[g]
+        return f"{self.nodes[n].node_id}/{g - self.node_first_gpu[n]}"
+
+
+class Eligible:
+    """The nodes (and GPUs) that satisfy one job shape: acceptable type and enough memory per GPU."""
+
+    __slots__ = ("nodes", "types", "max_node_gpus", "type_nodes", "type_total", "_gpu_mask", "_layout")
+
+    def __init__(self, layout: ClusterLayout, gpu_types: tuple[str, ...], mem_mb: int):
+        accept = set(gpu_types)
+        ok = [
+            i
+            for i in range(layout.num_nodes)
+            if (not accept or layout.nodes[i].gpu_type in accept) and layout.node_mem_mb[i] >= mem_mb
+        ]
+        # best-fit ties go to the faster type, then the lower node index
+        ok.sort(key=lambda i: (-layout.node_speed[i], i))
+        self.nodes = np.asarray(ok, dtype=np.int64)
+        self.types = tuple(sorted({layout.node_type[i] for i in ok}))
+        self.max_node_gpus = max((layout.node_num_gpus[i] for i in ok), default=0)
+        self.type_nodes = {t: np.asarray([i for i in ok if layout.node_type[i] == t]) for t in self.types}
+        self.type_total = {t: sum(layout.node_num_gpus[i] for i in ok if layout.node_type[i] == t) for t in self.types}
+        self._gpu_mask: np.ndarray | None = None
+        self._layout = layout
+
+    @property
+    def gpu_mask(self) -> np.ndarray:
+        if self._gpu_mask is None:
+            m = np.zeros(self._layout.num_gpus, dtype=bool)
+            for i in self.nodes.tolist():
+                a = self._layout.node_first_gpu[i]
+                m[a : a + self._layout.node_num_gpus[i]] = True
+            self._gpu_mask = m
+        return self._gpu_mask
+
+    def never_fits(self, num_gpus: int, milli: int) -> str | None:
+        """Why a job of this shape can never run on this cluster, or None if an empty cluster fits it."""
+        if len(self.nodes) == 0:
+            return "no node has an acceptable GPU type with enough memory per GPU"
+        if milli < FULL:
+            return None if num_gpus == 1 else "fractional GPU share requested on more than one GPU"
+        if num_gpus <= self.max_node_gpus:
+            return None
+        if max(self.type_total.values()) >= num_gpus:
+            return None
+        return (
+            f"needs {num_gpus} GPUs but at most {max(self.type_total.values())} acceptable GPUs of one type exist"
+        )
+
+
+class FreeState:
+    """Free capacity per GPU plus counters that make placement fast; copy() gives a scratch version."""
+
+    __slots__ = ("layout", "free_milli", "free_mem_mb", "node_whole", "type_whole", "free_milli_total")
+
+    def __init__(self, layout: ClusterLayout, _copy_from: FreeState | None = None):
+        self.layout = layout
+        if _copy_from is None:
+            self.free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
+            self.free_mem_mb = layout.gpu_mem_mb_np.copy()
+            self.node_whole = np.asarray(layout.node_num_gpus, dtype=np.int64)
+            self.type_whole = list(layout.type_num_gpus)
+            self.free_milli_total = FULL * layout.num_gpus
+        else:
+            self.free_milli = _copy_from.free_milli.copy()
+            self.free_mem_mb = _copy_from.free_mem_mb.copy()
+            self.node_whole = _copy_from.node_whole.copy()
+            self.type_whole = list(_copy_from.type_whole)
+            self.free_milli_total = _copy_from.free_milli_total
+
+    def copy(self) -> FreeState:
+        return FreeState(self.layout, self)
+
+    # -- ownership changes -------------------------------------------------------------------------------
+
+    def take(self, p: Placement) -> None:
+        """Allocate `p` (caller has checked that it fits)."""
+        fm = self.free_milli
+        gpu_node = self.layout.gpu_node
+        if p.milli == FULL:
+            idx = list(p.gpus)
+            fm[idx] = 0
+            self.free_mem_mb[idx] = 0
+            if len(p.nodes) == 1:
+                self.node_whole[p.nodes[0]] -= len(idx)
+            else:
+                for g in idx:
+                    self.node_whole[gpu_node[g]] -= 1
+            self.type_whole[p.type_idx] -= len(idx)
+            self.free_milli_total -= FULL * len(idx)
+        else:
+            g = p.gpus[0]
+            before = int(fm[g])
+            fm[g] = before - p.milli
+            self.free_mem_mb[g] -= p.mem_mb
+            if before == FULL:
+                self.node_whole[gpu_node[g]] -= 1
+                self.type_whole[p.type_idx] -= 1
+            self.free_milli_total -= p.milli
+
+    def give(self, p: Placement) -> None:
+        """Release `p`."""
+        fm = self.free_milli
+        gpu_node = self.layout.gpu_node
+        if p.milli == FULL:
+            idx = list(p.gpus)
+            fm[idx] = FULL
+            self.free_mem_mb[idx] = self.layout.gpu_mem_mb_np[idx]
+            if len(p.nodes) == 1:
+                self.node_whole[p.nodes[0]] += len(idx)
+            else:
+                for g in idx:
+                    self.node_whole[gpu_node[g]] += 1
+            self.type_whole[p.type_idx] += len(idx)
+            self.free_milli_total += FULL * len(idx)
+        else:
+            g = p.gpus[0]
+            after = int(fm[g]) + p.milli
+            fm[g] = after
+            self.free_mem_mb[g] += p.mem_mb
+            if after == FULL:
+                self.node_whole[gpu_node[g]] += 1
+                self.type_whole[p.type_idx] += 1
+            self.free_milli_total += p.milli
+
+    def fits(self, p: Placement) -> bool:
+        """Whether `p` can be taken now."""
+        idx = list(p.gpus)
+        if p.milli == FULL:
+            return bool((self.free_milli[idx] == FULL).all())
+        return bool((self.free_milli[idx] >= p.milli).all() and (self.free_mem_mb[idx] >= p.mem_mb).all())

@@ -1,0 +1,58 @@
+"""The result of one simulated run: per-job outcomes and the cluster timeline, handed to metrics/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from workloads.job import Job
+
+COMPLETED, UNFINISHED, REJECTED = "completed", "unfinished", "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    node_id: str
+    gpu_type: str
+    num_gpus: int
+    gpu_mem_gb: float
+    speed: float  # relative to A100 (1.0 everywhere with --uniform_speed)
+    peak_tflops: float
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything metrics/ needs about one (scheduler, workload, seed) run.
+
+    Per-job arrays are aligned with `jobs` (index i describes jobs[i]). Times are seconds of simulated time.
+    `start_s`/`end_s` are NaN for jobs that never started/finished. `placement[i]` is `node_id/gpu_index`
+    entries joined by `;` ("" if never placed). The timeline has one sample per simulated event time, holding
+    the state right after that instant's decisions: `busy_gpus` counts fractional shares as their fraction.
+    """
+
+    scheduler: str
+    workload: str
+    seed: int
+    jobs: tuple[Job, ...]
+    nodes: tuple[NodeInfo, ...]
+    start_s: np.ndarray
+    end_s: np.ndarray
+    runtime_actual_s: np.ndarray  # on the GPU type it got (NaN if never started)
+    gpu_type: tuple[str, ...]
+    placement: tuple[str, ...]
+    status: tuple[str, ...]  # COMPLETED / UNFINISHED / REJECTED
+    reject_reason: tuple[str, ...]
+    timeline_t_s: np.ndarray
+    timeline_busy_gpus: np.ndarray
+    timeline_busy_tflops: np.ndarray
+    timeline_queue_len: np.ndarray
+    load_factor: float  # offered reference-GPU-seconds / (cluster GPUs x arrival window)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.num_gpus for n in self.nodes)
+
+    @property
+    def total_peak_tflops(self) -> float:
+        return sum(n.num_gpus * n.peak_tflops for n in self.nodes)

@@ -1,0 +1,282 @@
+"""The SimPy world: job arrivals, executions and completions on one cluster; it knows nothing about RL.
+
+Drive it with `while sim.advance(): for d in policy(sim.view()): sim.start(d)`. `advance()` processes every
+event of the next instant at which a queued job exists (arrivals and completions are SimPy events), so a policy
+is consulted once per such instant and may start any number of jobs then. Completions are SimPy timeouts with a
+callback rather than one process per job: same semantics, half the per-job overhead.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
+from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
+from workloads.job import Job, Workload
+from workloads.load import offered_load_factor
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Start queued job `job` (its index in the workload) on `placement`."""
+
+    job: int
+    placement: Placement
+
+
+class JobTable:
+    """Per-job static facts as python lists (fast scalar access on the hot path), indexed like the workload."""
+
+    def __init__(self, jobs: Sequence[Job], layout: ClusterLayout, known_runtime_s: np.ndarray):
+        self.jobs = tuple(jobs)
+        self.arrival_s = [j.arrival_s for j in jobs]
+        self.runtime_s = [j.runtime_s for j in jobs]
+        self.num_gpus = [j.num_gpus for j in jobs]
+        self.milli = [j.gpu_milli for j in jobs]
+        self.mem_mb = [gb_to_mb(j.gpu_mem_gb) if j.gpu_milli < FULL else 0 for j in jobs]
+        self.priority = [j.priority for j in jobs]
+        self.known_runtime_s = [float(x) for x in known_runtime_s]
+        # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
+        self.elig: list[Eligible] = [layout.eligible(j.gpu_types, gb_to_mb(j.gpu_mem_gb)) for j in jobs]
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What a policy sees at one decision instant. Read-only by contract: policies never mutate it.
+
+    `queue` iterates waiting job indices in arrival order; `queue_by_runtime` is (known runtime, job) sorted;
+    `running` is (estimated end, job) sorted by estimated end (an end in the past means the job overran its
+    estimate). `free` is the current free capacity; policies plan on `free.copy()`.
+    """
+
+    now_s: float
+    queue: Sequence[int]
+    queue_by_runtime: Sequence[tuple[float, int]]
+    running: Sequence[tuple[float, int]]
+    free: FreeState
+    jobs: JobTable
+    layout: ClusterLayout
+    multi_node_runtime_factor: float
+    placements: Sequence[Placement | None]
+
+    def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
+        """Duration of `job` on placement `p` given a reference runtime (default: the known runtime)."""
+        r = self.jobs.known_runtime_s[job] if runtime_s is None else runtime_s
+        d = r / self.layout.type_speed[p.type_idx]
+        return d * self.multi_node_runtime_factor if len(p.nodes) > 1 else d
+
+
+class Simulator:
+    """One run of a workload on a cluster; records every job's outcome and the utilization timeline."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        layout: ClusterLayout,
+        known_runtime_s: np.ndarray | None = None,
+        multi_node_runtime_factor: float = 1.2,
+    ):
+        jobs = workload.jobs
+        if any(jobs[i].arrival_s > jobs[i + 1].arrival_s for i in range(len(jobs) - 1)):
+            raise ValueError(f"workload {workload.name!r}: jobs must be sorted by arrival_s")
+        self.workload = workload
+        self.layout = layout
+        self.multi_node_runtime_factor = multi_node_runtime_factor
+        known = np.array([j.runtime_s for j in jobs]) if known_runtime_s is None else known_runtime_s
+        self.jobs = JobTable(jobs, layout, known)
+        n = len(jobs)
+        self.env = simpy.Environment()
+        self.free = FreeState(layout)
+        self.queue: dict[int, None] = {}
+        self.queue_by_runtime: list[tuple[float, int]] = []
+        self.running: list[tuple[float, int]] = []
+        self.start_s = [float("nan")] * n
+        self.end_s = [float("nan")] * n
+        self.duration_s = [float("nan")] * n
+        self.placements: list[Placement | None] = [None] * n
+        self.reject_reason = [""] * n
+        self._est_end: list[float] = [0.0] * n
+        self._busy_milli = 0
+        self._busy_tflops_x10k = 0
+        self._tl_t: list[float] = []
+        self._tl_busy: list[int] = []
+        self._tl_tflops: list[int] = []
+        self._tl_queue: list[int] = []
+        self._pending_events = 0
+        accepted = []
+        for i, j in enumerate(jobs):
+            why = self.jobs.elig[i].never_fits(j.num_gpus, j.gpu_milli)
+            if why is None and j.gpu_milli < FULL and self.jobs.mem_mb[i] > max(layout.node_mem_mb, default=0):
+                why = "GPU memory request exceeds every GPU"
+            if why is not None:
+                self.reject_reason[i] = why
+            else:
+                accepted.append(i)
+        self.num_rejected = n - len(accepted)
+        self._accepted = accepted
+        self.env.process(self._arrivals(accepted))
+
+    # -- SimPy processes and callbacks -------------------------------------------------------------------
+
+    def _arrivals(self, accepted: list[int]):
+        """Enqueue accepted jobs at their arrival times (one timeout per distinct arrival instant)."""
+        env = self.env
+        arrival = self.jobs.arrival_s
+        known = self.jobs.known_runtime_s
+        queue = self.queue
+        qbr = self.queue_by_runtime
+        k, n = 0, len(accepted)
+        while k < n:
+            t = arrival[accepted[k]]
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            while k < n and arrival[accepted[k]] == t:
+                i = accepted[k]
+                queue[i] = None
+                bisect.insort(qbr, (known[i], i))
+                k += 1
+
+    def _on_complete(self, event: simpy.Event) -> None:
+        i = event.value
+        p = self.placements[i]
+        self.free.give(p)
+        self.end_s[i] = self.env.now
+        running = self.running
+        running.pop(bisect.bisect_left(running, (self._est_end[i], i)))
+        share = p.milli * len(p.gpus)
+        self._busy_milli -= share
+        self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
+        self._pending_events -= 1
+
+    # -- driving ----------------------------------------------------------------------------------------
+
+    @property
+    def now_s(self) -> float:
+        return self.env.now
+
+    def _record(self) -> None:
+        self._tl_t.append(self.env.now)
+        self._tl_busy.append(self._busy_milli)
+        self._tl_tflops.append(self._busy_tflops_x10k)
+        self._tl_queue.append(len(self.queue))
+
+    def advance(self) -> bool:
+        """Process all events of the next instant at which a job waits. False when the run is over.
+
+        The run is over when no event remains (every job done, or queued jobs left that nothing will start).
+        """
+        env = self.env
+        self._record()
+        while True:
+            t = env.peek()
+            if t == float("inf"):
+                return False
+            while env.peek() == t:
+                env.step()
+            if self.queue:
+                return True
+            self._record()
+
+    def view(self) -> View:
+        return View(
+            self.env.now,
+            self.queue.keys(),
+            self.queue_by_runtime,
+            self.running,
+            self.free,
+            self.jobs,
+            self.layout,
+            self.multi_node_runtime_factor,
+            self.placements,
+        )
+
+    def start(self, d: Decision) -> None:
+        """Start queued job `d.job` on `d.placement` now; raises ValueError if that is not possible."""
+        i, p = d.job, d.placement
+        if i not in self.queue:
+            raise ValueError(f"job {i} is not waiting")
+        jt = self.jobs
+        if p.milli != jt.milli[i] or len(p.gpus) != jt.num_gpus[i] or p.mem_mb != jt.mem_mb[i]:
+            raise ValueError(f"placement {p} does not match job {i}'s request")
+        if p.type_idx not in jt.elig[i].types or not self.free.fits(p):
+            raise ValueError(f"placement {p} is not free or not acceptable for job {i}")
+        self.free.take(p)
+        del self.queue[i]
+        known = jt.known_runtime_s[i]
+        qbr = self.queue_by_runtime
+        qbr.pop(bisect.bisect_left(qbr, (known, i)))
+        now = self.env.now
+        speed = self.layout.type_speed[p.type_idx]
+        multi = len(p.nodes) > 1
+        duration = jt.runtime_s[i] / speed
+        est = known / speed
+        if multi:
+            duration *= self.multi_node_runtime_factor
+            est *= self.multi_node_runtime_factor
+        self.placements[i] = p
+        self.start_s[i] = now
+        self.duration_s[i] = duration
+        est_end = now + est
+        self._est_end[i] = est_end
+        bisect.insort(self.running, (est_end, i))
+        share = p.milli * len(p.gpus)
+        self._busy_milli += share
+        self._busy_tflops_x10k += share * self.layout.type_tflops_x10[p.type_idx]
+        self._pending_events += 1
+        ev = self.env.timeout(duration, value=i)
+        ev.callbacks.append(self._on_complete)
+
+    def run(self, policy) -> None:
+        """Run to the end under `policy(view) -> list[Decision]`."""
+        while self.advance():
+            for d in policy(self.view()):
+                self.start(d)
+        self._record()
+
+    # -- results ----------------------------------------------------------------------------------------
+
+    def result(self, scheduler: str, seed: int) -> RunResult:
+        """Outcomes so far: jobs never started or still running are UNFINISHED, never dropped."""
+        n = len(self.jobs)
+        layout = self.layout
+        status = []
+        gpu_type = []
+        placement = []
+        for i in range(n):
+            p = self.placements[i]
+            if self.reject_reason[i]:
+                status.append(REJECTED)
+            elif self.end_s[i] == self.end_s[i]:
+                status.append(COMPLETED)
+            else:
+                status.append(UNFINISHED)
+            gpu_type.append(layout.type_names[p.type_idx] if p is not None else "")
+            placement.append(";".join(layout.gpu_label(g) for g in p.gpus) if p is not None else "")
+        accepted_jobs = [self.jobs.jobs[i] for i in self._accepted]
+        return RunResult(
+            scheduler=scheduler,
+            workload=self.workload.name,
+            seed=seed,
+            jobs=self.jobs.jobs,
+            nodes=layout.nodes,
+            start_s=np.asarray(self.start_s, dtype=float),
+            end_s=np.asarray(self.end_s, dtype=float),
+            runtime_actual_s=np.asarray(self.duration_s, dtype=float),
+            gpu_type=tuple(gpu_type),
+            placement=tuple(placement),
+            status=tuple(status),
+            reject_reason=tuple(self.reject_reason),
+            timeline_t_s=np.asarray(self._tl_t, dtype=float),
+            timeline_busy_gpus=np.asarray(self._tl_busy, dtype=float) / FULL,
+            timeline_busy_tflops=np.asarray(self._tl_tflops, dtype=float) / (FULL * 10),
+            timeline_queue_len=np.asarray(self._tl_queue, dtype=np.int64),
+            load_factor=offered_load_factor(accepted_jobs, layout.num_gpus) if accepted_jobs else float("nan"),
+        )

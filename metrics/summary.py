@@ -1,0 +1,178 @@
+"""Per-job and per-run scheduling metrics of one RunResult: JCT, wait, bounded slowdown, makespan, utilization.
+
+Definitions (all times in seconds of simulated time):
+
+- JCT = end - submit (arrival); wait = start - submit. Run-level averages and percentiles use COMPLETED jobs
+  only; unfinished and rejected jobs are counted in their own columns (`unfinished`, `rejected`), never dropped
+  silently. Percentiles use numpy's default (linear interpolation).
+- bounded slowdown = max(1, JCT / max(runtime_actual, 10 s)) (Feitelson's bound, 10 s threshold), where
+  runtime_actual is the run time on the GPU type the job got; averaged over completed jobs.
+- makespan = last completion - first arrival (first arrival over all jobs, rejected included); NaN if nothing
+  completed.
+- gpu_utilization = integral of `timeline_busy_gpus` over the window [first arrival, last completion] divided by
+  (total GPUs x window length). The timeline is a step function (busy_gpus[i] holds on [t[i], t[i+1]), 0 before
+  the first sample), fractional shares count as their fraction, and jobs that started but never finished count
+  for the time they were running inside the window. NaN if nothing completed or the window has zero length.
+- flops_utilization = integral of `timeline_busy_tflops` (busy share x peak TFLOPS of the GPU type it runs on)
+  over the same window divided by (sum over all GPUs of peak TFLOPS x window length).
+- avg_jct_s by priority: mean JCT of the completed jobs of each priority class present among all jobs of the
+  run (NaN for a class with no completed job).
+
+Per-job values (`per_job`): wait_s is defined for every job that started (unfinished ones included); jct_s and
+bounded_slowdown only for completed jobs; everything not applicable is NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
+from metrics.timeline import check_timeline, step_integral
+
+SLOWDOWN_BOUND_S = 10.0  # Feitelson's interactive threshold: short jobs do not inflate slowdown
+STATUSES = (COMPLETED, UNFINISHED, REJECTED)
+
+# numeric per-run metrics that compare.aggregate averages over seeds (SummaryRow field names, in order)
+METRIC_FIELDS = (
+    "load_factor",
+    "avg_jct_s",
+    "p50_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_wait_s",
+    "avg_bounded_slowdown",
+    "makespan_s",
+    "gpu_utilization",
+    "flops_utilization",
+)
+
+
+@dataclass(frozen=True)
+class JobMetrics:
+    """Per-job arrays aligned with `RunResult.jobs` (NaN where not applicable)."""
+
+    submit_s: np.ndarray
+    wait_s: np.ndarray
+    jct_s: np.ndarray
+    bounded_slowdown: np.ndarray
+    gpu_demand: np.ndarray  # GPUs requested, a fractional share counted as its fraction
+    priority: np.ndarray  # int64
+    completed: np.ndarray  # bool
+    unfinished: np.ndarray  # bool
+    rejected: np.ndarray  # bool
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One (scheduler, workload, seed) run reduced to numbers; see the module docstring for definitions."""
+
+    scheduler: str
+    workload: str
+    seed: int
+    num_jobs: int
+    completed: int
+    rejected: int
+    unfinished: int
+    load_factor: float
+    avg_jct_s: float
+    p50_jct_s: float
+    p95_jct_s: float
+    p99_jct_s: float
+    avg_wait_s: float
+    avg_bounded_slowdown: float
+    makespan_s: float
+    gpu_utilization: float
+    flops_utilization: float
+    avg_jct_s_by_priority: tuple[tuple[int, float], ...] = ()
+    """(priority, mean JCT of its completed jobs), sorted by priority; written as columns avg_jct_s_prio{p}"""
+
+
+def check_result(result: RunResult) -> None:
+    """Raise ValueError if the per-job arrays are not aligned with the jobs or a status is unknown."""
+    n = len(result.jobs)
+    for name in ("start_s", "end_s", "runtime_actual_s", "gpu_type", "placement", "status", "reject_reason"):
+        if len(getattr(result, name)) != n:
+            raise ValueError(f"RunResult.{name} has {len(getattr(result, name))} entries for {n} jobs")
+    unknown = sorted(set(result.status) - set(STATUSES))
+    if unknown:
+        raise ValueError(f"unknown job status {unknown}; expected one of {STATUSES}")
+    for name in ("timeline_busy_gpus", "timeline_busy_tflops", "timeline_queue_len"):
+        check_timeline(np.asarray(result.timeline_t_s), np.asarray(getattr(result, name)), name)
+
+
+def per_job(result: RunResult) -> JobMetrics:
+    """Wait, JCT and bounded slowdown of every job (see the module docstring)."""
+    check_result(result)
+    n = len(result.jobs)
+    submit_s = np.fromiter((j.arrival_s for j in result.jobs), dtype=float, count=n)
+    gpu_demand = np.fromiter((j.gpu_demand for j in result.jobs), dtype=float, count=n)
+    priority = np.fromiter((j.priority for j in result.jobs), dtype=np.int64, count=n)
+    status = np.asarray(result.status, dtype=object)
+    completed, unfinished, rejected = (status == s for s in STATUSES)
+    start_s = np.asarray(result.start_s, dtype=float)
+    end_s = np.asarray(result.end_s, dtype=float)
+    runtime_s = np.asarray(result.runtime_actual_s, dtype=float)
+    if not np.all(np.isfinite(start_s[completed]) & np.isfinite(end_s[completed])):
+        raise ValueError("a completed job has a NaN start_s or end_s")
+
+    wait_s = start_s - submit_s  # NaN where never started
+    jct_s = np.where(completed, end_s - submit_s, np.nan)
+    with np.errstate(invalid="ignore"):
+        slowdown = np.maximum(1.0, jct_s / np.maximum(runtime_s, SLOWDOWN_BOUND_S))
+    slowdown = np.where(completed, slowdown, np.nan)  # np.maximum(1, NaN) is NaN, kept explicit
+    return JobMetrics(
+        submit_s, wait_s, jct_s, slowdown, gpu_demand, priority, completed, unfinished, rejected
+    )
+
+
+def _mean(x: np.ndarray) -> float:
+    return float(np.mean(x)) if len(x) else float("nan")
+
+
+def _percentile(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if len(x) else float("nan")
+
+
+def summarize(result: RunResult) -> SummaryRow:
+    """Reduce one run to a SummaryRow (empty or all-rejected runs give NaN metrics and correct counts)."""
+    m = per_job(result)
+    jct_s = m.jct_s[m.completed]
+    nan = float("nan")
+    makespan_s = gpu_util = flops_util = nan
+    if jct_s.size:
+        first_arrival_s = float(m.submit_s.min())
+        last_completion_s = float(np.asarray(result.end_s, dtype=float)[m.completed].max())
+        makespan_s = last_completion_s - first_arrival_s
+        if makespan_s > 0:
+            t_s = np.asarray(result.timeline_t_s, dtype=float)
+            busy_gpu_s = step_integral(t_s, result.timeline_busy_gpus, first_arrival_s, last_completion_s)
+            busy_tflop = step_integral(t_s, result.timeline_busy_tflops, first_arrival_s, last_completion_s)
+            gpu_util = busy_gpu_s / (result.total_gpus * makespan_s) if result.total_gpus else nan
+            peak = result.total_peak_tflops
+            flops_util = busy_tflop / (peak * makespan_s) if peak else nan
+
+    by_priority = tuple(
+        (int(p), _mean(m.jct_s[m.completed & (m.priority == p)])) for p in np.unique(m.priority)
+    )
+    return SummaryRow(
+        scheduler=result.scheduler,
+        workload=result.workload,
+        seed=int(result.seed),
+        num_jobs=len(result.jobs),
+        completed=int(m.completed.sum()),
+        rejected=int(m.rejected.sum()),
+        unfinished=int(m.unfinished.sum()),
+        load_factor=float(result.load_factor),
+        avg_jct_s=_mean(jct_s),
+        p50_jct_s=_percentile(jct_s, 50),
+        p95_jct_s=_percentile(jct_s, 95),
+        p99_jct_s=_percentile(jct_s, 99),
+        avg_wait_s=_mean(m.wait_s[m.completed]),
+        avg_bounded_slowdown=_mean(m.bounded_slowdown[m.completed]),
+        makespan_s=makespan_s,
+        gpu_utilization=gpu_util,
+        flops_utilization=flops_util,
+        avg_jct_s_by_priority=by_priority,
+    )

@@ -1,0 +1,118 @@
+"""CSV files of a run: jobs.csv (one row per job), cluster.csv (one row per node) and summary.csv (one per run).
+
+Output is deterministic: the same inputs give byte-identical files (fixed column order, `\\n` line ends, floats
+written with FLOAT_FORMAT, NaN and not-applicable fields written as empty cells).
+
+jobs.csv columns: job_id, submit_time, start_time, end_time, num_gpus, gpu_type, placement, wait_s, jct_s,
+runtime_s, bounded_slowdown, status, priority, gpu_milli, gpu_mem_gb, trace_status, reject_reason. Times are
+seconds of simulated time. `num_gpus` is the GPU demand with a fractional share written as its fraction (a job
+asking 500 milli-GPU has num_gpus 0.5; `gpu_milli` keeps the raw request). `runtime_s` is the actual run time on
+the GPU type the job got (empty if it never started). `wait_s` is filled for every job that started (unfinished
+ones too); `jct_s` and `bounded_slowdown` only for completed jobs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from env.records import RunResult
+from metrics.summary import SummaryRow, per_job
+
+FLOAT_FORMAT = "%.12g"  # 12 significant digits: sub-millisecond at 1e8 s, and 4.0 is written as 4
+JOB_COLUMNS = (
+    "job_id",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "num_gpus",
+    "gpu_type",
+    "placement",
+    "wait_s",
+    "jct_s",
+    "runtime_s",
+    "bounded_slowdown",
+    "status",
+    "priority",
+    "gpu_milli",
+    "gpu_mem_gb",
+    "trace_status",
+    "reject_reason",
+)
+CLUSTER_COLUMNS = ("node_id", "gpu_type", "num_gpus", "gpu_mem_gb", "speed")
+PRIORITY_COLUMN = "avg_jct_s_prio{}"
+
+
+def _write(frame: pd.DataFrame, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n", na_rep="")
+    return path
+
+
+def jobs_frame(result: RunResult) -> pd.DataFrame:
+    """The jobs.csv table as a DataFrame (columns JOB_COLUMNS, one row per job, rejected ones included)."""
+    m = per_job(result)
+    jobs = result.jobs
+    n = len(jobs)
+    columns = {
+        "job_id": pd.array([j.job_id for j in jobs], dtype=object),
+        "submit_time": m.submit_s,
+        "start_time": np.asarray(result.start_s, dtype=float),
+        "end_time": np.asarray(result.end_s, dtype=float),
+        "num_gpus": m.gpu_demand,
+        "gpu_type": np.asarray(result.gpu_type, dtype=object),
+        "placement": np.asarray(result.placement, dtype=object),
+        "wait_s": m.wait_s,
+        "jct_s": m.jct_s,
+        "runtime_s": np.asarray(result.runtime_actual_s, dtype=float),
+        "bounded_slowdown": m.bounded_slowdown,
+        "status": np.asarray(result.status, dtype=object),
+        "priority": m.priority,
+        "gpu_milli": np.fromiter((j.gpu_milli for j in jobs), dtype=np.int64, count=n),
+        "gpu_mem_gb": np.fromiter((j.gpu_mem_gb for j in jobs), dtype=float, count=n),
+        "trace_status": np.asarray([j.trace_status for j in jobs], dtype=object),
+        "reject_reason": np.asarray(result.reject_reason, dtype=object),
+    }
+    return pd.DataFrame(columns, columns=list(JOB_COLUMNS))
+
+
+def write_jobs_csv(result: RunResult, path: str | Path) -> Path:
+    """Write jobs.csv (see the module docstring for the columns); returns the path."""
+    return _write(jobs_frame(result), path)
+
+
+def write_cluster_csv(result: RunResult, path: str | Path) -> Path:
+    """Write cluster.csv: node_id, gpu_type, num_gpus, gpu_mem_gb, speed (one row per node)."""
+    rows = [(n.node_id, n.gpu_type, n.num_gpus, n.gpu_mem_gb, n.speed) for n in result.nodes]
+    frame = pd.DataFrame(rows, columns=list(CLUSTER_COLUMNS))
+    frame = frame.astype({"num_gpus": np.int64, "gpu_mem_gb": float, "speed": float})
+    return _write(frame, path)
+
+
+def summary_frame(rows: Sequence[SummaryRow]) -> pd.DataFrame:
+    """SummaryRows as a table: the scalar fields in declaration order, then one avg_jct_s_prio{p} column per
+    priority class present in any row (sorted; empty where a row lacks that class)."""
+    scalar = [f.name for f in dataclasses.fields(SummaryRow) if f.name != "avg_jct_s_by_priority"]
+    priorities = sorted({p for r in rows for p, _ in r.avg_jct_s_by_priority})
+    prio_cols = [PRIORITY_COLUMN.format(p) for p in priorities]
+    records = []
+    for r in rows:
+        by_prio = dict(r.avg_jct_s_by_priority)
+        records.append([getattr(r, name) for name in scalar] + [by_prio.get(p, np.nan) for p in priorities])
+    frame = pd.DataFrame(records, columns=scalar + prio_cols)
+    return frame.astype({c: float for c in prio_cols})
+
+
+def write_summary_csv(rows: Sequence[SummaryRow], path: str | Path) -> Path:
+    """Write summary.csv, one row per run in the given order; raises ValueError on a repeated
+    (scheduler, workload, seed)."""
+    keys = [(r.scheduler, r.workload, r.seed) for r in rows]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"summary rows repeat (scheduler, workload, seed): {repeated}")
+    return _write(summary_frame(rows), path)

@@ -1,0 +1,395 @@
+"""Hand-computed checks of metrics/: summary numbers, CSV contents and determinism, plots, comparisons."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from env.records import COMPLETED, REJECTED, UNFINISHED, NodeInfo, RunResult
+from metrics.compare import (
+    AggregateRow,
+    aggregate,
+    assert_same_jobs,
+    format_table,
+    write_compare_csv,
+)
+from metrics.plots import plot_compare, plot_compare_cdf, plot_run
+from metrics.summary import METRIC_FIELDS, SummaryRow, per_job, summarize
+from metrics.timeline import step_bin_means, step_integral
+from metrics.writers import JOB_COLUMNS, write_cluster_csv, write_jobs_csv, write_summary_csv
+from workloads.job import Job
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+NAN = float("nan")
+
+NODES = (
+    NodeInfo("n0", "A100-80GB", 4, 80.0, 1.0, 312.0),
+    NodeInfo("n1", "V100-32GB", 2, 32.0, 0.5, 125.0),
+)
+JOBS = (
+    Job("j0", arrival_s=0.0, runtime_s=100.0, num_gpus=2, priority=0),
+    # fractional (half a GPU), short: its actual 4 s run on the V100 is below the 10 s slowdown bound
+    Job("j1", arrival_s=10.0, runtime_s=2.0, num_gpus=1, gpu_milli=500, gpu_mem_gb=8.0, priority=1),
+    Job("j2", arrival_s=30.0, runtime_s=50.0, num_gpus=4, priority=1, trace_status="Failed"),
+    Job("j3", arrival_s=40.0, runtime_s=10.0, num_gpus=8, priority=2),  # rejected: larger than any node
+    Job("j4", arrival_s=50.0, runtime_s=1000.0, num_gpus=2, priority=0),  # still running at the end
+)
+
+
+def make_result(scheduler: str = "fcfs", seed: int = 0, jobs: tuple[Job, ...] = JOBS) -> RunResult:
+    """The hand-simulated run of JOBS: j0 0-100 on n0, j1 20-24 on n1 (half GPU), j2 100-150 on n0,
+    j3 rejected, j4 from 60 on n1 until the run stops at 200."""
+    #                 t    busy_gpus  busy_tflops              queue
+    timeline = [
+        (0.0, 2.0, 2 * 312.0, 0),  # j0 starts
+        (10.0, 2.0, 2 * 312.0, 1),  # j1 arrives
+        (20.0, 2.5, 2 * 312.0 + 0.5 * 125.0, 0),  # j1 starts
+        (24.0, 2.0, 2 * 312.0, 0),  # j1 ends
+        (30.0, 2.0, 2 * 312.0, 1),  # j2 arrives
+        (40.0, 2.0, 2 * 312.0, 1),  # j3 arrives and is rejected
+        (50.0, 2.0, 2 * 312.0, 2),  # j4 arrives
+        (60.0, 4.0, 2 * 312.0 + 2 * 125.0, 1),  # j4 starts
+        (100.0, 6.0, 4 * 312.0 + 2 * 125.0, 0),  # j0 ends, j2 starts
+        (150.0, 2.0, 2 * 125.0, 0),  # j2 ends
+        (200.0, 2.0, 2 * 125.0, 0),  # run stops
+    ]
+    t, busy, tflops, queue = (np.array(c, dtype=float) for c in zip(*timeline, strict=True))
+    return RunResult(
+        scheduler=scheduler,
+        workload="hand",
+        seed=seed,
+        jobs=jobs,
+        nodes=NODES,
+        start_s=np.array([0.0, 20.0, 100.0, NAN, 60.0]),
+        end_s=np.array([100.0, 24.0, 150.0, NAN, NAN]),
+        runtime_actual_s=np.array([100.0, 4.0, 50.0, NAN, 2000.0]),
+        gpu_type=("A100-80GB", "V100-32GB", "A100-80GB", "", "V100-32GB"),
+        placement=("n0/0;n0/1", "n1/0", "n0/0;n0/1;n0/2;n0/3", "", "n1/0;n1/1"),
+        status=(COMPLETED, COMPLETED, COMPLETED, REJECTED, UNFINISHED),
+        reject_reason=("", "", "", "needs 8 GPUs, largest node has 4", ""),
+        timeline_t_s=t,
+        timeline_busy_gpus=busy,
+        timeline_busy_tflops=tflops,
+        timeline_queue_len=queue.astype(np.int64),
+        load_factor=0.7,
+    )
+
+
+def empty_result(jobs: tuple[Job, ...] = ()) -> RunResult:
+    n = len(jobs)
+    nan_n = np.full(n, NAN)
+    return RunResult(
+        scheduler="fcfs",
+        workload="empty",
+        seed=0,
+        jobs=jobs,
+        nodes=NODES,
+        start_s=nan_n,
+        end_s=nan_n,
+        runtime_actual_s=nan_n,
+        gpu_type=("",) * n,
+        placement=("",) * n,
+        status=(REJECTED,) * n,
+        reject_reason=("too big",) * n,
+        timeline_t_s=np.zeros(0),
+        timeline_busy_gpus=np.zeros(0),
+        timeline_busy_tflops=np.zeros(0),
+        timeline_queue_len=np.zeros(0, dtype=np.int64),
+        load_factor=0.0,
+    )
+
+
+# ---------------------------------------------------------------- summary
+
+
+def test_summary_hand_computed():
+    row = summarize(make_result())
+    assert (row.scheduler, row.workload, row.seed) == ("fcfs", "hand", 0)
+    assert (row.num_jobs, row.completed, row.rejected, row.unfinished) == (5, 3, 1, 1)
+    assert row.load_factor == 0.7
+    # completed JCTs: j0 100-0, j1 24-10, j2 150-30
+    assert row.avg_jct_s == pytest.approx((100 + 14 + 120) / 3)
+    assert row.p50_jct_s == pytest.approx(100.0)
+    assert row.p95_jct_s == pytest.approx(100 + 0.9 * 20)  # rank 0.95 * 2 = 1.9 between 100 and 120
+    assert row.p99_jct_s == pytest.approx(100 + 0.98 * 20)
+    assert row.avg_wait_s == pytest.approx((0 + 10 + 70) / 3)
+    # slowdowns: 100/100 = 1; 14/max(4, 10) = 1.4 (not 14/4 = 3.5); 120/50 = 2.4
+    assert row.avg_bounded_slowdown == pytest.approx((1 + 1.4 + 2.4) / 3)
+    assert row.makespan_s == 150.0
+    # busy GPU-s in [0, 150]: j0 2x100 + j1 0.5x4 + j2 4x50 + unfinished j4 2x(150-60)
+    assert row.gpu_utilization == pytest.approx((200 + 2 + 200 + 180) / (6 * 150))
+    busy_tflop = 2 * 312 * 100 + 0.5 * 125 * 4 + 4 * 312 * 50 + 2 * 125 * 90
+    assert row.flops_utilization == pytest.approx(busy_tflop / ((4 * 312 + 2 * 125) * 150))
+    prio = dict(row.avg_jct_s_by_priority)
+    assert list(prio) == [0, 1, 2]
+    assert prio[0] == pytest.approx(100.0)  # j4 (unfinished) is not averaged in
+    assert prio[1] == pytest.approx((14 + 120) / 2)
+    assert math.isnan(prio[2])  # only the rejected j3
+
+
+def test_per_job_values():
+    m = per_job(make_result())
+    np.testing.assert_allclose(m.wait_s, [0, 10, 70, NAN, 10])  # unfinished j4 started: its wait is known
+    np.testing.assert_allclose(m.jct_s, [100, 14, 120, NAN, NAN])
+    np.testing.assert_allclose(m.bounded_slowdown, [1, 1.4, 2.4, NAN, NAN])
+    np.testing.assert_allclose(m.gpu_demand, [2, 0.5, 4, 8, 2])
+
+
+def test_slowdown_never_below_one():
+    # finishes faster than its runtime would suggest is impossible, but a JCT under the 10 s bound gives 1, not < 1
+    result = make_result()
+    result = dataclasses.replace(result, runtime_actual_s=np.array([100.0, 4.0, 500.0, NAN, 2000.0]))
+    assert per_job(result).bounded_slowdown[2] == 1.0
+
+
+def test_empty_and_all_rejected_runs():
+    row = summarize(empty_result())
+    assert (row.num_jobs, row.completed, row.rejected, row.unfinished) == (0, 0, 0, 0)
+    assert row.avg_jct_s_by_priority == ()
+    for name in METRIC_FIELDS[1:]:
+        assert math.isnan(getattr(row, name)), name
+
+    row = summarize(empty_result(JOBS[:3]))
+    assert (row.num_jobs, row.completed, row.rejected, row.unfinished) == (3, 0, 3, 0)
+    assert math.isnan(row.avg_jct_s) and math.isnan(row.makespan_s) and math.isnan(row.gpu_utilization)
+    assert [p for p, _ in row.avg_jct_s_by_priority] == [0, 1]
+
+
+def test_bad_records_raise():
+    with pytest.raises(ValueError, match="status"):
+        summarize(dataclasses.replace(make_result(), status=(COMPLETED,) * 4 + ("done",)))
+    with pytest.raises(ValueError, match="start_s"):
+        summarize(dataclasses.replace(make_result(), start_s=np.zeros(3)))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        summarize(dataclasses.replace(make_result(), timeline_t_s=make_result().timeline_t_s[::-1].copy()))
+
+
+# ---------------------------------------------------------------- timeline
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 50), st.integers(0, 9)), min_size=1, max_size=20),
+    st.integers(-5, 60),
+    st.integers(0, 70),
+)
+def test_step_integral_matches_unit_sum(samples, lo, width):
+    """On integer times the integral is the sum over unit intervals of the value holding on each."""
+    samples.sort(key=lambda s: s[0])  # stable: equal times keep order, the last one wins
+    t = np.array([s[0] for s in samples], dtype=float)
+    v = np.array([s[1] for s in samples], dtype=float)
+
+    def value_at(x: float) -> float:
+        k = np.searchsorted(t, x, side="right") - 1
+        return 0.0 if k < 0 else v[k]
+
+    expected = sum(value_at(x + 0.5) for x in range(lo, lo + width))
+    assert step_integral(t, v, lo, lo + width) == pytest.approx(expected)
+
+
+def test_step_bin_means():
+    t = np.array([0.0, 1.0, 3.0])
+    v = np.array([2.0, 4.0, 0.0])
+    edges, means = step_bin_means(t, v, 0.0, 4.0, 2)
+    np.testing.assert_allclose(edges, [0, 2, 4])
+    np.testing.assert_allclose(means, [(2 + 4) / 2, (4 + 0) / 2])
+
+
+# ---------------------------------------------------------------- CSVs
+
+
+def test_jobs_csv(tmp_path):
+    path = write_jobs_csv(make_result(), tmp_path / "jobs.csv")
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    assert tuple(frame.columns) == JOB_COLUMNS
+    assert list(frame["job_id"]) == ["j0", "j1", "j2", "j3", "j4"]
+    assert list(frame["status"]) == ["completed", "completed", "completed", "rejected", "unfinished"]
+    np.testing.assert_allclose(frame["num_gpus"], [2, 0.5, 4, 8, 2])
+    np.testing.assert_allclose(frame["jct_s"], [100, 14, 120, NAN, NAN])
+    np.testing.assert_allclose(frame["wait_s"], [0, 10, 70, NAN, 10])
+    np.testing.assert_allclose(frame["bounded_slowdown"], [1, 1.4, 2.4, NAN, NAN])
+    np.testing.assert_allclose(frame["runtime_s"], [100, 4, 50, NAN, 2000])
+    np.testing.assert_allclose(frame["end_time"], [100, 24, 150, NAN, NAN])
+    assert frame["reject_reason"].isna().tolist() == [True, True, True, False, True]
+    assert frame.loc[3, "reject_reason"] == "needs 8 GPUs, largest node has 4"
+    assert frame.loc[2, "trace_status"] == "Failed"
+    assert list(frame["priority"]) == [0, 1, 1, 2, 0]
+    assert list(frame["gpu_milli"]) == [1000, 500, 1000, 1000, 1000]
+    lines = path.read_text().splitlines()
+    assert lines[1] == "j0,0,0,100,2,A100-80GB,n0/0;n0/1,0,100,100,1,completed,0,1000,0,,"
+    assert lines[2].startswith("j1,10,20,24,0.5,V100-32GB,n1/0,10,14,4,1.4,completed,1,500,8,,")
+    assert lines[4] == 'j3,40,,,8,,,,,,,rejected,2,1000,0,,"needs 8 GPUs, largest node has 4"'
+
+
+def test_cluster_and_summary_csv(tmp_path):
+    cluster = write_cluster_csv(make_result(), tmp_path / "cluster.csv").read_text()
+    assert (
+        cluster == "node_id,gpu_type,num_gpus,gpu_mem_gb,speed\nn0,A100-80GB,4,80,1\nn1,V100-32GB,2,32,0.5\n"
+    )
+
+    a = summarize(make_result("fcfs"))
+    b = dataclasses.replace(summarize(make_result("sjf")), avg_jct_s_by_priority=((1, 50.0), (3, 7.0)))
+    path = write_summary_csv([a, b], tmp_path / "summary.csv")
+    frame = pd.read_csv(path)
+    fields = [f.name for f in dataclasses.fields(SummaryRow)][:-1]
+    prio_cols = ["avg_jct_s_prio0", "avg_jct_s_prio1", "avg_jct_s_prio2", "avg_jct_s_prio3"]
+    assert list(frame.columns) == fields + prio_cols
+    assert fields[:17] == [
+        "scheduler", "workload", "seed", "num_jobs", "completed", "rejected", "unfinished", "load_factor",
+        "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_wait_s", "avg_bounded_slowdown",
+        "makespan_s", "gpu_utilization", "flops_utilization",
+    ]  # fmt: skip
+    np.testing.assert_allclose(frame.loc[0, prio_cols].astype(float), [100, 67, NAN, NAN])
+    np.testing.assert_allclose(frame.loc[1, prio_cols].astype(float), [NAN, 50, NAN, 7])
+    assert frame.loc[0, "avg_jct_s"] == pytest.approx(78.0)
+    with pytest.raises(ValueError, match="repeat"):
+        write_summary_csv([a, a], tmp_path / "dup.csv")
+
+
+def test_csvs_are_byte_identical(tmp_path):
+    for name, write in (("jobs.csv", write_jobs_csv), ("cluster.csv", write_cluster_csv)):
+        first = write(make_result(), tmp_path / "a" / name).read_bytes()
+        assert write(make_result(), tmp_path / "b" / name).read_bytes() == first
+    rows = [summarize(make_result("fcfs", s)) for s in (0, 1)]
+    assert (
+        write_summary_csv(rows, tmp_path / "a.csv").read_bytes()
+        == write_summary_csv(rows, tmp_path / "b.csv").read_bytes()
+    )
+    agg = aggregate(rows)
+    assert (
+        write_compare_csv(agg, tmp_path / "ca.csv").read_bytes()
+        == write_compare_csv(agg, tmp_path / "cb.csv").read_bytes()
+    )
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _row(scheduler: str, seed: int, avg_jct_s: float, util: float, prio=()) -> SummaryRow:
+    base = summarize(make_result(scheduler, seed))
+    return dataclasses.replace(base, avg_jct_s=avg_jct_s, gpu_utilization=util, avg_jct_s_by_priority=prio)
+
+
+def test_aggregate_mean_std():
+    rows = [
+        _row("fcfs", 0, 10.0, 0.5, ((0, 1.0),)),
+        _row("sjf", 0, 5.0, 0.7),
+        _row("fcfs", 1, 20.0, 0.6, ((0, 3.0),)),
+        _row("fcfs", 2, 30.0, 0.7, ((0, 5.0), (1, 8.0))),
+    ]
+    fcfs, sjf = aggregate(rows)
+    assert isinstance(fcfs, AggregateRow)
+    assert (fcfs.scheduler, fcfs.n_seeds, sjf.scheduler, sjf.n_seeds) == ("fcfs", 3, "sjf", 1)
+    assert fcfs.avg_jct_s.mean == pytest.approx(20.0)
+    assert fcfs.avg_jct_s.std == pytest.approx(10.0)  # sample std of 10, 20, 30
+    assert fcfs.gpu_utilization.mean == pytest.approx(0.6)
+    assert fcfs.gpu_utilization.std == pytest.approx(0.1)
+    assert (fcfs.total_jobs, fcfs.total_completed, fcfs.total_unfinished, fcfs.total_rejected) == (
+        15,
+        9,
+        3,
+        3,
+    )
+    prio = dict(fcfs.avg_jct_s_by_priority)
+    assert prio[0].mean == pytest.approx(3.0) and prio[0].std == pytest.approx(2.0)
+    assert prio[1].mean == 8.0 and math.isnan(prio[1].std)
+    assert sjf.avg_jct_s.mean == 5.0 and math.isnan(sjf.avg_jct_s.std)
+    table = format_table([fcfs, sjf])
+    lines = table.splitlines()
+    assert len(lines) == 4 and len({len(line) for line in lines}) == 1  # fixed width
+    assert "20.0±10.0" in lines[2] and "9/3/3" in lines[2]
+    assert "5.0" in lines[3] and "±" not in lines[3].split()[2]
+    with pytest.raises(ValueError, match="repeated seeds"):
+        aggregate([rows[0], rows[0]])
+
+
+def test_compare_csv(tmp_path):
+    agg = aggregate([_row("fcfs", 0, 10.0, 0.5), _row("fcfs", 1, 20.0, 0.6)])
+    frame = pd.read_csv(write_compare_csv(agg, tmp_path / "compare.csv"))
+    assert frame.loc[0, "avg_jct_s_mean"] == pytest.approx(15.0)
+    assert frame.loc[0, "avg_jct_s_std"] == pytest.approx(math.sqrt(50.0))
+    assert frame.loc[0, "n_seeds"] == 2
+
+
+def test_assert_same_jobs():
+    a, b = make_result("fcfs"), make_result("sjf")
+    assert_same_jobs([a, b])
+    assert_same_jobs([])
+    with pytest.raises(ValueError, match="job ids"):
+        assert_same_jobs([a, make_result("sjf", jobs=JOBS[::-1])])
+    with pytest.raises(ValueError, match="4 jobs vs 5"):
+        assert_same_jobs([a, make_result("sjf", jobs=JOBS[:4])])
+    moved = (dataclasses.replace(JOBS[0], arrival_s=5.0),) + JOBS[1:]
+    with pytest.raises(ValueError, match="different jobs"):
+        assert_same_jobs([a, make_result("sjf", jobs=moved)])
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _assert_png(path):
+    data = path.read_bytes()
+    assert len(data) > 1000 and data[:8] == PNG_MAGIC
+
+
+def test_plots_are_written(tmp_path):
+    paths = plot_run(make_result(), tmp_path / "run")
+    assert [p.name for p in paths] == ["jct_cdf.png", "utilization.png", "queue_length.png"]
+    for p in paths:
+        _assert_png(p)
+    for p in plot_run(empty_result(JOBS[:2]), tmp_path / "empty"):
+        _assert_png(p)
+    rows = [summarize(make_result(s, seed)) for s in ("fcfs", "sjf") for seed in (0, 1)]
+    _assert_png(plot_compare(rows, tmp_path))
+    _assert_png(plot_compare_cdf([make_result("fcfs"), make_result("sjf")], tmp_path / "cdf.png"))
+
+
+def _big_result(num_jobs: int, rng: np.random.Generator) -> RunResult:
+    """A synthetic but consistent-looking run: random arrivals and runtimes, every job completes."""
+    arrival = np.sort(rng.uniform(0, 1e6, num_jobs))
+    runtime = rng.lognormal(6, 2, num_jobs)
+    start = arrival + rng.exponential(100, num_jobs)
+    end = start + runtime
+    jobs = tuple(
+        Job(f"job{i}", float(a), float(r), 1, gpu_milli=500 if i % 7 == 0 else 1000, priority=i % 3)
+        for i, (a, r) in enumerate(zip(arrival, runtime, strict=True))
+    )
+    t = np.sort(np.concatenate([arrival, start, end]))
+    return RunResult(
+        scheduler="fcfs",
+        workload="big",
+        seed=0,
+        jobs=jobs,
+        nodes=NODES,
+        start_s=start,
+        end_s=end,
+        runtime_actual_s=runtime,
+        gpu_type=("A100-80GB",) * num_jobs,
+        placement=("n0/0",) * num_jobs,
+        status=(COMPLETED,) * num_jobs,
+        reject_reason=("",) * num_jobs,
+        timeline_t_s=t,
+        timeline_busy_gpus=rng.uniform(0, 6, len(t)),
+        timeline_busy_tflops=rng.uniform(0, 1498, len(t)),
+        timeline_queue_len=rng.integers(0, 100, len(t)),
+        load_factor=1.0,
+    )
+
+
+@pytest.mark.slow
+def test_big_run_is_fast(tmp_path):
+    result = _big_result(100_000, np.random.default_rng(0))
+    t0 = time.perf_counter()
+    write_jobs_csv(result, tmp_path / "jobs.csv")
+    t_csv = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    plot_run(result, tmp_path)
+    t_plot = time.perf_counter() - t0
+    assert t_csv < 1.0 and t_plot < 2.0, (t_csv, t_plot)

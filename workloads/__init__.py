@@ -1,0 +1,1 @@
+"""Workload sources: the synthetic generator, the plain jobs CSV and real-trace loaders, all -> Workload."""

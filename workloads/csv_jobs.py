@@ -1,0 +1,124 @@
+"""The plain jobs CSV loader: one job per row, every bad value reported with file and line.
+
+Columns: required `arrival_time,runtime,gpus` (seconds, reference-GPU seconds, GPUs); optional `job_id`,
+`priority` (integer, default 0), `gpu_mem_gb` (per GPU, default 0), `gpu_types` (`|`-separated catalog names or
+aliases, default any) and `estimate` (user runtime estimate in seconds, default none). `gpus` below 1 asks for
+that fraction of one GPU (0.5 -> num_gpus=1, gpu_milli=500); above 1 it must be a whole number. Jobs are sorted
+by arrival (stable) and arrival times are rebased so the first is 0; the shift is in report["arrival_offset_s"].
+A missing job_id becomes the row's 0-based index among the data rows (file order); job_ids must be unique.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from env.catalog import resolve_gpu_type
+from workloads.job import FULL_GPU_MILLI, Job, Workload
+
+REQUIRED_COLUMNS = ("arrival_time", "runtime", "gpus")
+OPTIONAL_COLUMNS = ("job_id", "priority", "gpu_mem_gb", "gpu_types", "estimate")
+_FORM = f"{','.join(REQUIRED_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
+
+
+def load_jobs_csv(path: str | Path) -> Workload:
+    """Read a jobs CSV (see the module docstring); raises ValueError naming the file, line and problem."""
+    path = Path(path)
+    rows: list[dict] = []
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames:
+            raise ValueError(f"{path}:1: empty file; expected a header {_FORM}")
+        columns = reader.fieldnames = [c.strip() for c in reader.fieldnames]
+        missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+        if missing:
+            raise ValueError(f"{path}:1: missing required column(s) {', '.join(missing)}; expected {_FORM}")
+        seen_ids: dict[str, int] = {}
+        for index, row in enumerate(reader):
+            line_no = reader.line_num
+            try:
+                fields = _parse_row(row, index)
+            except ValueError as e:
+                raise ValueError(f"{path}:{line_no}: {e}") from None
+            job_id = fields["job_id"]
+            if job_id in seen_ids:
+                raise ValueError(
+                    f"{path}:{line_no}: duplicate job_id {job_id!r} (first on line {seen_ids[job_id]})"
+                )
+            seen_ids[job_id] = line_no
+            rows.append(fields)
+    if not rows:
+        raise ValueError(f"{path}:2: empty file: no job rows after the header")
+    rows.sort(key=lambda r: r["arrival_s"])
+    offset_s = rows[0]["arrival_s"]
+    jobs = tuple(Job(**{**r, "arrival_s": r["arrival_s"] - offset_s}) for r in rows)
+    report = {"source": str(path), "rows_read": len(jobs), "arrival_offset_s": offset_s}
+    return Workload(path.name, jobs, report)
+
+
+def _parse_row(row: dict, index: int) -> dict:
+    """The Job fields of one row (keyword arguments of Job), or ValueError naming the problem."""
+    if None in row:
+        raise ValueError(f"more fields than the {len(row) - 1} header columns")
+    arrival_s = _number(row, "arrival_time")
+    runtime_s = _number(row, "runtime")
+    if runtime_s <= 0.0:
+        raise ValueError(f"runtime must be > 0 seconds, got {row['runtime']!r}")
+    gpus = _number(row, "gpus")
+    if gpus <= 0.0:
+        raise ValueError(f"gpus must be > 0, got {row['gpus']!r}")
+    if gpus < 1.0:
+        num_gpus, gpu_milli = 1, round(gpus * FULL_GPU_MILLI)
+        if gpu_milli < 1:
+            raise ValueError(f"gpus {row['gpus']!r} is below 1/{FULL_GPU_MILLI} of a GPU")
+    elif gpus.is_integer():
+        num_gpus, gpu_milli = int(gpus), FULL_GPU_MILLI
+    else:
+        raise ValueError(f"gpus above 1 must be a whole number, got {row['gpus']!r}")
+    job_id = (row.get("job_id") or "").strip() or str(index)
+    priority = _optional(row, "priority", 0, integer=True)
+    gpu_mem_gb = _optional(row, "gpu_mem_gb", 0.0)
+    if gpu_mem_gb < 0.0:
+        raise ValueError(f"gpu_mem_gb must be >= 0, got {row['gpu_mem_gb']!r}")
+    estimate_s = _optional(row, "estimate", None)
+    if estimate_s is not None and estimate_s <= 0.0:
+        raise ValueError(f"estimate must be > 0 seconds, got {row['estimate']!r}")
+    types_text = (row.get("gpu_types") or "").strip()
+    gpu_types = tuple(dict.fromkeys(resolve_gpu_type(t) for t in types_text.split("|"))) if types_text else ()
+    return {
+        "job_id": job_id,
+        "arrival_s": arrival_s,
+        "runtime_s": runtime_s,
+        "num_gpus": num_gpus,
+        "gpu_mem_gb": gpu_mem_gb,
+        "gpu_milli": gpu_milli,
+        "gpu_types": gpu_types,
+        "priority": priority,
+        "estimate_s": estimate_s,
+    }
+
+
+def _number(row: dict, column: str) -> float:
+    text = row.get(column)
+    if text is None or not text.strip():
+        raise ValueError(f"missing value in column {column!r}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"non-numeric {column} {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite {column} {text!r}")
+    return value
+
+
+def _optional(row: dict, column: str, default: float | None, integer: bool = False) -> float | int | None:
+    text = (row.get(column) or "").strip()
+    if not text:
+        return default
+    value = _number(row, column)
+    if integer:
+        if not value.is_integer():
+            raise ValueError(f"{column} must be an integer, got {text!r}")
+        return int(value)
+    return value

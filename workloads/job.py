@@ -1,0 +1,46 @@
+"""The job record every workload source produces and the simulator consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FULL_GPU_MILLI = 1000  # a whole GPU in 1/1000-GPU units (openb's gpu_milli)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job as submitted.
+
+    `runtime_s` is the duration on one reference GPU type (A100, speed 1.0); on a type of speed v it runs
+    runtime_s / v. `gpu_milli` < 1000 means the job asks for that fraction of a single GPU (then num_gpus == 1).
+    `gpu_types` holds canonical catalog names; empty means any type is acceptable.
+    """
+
+    job_id: str
+    arrival_s: float
+    runtime_s: float
+    num_gpus: int
+    gpu_mem_gb: float = 0.0
+    gpu_milli: int = FULL_GPU_MILLI
+    gpu_types: tuple[str, ...] = ()
+    priority: int = 0
+    estimate_s: float | None = None
+    trace_status: str = ""  # status recorded by a trace (e.g. Failed, Killed); "" for synthetic jobs
+
+    @property
+    def gpu_demand(self) -> float:
+        """GPUs requested, counting a fractional request as its fraction."""
+        return self.num_gpus * self.gpu_milli / FULL_GPU_MILLI
+
+
+@dataclass(frozen=True)
+class Workload:
+    """An ordered (by arrival) tuple of jobs plus where it came from.
+
+    `report` carries loader statistics (rows read, filtered counts per reason, ...) as plain values; it is
+    written verbatim to workload_report.json.
+    """
+
+    name: str
+    jobs: tuple[Job, ...]
+    report: dict = field(default_factory=dict)
