@@ -86,34 +86,72 @@ class EnvConfig:
 @dataclass(frozen=True)
 class D3QNConfig:
     total_steps: int = 300_000
+    """env steps of a run (RunConfig.total_steps overrides)"""
     learning_rate: float = 3e-4
     buffer_size: int = 100_000
+    """replay capacity in transitions"""
     batch_size: int = 128
     gamma: float = 0.99
+    """discount per env step (decision or WAIT)"""
     tau: float = 1.0
+    """target <- tau * online + (1 - tau) * target every target_update_every steps (1.0 = hard copy)"""
     target_update_every: int = 1000
+    """env steps between target-network updates"""
     learning_starts: int = 2000
+    """transitions collected before the first update (again after a resume only if the buffer is empty)"""
     train_every: int = 4
+    """env steps per gradient update"""
     eps_start: float = 1.0
     eps_end: float = 0.05
     eps_fraction: float = 0.3
+    """fraction of the run's total steps over which epsilon decays linearly"""
     n_step: int = 1
+    """n-step returns (1 = one-step TD)"""
     prioritized: bool = False
+    """proportional prioritized replay (sum tree) with importance weights"""
+    per_alpha: float = 0.6
+    """priority exponent"""
+    per_beta_start: float = 0.4
+    """importance-weight exponent, annealed linearly to 1.0 over the run"""
+    per_eps: float = 1e-6
+    """added to |TD error| so no transition gets priority 0"""
+    max_grad_norm: float = 10.0
     hidden: int = 64
+    """width of every hidden layer of the per-slot scoring network"""
+    save_replay: bool = True
+    """store the replay buffer beside the newest checkpoint so a resume need not refill it"""
 
 
 @dataclass(frozen=True)
 class SACConfig:
     total_steps: int = 300_000
+    """env steps of a run (RunConfig.total_steps overrides)"""
     learning_rate: float = 3e-4
+    """actor, critic and temperature learning rate"""
     buffer_size: int = 100_000
+    """replay capacity in transitions"""
     batch_size: int = 128
     gamma: float = 0.99
+    """discount per env step (decision or WAIT)"""
     tau: float = 0.005
+    """soft target-critic update rate, applied after every gradient update"""
     learning_starts: int = 2000
+    """uniformly random legal actions until the buffer holds this many transitions"""
     train_every: int = 4
+    """env steps per gradient update"""
     target_entropy_ratio: float = 0.5
+    """target entropy of a state = ratio x log(number of legal actions in that state)"""
+    alpha_init: float = 0.2
+    """initial entropy temperature"""
+    autotune: bool = True
+    """learn the temperature; False keeps alpha_init"""
+    n_step: int = 1
+    """n-step returns (1 = one-step TD)"""
+    max_grad_norm: float = 10.0
     hidden: int = 64
+    """width of every hidden layer of the per-slot scoring networks"""
+    save_replay: bool = True
+    """store the replay buffer beside the newest checkpoint so a resume need not refill it"""
 
 
 @dataclass(frozen=True)

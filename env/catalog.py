@@ -36,7 +36,9 @@ _TYPES = (
     # sized like the closest public part so that traces constrained to them can be replayed.
     GPUType("G1", 16.0, 65.0, 0.20, "Alibaba openb internal code G1 (undisclosed; modelled as T4-class)"),
     GPUType("G2", 24.0, 125.0, 0.45, "Alibaba openb internal code G2 (undisclosed; modelled as A10-class)"),
-    GPUType("G3", 32.0, 125.0, 0.50, "Alibaba openb internal code G3 (undisclosed; modelled as V100-32GB-class)"),
+    GPUType(
+        "G3", 32.0, 125.0, 0.50, "Alibaba openb internal code G3 (undisclosed; modelled as V100-32GB-class)"
+    ),
     GPUType("MISC", 16.0, 65.0, 0.20, "Alibaba PAI 2020 'MISC' (older mixed GPUs; modelled as T4-class)"),
 )
 

@@ -6,7 +6,7 @@ A whole-GPU allocation takes the GPU's entire share and memory; a fractional one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,15 +21,18 @@ def gb_to_mb(gb: float) -> int:
     return int(round(gb * 1000))
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """The GPUs one job holds: all of one type; `milli`/`mem_mb` are taken from each of them."""
+class Placement(NamedTuple):
+    """The GPUs one job holds: all of one type; `milli`/`mem_mb` are taken from each of them.
+
+    (A NamedTuple rather than a frozen dataclass: equally immutable, 5x cheaper to build on the hot path.)
+    """
 
     gpus: tuple[int, ...]
     nodes: tuple[int, ...]  # distinct nodes, in order
     milli: int
     mem_mb: int
     type_idx: int
+    first: int = -1  # gpus == range(first, first + len(gpus)) when >= 0 (fast slice updates)
 
 
 class ClusterLayout:
@@ -69,6 +72,17 @@ class ClusterLayout:
         self.type_num_gpus = [0] * len(self.type_names)
         for i, n in enumerate(self.nodes):
             self.type_num_gpus[self.node_type[i]] += n.num_gpus
+        pool_key: dict[tuple[int, int], int] = {}
+        self.node_pool = []
+        for i in range(self.num_nodes):
+            self.node_pool.append(
+                pool_key.setdefault((self.node_type[i], self.node_mem_mb[i]), len(pool_key))
+            )
+        self.pool_speed = [self.type_speed[t] for t, _ in pool_key]
+        self.pool_max_gpus = [0] * len(pool_key)
+        for i in range(self.num_nodes):
+            q = self.node_pool[i]
+            self.pool_max_gpus[q] = max(self.pool_max_gpus[q], self.node_num_gpus[i])
         self._eligible: dict[tuple[tuple[str, ...], int], Eligible] = {}
 
     def eligible(self, gpu_types: tuple[str, ...], mem_mb: int) -> Eligible:
@@ -86,9 +100,23 @@ class ClusterLayout:
 
 
 class Eligible:
-    """The nodes (and GPUs) that satisfy one job shape: acceptable type and enough memory per GPU."""
+    """The nodes (and GPUs) that satisfy one job shape: acceptable type and enough memory per GPU.
 
-    __slots__ = ("nodes", "types", "max_node_gpus", "type_nodes", "type_total", "_gpu_mask", "_layout")
+    Nodes are grouped into pools (same type and memory); `speed_groups` lists the eligible pools by speed,
+    fastest first, so placement tries the fastest acceptable type first.
+    """
+
+    __slots__ = (
+        "nodes",
+        "_node_set",
+        "types",
+        "max_node_gpus",
+        "type_nodes",
+        "type_total",
+        "speed_groups",
+        "_gpu_mask",
+        "_layout",
+    )
 
     def __init__(self, layout: ClusterLayout, gpu_types: tuple[str, ...], mem_mb: int):
         accept = set(gpu_types)
@@ -97,21 +125,32 @@ class Eligible:
             for i in range(layout.num_nodes)
             if (not accept or layout.nodes[i].gpu_type in accept) and layout.node_mem_mb[i] >= mem_mb
         ]
-        # best-fit ties go to the faster type, then the lower node index
-        ok.sort(key=lambda i: (-layout.node_speed[i], i))
-        self.nodes = np.asarray(ok, dtype=np.int64)
+        self.nodes = ok
+        self._node_set = frozenset(ok)
         self.types = tuple(sorted({layout.node_type[i] for i in ok}))
         self.max_node_gpus = max((layout.node_num_gpus[i] for i in ok), default=0)
-        self.type_nodes = {t: np.asarray([i for i in ok if layout.node_type[i] == t]) for t in self.types}
-        self.type_total = {t: sum(layout.node_num_gpus[i] for i in ok if layout.node_type[i] == t) for t in self.types}
+        self.type_nodes = {t: [i for i in ok if layout.node_type[i] == t] for t in self.types}
+        self.type_total = {
+            t: sum(layout.node_num_gpus[i] for i in ok if layout.node_type[i] == t) for t in self.types
+        }
+        pools = sorted({layout.node_pool[i] for i in ok})
+        speeds = sorted({layout.pool_speed[q] for q in pools}, reverse=True)
+        self.speed_groups = []
+        for v in speeds:
+            group = tuple(q for q in pools if layout.pool_speed[q] == v)
+            self.speed_groups.append((max(layout.pool_max_gpus[q] for q in group), group))
         self._gpu_mask: np.ndarray | None = None
         self._layout = layout
+
+    def accepts(self, nodes: tuple[int, ...]) -> bool:
+        """Whether every node in `nodes` is eligible."""
+        return all(n in self._node_set for n in nodes)
 
     @property
     def gpu_mask(self) -> np.ndarray:
         if self._gpu_mask is None:
             m = np.zeros(self._layout.num_gpus, dtype=bool)
-            for i in self.nodes.tolist():
+            for i in self.nodes:
                 a = self._layout.node_first_gpu[i]
                 m[a : a + self._layout.node_num_gpus[i]] = True
             self._gpu_mask = m
@@ -119,7 +158,7 @@ class Eligible:
 
     def never_fits(self, num_gpus: int, milli: int) -> str | None:
         """Why a job of this shape can never run on this cluster, or None if an empty cluster fits it."""
-        if len(self.nodes) == 0:
+        if not self.nodes:
             return "no node has an acceptable GPU type with enough memory per GPU"
         if milli < FULL:
             return None if num_gpus == 1 else "fractional GPU share requested on more than one GPU"
@@ -127,33 +166,54 @@ class Eligible:
             return None
         if max(self.type_total.values()) >= num_gpus:
             return None
-        return (
-            f"needs {num_gpus} GPUs but at most {max(self.type_total.values())} acceptable GPUs of one type exist"
-        )
+        return f"needs {num_gpus} GPUs but at most {max(self.type_total.values())} acceptable GPUs of one type exist"
 
 
 class FreeState:
-    """Free capacity per GPU plus counters that make placement fast; copy() gives a scratch version."""
+    """Free capacity per GPU plus counters that make placement fast; copy() gives a scratch version.
 
-    __slots__ = ("layout", "free_milli", "free_mem_mb", "node_whole", "type_whole", "free_milli_total")
+    `node_whole[n]` counts node n's completely free GPUs; `pool_free[q][c]` is the set of nodes of pool q with
+    exactly c completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes).
+    """
+
+    __slots__ = (
+        "layout",
+        "free_milli",
+        "free_mem_mb",
+        "node_whole",
+        "type_whole",
+        "free_milli_total",
+        "pool_free",
+    )
 
     def __init__(self, layout: ClusterLayout, _copy_from: FreeState | None = None):
         self.layout = layout
         if _copy_from is None:
             self.free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
             self.free_mem_mb = layout.gpu_mem_mb_np.copy()
-            self.node_whole = np.asarray(layout.node_num_gpus, dtype=np.int64)
+            self.node_whole = list(layout.node_num_gpus)
             self.type_whole = list(layout.type_num_gpus)
             self.free_milli_total = FULL * layout.num_gpus
+            self.pool_free = [[set() for _ in range(m + 1)] for m in layout.pool_max_gpus]
+            for n in range(layout.num_nodes):
+                self.pool_free[layout.node_pool[n]][layout.node_num_gpus[n]].add(n)
         else:
             self.free_milli = _copy_from.free_milli.copy()
             self.free_mem_mb = _copy_from.free_mem_mb.copy()
-            self.node_whole = _copy_from.node_whole.copy()
+            self.node_whole = list(_copy_from.node_whole)
             self.type_whole = list(_copy_from.type_whole)
             self.free_milli_total = _copy_from.free_milli_total
+            self.pool_free = [[s.copy() for s in by_c] for by_c in _copy_from.pool_free]
 
     def copy(self) -> FreeState:
         return FreeState(self.layout, self)
+
+    def _add_whole(self, n: int, delta: int) -> None:
+        old = self.node_whole[n]
+        by_c = self.pool_free[self.layout.node_pool[n]]
+        by_c[old].discard(n)
+        by_c[old + delta].add(n)
+        self.node_whole[n] = old + delta
 
     # -- ownership changes -------------------------------------------------------------------------------
 
@@ -162,23 +222,23 @@ class FreeState:
         fm = self.free_milli
         gpu_node = self.layout.gpu_node
         if p.milli == FULL:
-            idx = list(p.gpus)
+            idx = slice(p.first, p.first + len(p.gpus)) if p.first >= 0 else list(p.gpus)
             fm[idx] = 0
             self.free_mem_mb[idx] = 0
             if len(p.nodes) == 1:
-                self.node_whole[p.nodes[0]] -= len(idx)
+                self._add_whole(p.nodes[0], -len(p.gpus))
             else:
-                for g in idx:
-                    self.node_whole[gpu_node[g]] -= 1
-            self.type_whole[p.type_idx] -= len(idx)
-            self.free_milli_total -= FULL * len(idx)
+                for g in p.gpus:
+                    self._add_whole(gpu_node[g], -1)
+            self.type_whole[p.type_idx] -= len(p.gpus)
+            self.free_milli_total -= FULL * len(p.gpus)
         else:
             g = p.gpus[0]
             before = int(fm[g])
             fm[g] = before - p.milli
             self.free_mem_mb[g] -= p.mem_mb
             if before == FULL:
-                self.node_whole[gpu_node[g]] -= 1
+                self._add_whole(gpu_node[g], -1)
                 self.type_whole[p.type_idx] -= 1
             self.free_milli_total -= p.milli
 
@@ -187,29 +247,31 @@ class FreeState:
         fm = self.free_milli
         gpu_node = self.layout.gpu_node
         if p.milli == FULL:
-            idx = list(p.gpus)
+            idx = slice(p.first, p.first + len(p.gpus)) if p.first >= 0 else list(p.gpus)
             fm[idx] = FULL
             self.free_mem_mb[idx] = self.layout.gpu_mem_mb_np[idx]
             if len(p.nodes) == 1:
-                self.node_whole[p.nodes[0]] += len(idx)
+                self._add_whole(p.nodes[0], len(p.gpus))
             else:
-                for g in idx:
-                    self.node_whole[gpu_node[g]] += 1
-            self.type_whole[p.type_idx] += len(idx)
-            self.free_milli_total += FULL * len(idx)
+                for g in p.gpus:
+                    self._add_whole(gpu_node[g], 1)
+            self.type_whole[p.type_idx] += len(p.gpus)
+            self.free_milli_total += FULL * len(p.gpus)
         else:
             g = p.gpus[0]
             after = int(fm[g]) + p.milli
             fm[g] = after
             self.free_mem_mb[g] += p.mem_mb
             if after == FULL:
-                self.node_whole[gpu_node[g]] += 1
+                self._add_whole(gpu_node[g], 1)
                 self.type_whole[p.type_idx] += 1
             self.free_milli_total += p.milli
 
     def fits(self, p: Placement) -> bool:
         """Whether `p` can be taken now."""
-        idx = list(p.gpus)
         if p.milli == FULL:
-            return bool((self.free_milli[idx] == FULL).all())
+            if p.first >= 0:
+                return min(self.free_milli[p.first : p.first + len(p.gpus)].tolist()) == FULL
+            return min(self.free_milli[list(p.gpus)].tolist()) == FULL
+        idx = p.gpus[0]
         return bool((self.free_milli[idx] >= p.milli).all() and (self.free_mem_mb[idx] >= p.mem_mb).all())

@@ -42,7 +42,9 @@ def parse_cluster_spec(spec: str) -> ClusterSpec:
             raise ValueError(f"bad cluster spec item {item.strip()!r}; expected {SPEC_FORM}")
         count, type_name, per_node = int(m.group(1)), m.group(2), int(m.group(3))
         if count <= 0 or per_node <= 0:
-            raise ValueError(f"bad cluster spec item {item.strip()!r}: counts must be positive; expected {SPEC_FORM}")
+            raise ValueError(
+                f"bad cluster spec item {item.strip()!r}: counts must be positive; expected {SPEC_FORM}"
+            )
         gpu_type = resolve_gpu_type(type_name)
         for _ in range(count):
             nodes.append(NodeSpec(f"n{len(nodes)}", gpu_type, per_node, CATALOG[gpu_type].mem_gb))
@@ -58,7 +60,9 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
         required = {"node_id", "gpu_type", "num_gpus"}
         missing = required - set(reader.fieldnames or ())
         if missing:
-            raise ValueError(f"{path}:1: missing column(s) {sorted(missing)}; need node_id,gpu_type,num_gpus[,gpu_mem_gb]")
+            raise ValueError(
+                f"{path}:1: missing column(s) {sorted(missing)}; need node_id,gpu_type,num_gpus[,gpu_mem_gb]"
+            )
         for line_no, row in enumerate(reader, start=2):
             try:
                 num = int(row["num_gpus"])

@@ -1,9 +1,9 @@
 """Where a job goes: the one placement rule shared by every policy and the Gymnasium env.
 
 Rule (documented in the README):
-- whole-GPU job of k GPUs with k <= the largest acceptable node: one node, best fit (the acceptable node with
-  the fewest free whole GPUs that still has k; ties -> faster GPU type, then lower node index). It waits rather
-  than spread while such a node exists in the cluster.
+- whole-GPU job of k GPUs with k <= the largest acceptable node: one node of the fastest acceptable type that
+  has a node with k free GPUs, best fit within that type (the node with the fewest free whole GPUs that still
+  has k; ties -> lower node index). It waits rather than spread while such a node exists in the cluster.
 - larger whole-GPU job: several nodes of ONE type (fastest type with enough free GPUs first), taking the nodes
   with the most free GPUs first so that it spans as few nodes as possible.
 - fractional job (gpu_milli < 1000): one GPU with enough free share and memory, best fit (the GPU left with the
@@ -35,45 +35,56 @@ def place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: in
 
 
 def _place_one_node(free: FreeState, elig: Eligible, k: int) -> Placement | None:
-    nodes = elig.nodes
-    nw = free.node_whole[nodes]
-    score = np.where(nw >= k, nw, _BIG)
-    j = int(score.argmin())
-    if score[j] == _BIG:
-        return None
-    node = int(nodes[j])
+    pool_free = free.pool_free
+    for max_gpus, pools in elig.speed_groups:
+        if max_gpus < k:
+            continue
+        for c in range(k, max_gpus + 1):
+            best = -1
+            for q in pools:
+                by_c = pool_free[q]
+                if c < len(by_c) and by_c[c]:
+                    n = min(by_c[c])
+                    if best < 0 or n < best:
+                        best = n
+            if best >= 0:
+                return _gpus_on_node(free, best, k, c)
+    return None
+
+
+def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placement:
     layout = free.layout
     a = layout.node_first_gpu[node]
-    if nw[j] == layout.node_num_gpus[node]:
-        gpus = tuple(range(a, a + k))
-    else:
-        gpus = tuple((np.flatnonzero(free.free_milli[a : a + layout.node_num_gpus[node]] == FULL)[:k] + a).tolist())
-    return Placement(gpus, (node,), FULL, 0, layout.node_type[node])
+    n = layout.node_num_gpus[node]
+    if num_free == n:
+        return Placement(tuple(range(a, a + k)), (node,), FULL, 0, layout.node_type[node], a)
+    gpus = [a + g for g, m in enumerate(free.free_milli[a : a + n].tolist()) if m == FULL][:k]
+    first = gpus[0] if gpus[-1] - gpus[0] == k - 1 else -1
+    return Placement(tuple(gpus), (node,), FULL, 0, layout.node_type[node], first)
 
 
 def _place_multi_node(free: FreeState, elig: Eligible, k: int) -> Placement | None:
     layout = free.layout
+    nw = free.node_whole
     for t in elig.types:  # fastest type first (type indices are ordered by speed)
         if free.type_whole[t] < k:
             continue
-        nodes = elig.type_nodes[t]
-        nw = free.node_whole[nodes]
-        if int(nw.sum()) < k:
+        nodes = [n for n in elig.type_nodes[t] if nw[n] > 0]
+        if sum(nw[n] for n in nodes) < k:
             continue
-        order = np.argsort(-nw, kind="stable")
+        nodes.sort(key=lambda n: -nw[n])  # stable: ties keep the lower node index first
         gpus: list[int] = []
-        used: list[int] = []
-        for j in order.tolist():
-            if nw[j] == 0:
-                break
-            node = int(nodes[j])
-            a = layout.node_first_gpu[node]
-            free_idx = np.flatnonzero(free.free_milli[a : a + layout.node_num_gpus[node]] == FULL) + a
-            take = free_idx[: k - len(gpus)].tolist()
-            gpus.extend(take)
-            used.append(node)
+        for n in nodes:
+            a = layout.node_first_gpu[n]
+            free_idx = [
+                a + g
+                for g, m in enumerate(free.free_milli[a : a + layout.node_num_gpus[n]].tolist())
+                if m == FULL
+            ]
+            gpus.extend(free_idx[: k - len(gpus)])
             if len(gpus) == k:
-                return Placement(tuple(gpus), tuple(used), FULL, 0, t)
+                used = tuple(dict.fromkeys(layout.gpu_node[g] for g in gpus))
+                return Placement(tuple(gpus), used, FULL, 0, t)
     return None
 
 

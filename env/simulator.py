@@ -3,14 +3,15 @@
 Drive it with `while sim.advance(): for d in policy(sim.view()): sim.start(d)`. `advance()` processes every
 event of the next instant at which a queued job exists (arrivals and completions are SimPy events), so a policy
 is consulted once per such instant and may start any number of jobs then. Completions are SimPy timeouts with a
-callback rather than one process per job: same semantics, half the per-job overhead.
+callback rather than one process per job, and arrivals a chain of timeouts (one per distinct arrival instant):
+same semantics as generator processes, half the per-job overhead.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import simpy
@@ -20,9 +21,10 @@ from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
 from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
 
+_INF = float("inf")
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+
+class Decision(NamedTuple):
     """Start queued job `job` (its index in the workload) on `placement`."""
 
     job: int
@@ -48,8 +50,7 @@ class JobTable:
         return len(self.jobs)
 
 
-@dataclass(frozen=True, slots=True)
-class View:
+class View(NamedTuple):
     """What a policy sees at one decision instant. Read-only by contract: policies never mutate it.
 
     `queue` iterates waiting job indices in arrival order; `queue_by_runtime` is (known runtime, job) sorted;
@@ -70,8 +71,10 @@ class View:
     def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
         """Duration of `job` on placement `p` given a reference runtime (default: the known runtime)."""
         r = self.jobs.known_runtime_s[job] if runtime_s is None else runtime_s
-        d = r / self.layout.type_speed[p.type_idx]
-        return d * self.multi_node_runtime_factor if len(p.nodes) > 1 else d
+        speed = self.layout.type_speed[p.type_idx]
+        if len(p.nodes) > 1:
+            speed /= self.multi_node_runtime_factor
+        return r / speed
 
 
 class Simulator:
@@ -106,15 +109,16 @@ class Simulator:
         self._est_end: list[float] = [0.0] * n
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
-        self._tl_t: list[float] = []
-        self._tl_busy: list[int] = []
-        self._tl_tflops: list[int] = []
-        self._tl_queue: list[int] = []
-        self._pending_events = 0
+        self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
+        self.num_completed = 0
         accepted = []
         for i, j in enumerate(jobs):
             why = self.jobs.elig[i].never_fits(j.num_gpus, j.gpu_milli)
-            if why is None and j.gpu_milli < FULL and self.jobs.mem_mb[i] > max(layout.node_mem_mb, default=0):
+            if (
+                why is None
+                and j.gpu_milli < FULL
+                and self.jobs.mem_mb[i] > max(layout.node_mem_mb, default=0)
+            ):
                 why = "GPU memory request exceeds every GPU"
             if why is not None:
                 self.reject_reason[i] = why
@@ -122,27 +126,37 @@ class Simulator:
                 accepted.append(i)
         self.num_rejected = n - len(accepted)
         self._accepted = accepted
-        self.env.process(self._arrivals(accepted))
+        self._schedule_arrivals(accepted)
 
     # -- SimPy processes and callbacks -------------------------------------------------------------------
 
-    def _arrivals(self, accepted: list[int]):
-        """Enqueue accepted jobs at their arrival times (one timeout per distinct arrival instant)."""
-        env = self.env
+    def _schedule_arrivals(self, accepted: list[int]) -> None:
+        """Group accepted jobs by arrival instant and schedule the first group's arrival event."""
         arrival = self.jobs.arrival_s
+        groups: list[tuple[float, list[int]]] = []
+        for i in accepted:
+            if groups and groups[-1][0] == arrival[i]:
+                groups[-1][1].append(i)
+            else:
+                groups.append((arrival[i], [i]))
+        self._groups = groups
+        self._next_group = 0
+        if groups:
+            self.env.timeout(groups[0][0], value=0).callbacks.append(self._on_arrival)
+
+    def _on_arrival(self, event: simpy.Event) -> None:
+        """Enqueue one arrival instant's jobs and schedule the next instant (a chain of SimPy timeouts)."""
+        g = event.value
         known = self.jobs.known_runtime_s
         queue = self.queue
         qbr = self.queue_by_runtime
-        k, n = 0, len(accepted)
-        while k < n:
-            t = arrival[accepted[k]]
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            while k < n and arrival[accepted[k]] == t:
-                i = accepted[k]
-                queue[i] = None
-                bisect.insort(qbr, (known[i], i))
-                k += 1
+        for i in self._groups[g][1]:
+            queue[i] = None
+            bisect.insort(qbr, (known[i], i))
+        g += 1
+        if g < len(self._groups):
+            env = self.env
+            env.timeout(self._groups[g][0] - env.now, value=g).callbacks.append(self._on_arrival)
 
     def _on_complete(self, event: simpy.Event) -> None:
         i = event.value
@@ -154,7 +168,7 @@ class Simulator:
         share = p.milli * len(p.gpus)
         self._busy_milli -= share
         self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
-        self._pending_events -= 1
+        self.num_completed += 1
 
     # -- driving ----------------------------------------------------------------------------------------
 
@@ -162,28 +176,23 @@ class Simulator:
     def now_s(self) -> float:
         return self.env.now
 
-    def _record(self) -> None:
-        self._tl_t.append(self.env.now)
-        self._tl_busy.append(self._busy_milli)
-        self._tl_tflops.append(self._busy_tflops_x10k)
-        self._tl_queue.append(len(self.queue))
-
     def advance(self) -> bool:
         """Process all events of the next instant at which a job waits. False when the run is over.
 
         The run is over when no event remains (every job done, or queued jobs left that nothing will start).
         """
         env = self.env
-        self._record()
+        peek, step, tl = env.peek, env.step, self._timeline
+        tl.append((env.now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
         while True:
-            t = env.peek()
-            if t == float("inf"):
+            t = peek()
+            if t == _INF:
                 return False
-            while env.peek() == t:
-                env.step()
+            while peek() == t:
+                step()
             if self.queue:
                 return True
-            self._record()
+            tl.append((t, self._busy_milli, self._busy_tflops_x10k, 0))
 
     def view(self) -> View:
         return View(
@@ -200,14 +209,18 @@ class Simulator:
 
     def start(self, d: Decision) -> None:
         """Start queued job `d.job` on `d.placement` now; raises ValueError if that is not possible."""
-        i, p = d.job, d.placement
+        i, p = d
+        jt = self.jobs
         if i not in self.queue:
             raise ValueError(f"job {i} is not waiting")
-        jt = self.jobs
-        if p.milli != jt.milli[i] or len(p.gpus) != jt.num_gpus[i] or p.mem_mb != jt.mem_mb[i]:
-            raise ValueError(f"placement {p} does not match job {i}'s request")
-        if p.type_idx not in jt.elig[i].types or not self.free.fits(p):
-            raise ValueError(f"placement {p} is not free or not acceptable for job {i}")
+        if (
+            p.milli != jt.milli[i]
+            or len(p.gpus) != jt.num_gpus[i]
+            or p.mem_mb != jt.mem_mb[i]
+            or not jt.elig[i].accepts(p.nodes)
+            or not self.free.fits(p)
+        ):
+            raise ValueError(f"placement {p} is not free or does not match job {i}'s request")
         self.free.take(p)
         del self.queue[i]
         known = jt.known_runtime_s[i]
@@ -215,31 +228,31 @@ class Simulator:
         qbr.pop(bisect.bisect_left(qbr, (known, i)))
         now = self.env.now
         speed = self.layout.type_speed[p.type_idx]
-        multi = len(p.nodes) > 1
+        if len(p.nodes) > 1:
+            speed /= self.multi_node_runtime_factor
         duration = jt.runtime_s[i] / speed
-        est = known / speed
-        if multi:
-            duration *= self.multi_node_runtime_factor
-            est *= self.multi_node_runtime_factor
         self.placements[i] = p
         self.start_s[i] = now
         self.duration_s[i] = duration
-        est_end = now + est
+        est_end = now + known / speed
         self._est_end[i] = est_end
         bisect.insort(self.running, (est_end, i))
         share = p.milli * len(p.gpus)
         self._busy_milli += share
         self._busy_tflops_x10k += share * self.layout.type_tflops_x10[p.type_idx]
-        self._pending_events += 1
-        ev = self.env.timeout(duration, value=i)
-        ev.callbacks.append(self._on_complete)
+        self.env.timeout(duration, value=i).callbacks.append(self._on_complete)
 
-    def run(self, policy) -> None:
-        """Run to the end under `policy(view) -> list[Decision]`."""
+    def run(self, policy, progress=None) -> None:
+        """Run to the end under `policy(view) -> list[Decision]`; `progress(num_completed)` is called now and then."""
+        n = 0
         while self.advance():
             for d in policy(self.view()):
                 self.start(d)
-        self._record()
+            n += 1
+            if progress is not None and n % 4096 == 0:
+                progress(self.num_completed)
+        if progress is not None:
+            progress(self.num_completed)
 
     # -- results ----------------------------------------------------------------------------------------
 
@@ -261,6 +274,7 @@ class Simulator:
             gpu_type.append(layout.type_names[p.type_idx] if p is not None else "")
             placement.append(";".join(layout.gpu_label(g) for g in p.gpus) if p is not None else "")
         accepted_jobs = [self.jobs.jobs[i] for i in self._accepted]
+        tl = np.asarray(self._timeline, dtype=float).reshape(-1, 4)
         return RunResult(
             scheduler=scheduler,
             workload=self.workload.name,
@@ -274,9 +288,11 @@ class Simulator:
             placement=tuple(placement),
             status=tuple(status),
             reject_reason=tuple(self.reject_reason),
-            timeline_t_s=np.asarray(self._tl_t, dtype=float),
-            timeline_busy_gpus=np.asarray(self._tl_busy, dtype=float) / FULL,
-            timeline_busy_tflops=np.asarray(self._tl_tflops, dtype=float) / (FULL * 10),
-            timeline_queue_len=np.asarray(self._tl_queue, dtype=np.int64),
-            load_factor=offered_load_factor(accepted_jobs, layout.num_gpus) if accepted_jobs else float("nan"),
+            timeline_t_s=tl[:, 0].copy(),
+            timeline_busy_gpus=tl[:, 1] / FULL,
+            timeline_busy_tflops=tl[:, 2] / (FULL * 10),
+            timeline_queue_len=tl[:, 3].astype(np.int64),
+            load_factor=offered_load_factor(accepted_jobs, layout.num_gpus)
+            if accepted_jobs
+            else float("nan"),
         )

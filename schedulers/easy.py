@@ -16,35 +16,30 @@ import heapq
 from env.cluster import FreeState, Placement
 from env.placement import place
 from env.simulator import Decision, View
+from schedulers.plan import Plan
 
 
 def easy_backfill(view: View) -> list[Decision]:
     jt = view.jobs
-    free = view.free
     now = view.now_s
-    out: list[Decision] = []
-    copied = False
+    plan = Plan(view.free)
     queue = iter(view.queue)
     head = -1
     for i in queue:
-        p = place(free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
+        p = place(plan.free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
         if p is None:
             head = i
             break
-        if not copied:
-            free = free.copy()
-            copied = True
-        free.take(p)
-        out.append(Decision(i, p))
-    if head < 0 or free.free_milli_total == 0:
-        return out
-    started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in out]
-    shadow_s, shadow = reservation(view, free, head, started)
+        plan.add(i, p)
+    if head < 0 or plan.exhausted():
+        return plan.decisions
+    started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
+    shadow_s, shadow = reservation(view, plan.free, head, started)
     h_elig, h_k, h_milli, h_mem = jt.elig[head], jt.num_gpus[head], jt.milli[head], jt.mem_mb[head]
     for i in queue:
-        if free.free_milli_total == 0:
+        if plan.exhausted():
             break
-        p = place(free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
+        p = place(plan.free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
         if p is None:
             continue
         if now + view.duration_on(i, p) > shadow_s:
@@ -52,12 +47,8 @@ def easy_backfill(view: View) -> list[Decision]:
             if place(shadow, h_elig, h_k, h_milli, h_mem) is None:
                 shadow.give(p)
                 continue
-        if not copied:
-            free = free.copy()
-            copied = True
-        free.take(p)
-        out.append(Decision(i, p))
-    return out
+        plan.add(i, p)
+    return plan.decisions
 
 
 def reservation(
@@ -75,7 +66,9 @@ def reservation(
     shadow = free.copy()
     placements = view.placements
     running = ((end, placements[j]) for end, j in view.running)
-    releases = heapq.merge(running, sorted(started, key=lambda e: e[0]), key=lambda e: e[0]) if started else running
+    releases = (
+        heapq.merge(running, sorted(started, key=lambda e: e[0]), key=lambda e: e[0]) if started else running
+    )
     for end, p in releases:
         shadow.give(p)
         if place(shadow, elig, k, milli, mem) is not None:

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from env.placement import place
 from env.simulator import Decision, View
+from schedulers.plan import Plan
 
 
 def fcfs(view: View) -> list[Decision]:
     jt = view.jobs
-    free = view.free
-    out: list[Decision] = []
-    copied = False
+    plan = Plan(view.free)
     for i in view.queue:
-        p = place(free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
+        p = place(plan.free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
         if p is None:
             break
-        if not copied:
-            free = free.copy()
-            copied = True
-        free.take(p)
-        out.append(Decision(i, p))
-    return out
+        plan.add(i, p)
+    return plan.decisions

@@ -228,6 +228,13 @@ def test_jobs_csv(tmp_path):
     assert lines[4] == 'j3,40,,,8,,,,,,,rejected,2,1000,0,,"needs 8 GPUs, largest node has 4"'
 
 
+def test_jobs_csv_of_empty_and_all_rejected_runs(tmp_path):
+    header = ",".join(JOB_COLUMNS) + "\n"
+    assert write_jobs_csv(empty_result(), tmp_path / "empty.csv").read_text() == header
+    frame = pd.read_csv(write_jobs_csv(empty_result(JOBS[:2]), tmp_path / "rejected.csv"))
+    assert list(frame["status"]) == ["rejected", "rejected"] and frame["jct_s"].isna().all()
+
+
 def test_cluster_and_summary_csv(tmp_path):
     cluster = write_cluster_csv(make_result(), tmp_path / "cluster.csv").read_text()
     assert (

@@ -11,6 +11,7 @@ A missing job_id becomes the row's 0-based index among the data rows (file order
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from pathlib import Path
 
@@ -52,7 +53,9 @@ def load_jobs_csv(path: str | Path) -> Workload:
         raise ValueError(f"{path}:2: empty file: no job rows after the header")
     rows.sort(key=lambda r: r["arrival_s"])
     offset_s = rows[0]["arrival_s"]
-    jobs = tuple(Job(**{**r, "arrival_s": r["arrival_s"] - offset_s}) for r in rows)
+    for r in rows:
+        r["arrival_s"] -= offset_s
+    jobs = tuple(Job(**r) for r in rows)
     report = {"source": str(path), "rows_read": len(jobs), "arrival_offset_s": offset_s}
     return Workload(path.name, jobs, report)
 
@@ -84,8 +87,7 @@ def _parse_row(row: dict, index: int) -> dict:
     estimate_s = _optional(row, "estimate", None)
     if estimate_s is not None and estimate_s <= 0.0:
         raise ValueError(f"estimate must be > 0 seconds, got {row['estimate']!r}")
-    types_text = (row.get("gpu_types") or "").strip()
-    gpu_types = tuple(dict.fromkeys(resolve_gpu_type(t) for t in types_text.split("|"))) if types_text else ()
+    gpu_types = _gpu_types((row.get("gpu_types") or "").strip())
     return {
         "job_id": job_id,
         "arrival_s": arrival_s,
@@ -97,6 +99,12 @@ def _parse_row(row: dict, index: int) -> dict:
         "priority": priority,
         "estimate_s": estimate_s,
     }
+
+
+@functools.cache
+def _gpu_types(text: str) -> tuple[str, ...]:
+    """Canonical names of a `|`-separated list, duplicates dropped (cached: files repeat a few lists)."""
+    return tuple(dict.fromkeys(resolve_gpu_type(t) for t in text.split("|"))) if text else ()
 
 
 def _number(row: dict, column: str) -> float:

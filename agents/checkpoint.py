@@ -1,0 +1,62 @@
+"""Checkpoint files: names, atomic writes and loading; the layout is documented in `save_checkpoint`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CHECKPOINT_FORMAT = 1
+
+
+def checkpoint_path(models_dir: str | os.PathLike, algo: str, seed: int, episode: int | None) -> Path:
+    """models/<algo>_seed<S>_ep<N>.pt, or models/<algo>_seed<S>_final.pt when `episode` is None."""
+    tag = "final" if episode is None else f"ep{episode}"
+    return Path(models_dir) / f"{algo}_seed{seed}_{tag}.pt"
+
+
+def replay_path(checkpoint: str | os.PathLike) -> Path:
+    """The replay-buffer file stored beside a checkpoint: <checkpoint stem>.replay.npz."""
+    path = Path(checkpoint)
+    return path.with_name(path.stem + ".replay.npz")
+
+
+def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None:
+    """Write `checkpoint` atomically (tmp file + os.replace), so a crash never leaves a half-written file.
+
+    Layout (all plain types, tensors and state dicts; loadable with weights_only=True):
+      format: int                      CHECKPOINT_FORMAT
+      algo: "d3qn" | "sac"
+      config: dict                     the agent dataclass (D3QNConfig / SACConfig) as a dict
+      run_config: dict | None          the whole RunConfig when train() was given one
+      obs_spec: {window, job_feature_dim, context_dim}
+      seed: int                        the training seed
+      global_step: int                 env steps taken so far
+      episode: int                     episodes finished so far
+      episodes_started: int            episode seeds used so far (a resume starts a fresh one)
+      total_steps: int                 the step target of the run that wrote it
+      agent: {networks: {...}, optimizers: {...}, schedule: {...}}
+        d3qn networks: q_network, target_network; schedule: schedule_steps, eps_decay_steps, num_updates,
+             last_target_update_step
+        sac networks: actor, critic (q1, q2), critic_target, log_alpha; schedule: schedule_steps,
+             num_updates, alpha
+      schedule_values: {epsilon} | {alpha}   the value at global_step, for people reading the file
+      rng: {numpy: np.random.Generator.bit_generator.state, torch_init: ByteTensor, torch_sample: ByteTensor}
+      replay: {path: str, size: int} | None  the replay buffer file written with this checkpoint
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(checkpoint, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict[str, Any]:
+    checkpoint = torch.load(path, map_location=device, weights_only=True)
+    if checkpoint.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"{path}: checkpoint format {checkpoint.get('format')!r}, expected {CHECKPOINT_FORMAT}"
+        )
+    return checkpoint

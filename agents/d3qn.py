@@ -1,0 +1,167 @@
+"""D3QN: dueling double DQN over legal actions, with n-step and prioritized replay as options."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from agents.networks import DuelingQNetwork, ObsSpec, init_linear, masked_argmax
+from agents.replay import ReplayBuffer
+from config import D3QNConfig
+
+
+def make_q_network(cfg: D3QNConfig, spec: ObsSpec) -> DuelingQNetwork:
+    return DuelingQNetwork(spec.job_feature_dim, spec.context_dim, cfg.hidden)
+
+
+def random_legal_action(mask: np.ndarray, rng: np.random.Generator) -> int:
+    legal = np.flatnonzero(mask)
+    return int(legal[rng.integers(len(legal))])
+
+
+def linear_schedule(start: float, end: float, duration_steps: int, step: int) -> float:
+    if duration_steps <= 0:
+        return end
+    return start + (end - start) * min(1.0, step / duration_steps)
+
+
+class D3QNAgent:
+    """Online and target dueling Q-networks, epsilon-greedy acting and the double-DQN update.
+
+    The epsilon and PER-beta schedules run over `schedule_steps` env steps, fixed when the run first starts and
+    kept in checkpoints, so a resume that extends the run continues them instead of restarting them.
+    """
+
+    algo = "d3qn"
+
+    def __init__(
+        self,
+        cfg: D3QNConfig,
+        spec: ObsSpec,
+        device: torch.device,
+        rng: np.random.Generator,
+        init_generator: torch.Generator,
+        sample_generator: torch.Generator,
+        schedule_steps: int,
+    ):
+        self.cfg, self.spec, self.device, self.rng = cfg, spec, device, rng
+        q_network = make_q_network(cfg, spec)
+        init_linear(q_network, init_generator)
+        self.q_network = q_network.to(device)
+        self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=cfg.learning_rate, fused=True)
+        self.schedule_steps = schedule_steps
+        self.eps_decay_steps = int(cfg.eps_fraction * schedule_steps)
+        self.num_updates = 0
+        self.last_target_update_step = 0
+        self._online_params = list(self.q_network.parameters())
+        self._target_params = list(self.target_network.parameters())
+
+    def make_buffer(self) -> ReplayBuffer:
+        cfg = self.cfg
+        return ReplayBuffer(
+            cfg.buffer_size,
+            self.spec.obs_dim,
+            self.spec.num_actions,
+            self.rng,
+            cfg.gamma,
+            n_step=cfg.n_step,
+            prioritized=cfg.prioritized,
+            alpha=cfg.per_alpha,
+            priority_eps=cfg.per_eps,
+        )
+
+    def epsilon(self, global_step: int) -> float:
+        return linear_schedule(self.cfg.eps_start, self.cfg.eps_end, self.eps_decay_steps, global_step)
+
+    def schedule_values(self, global_step: int) -> dict[str, float]:
+        """Scalars worth charting at this step."""
+        return {"epsilon": self.epsilon(global_step)}
+
+    def act(self, obs: np.ndarray, mask: np.ndarray, global_step: int, random_phase: bool = False) -> int:
+        """Epsilon-greedy over legal actions; the network runs only when the greedy branch is taken."""
+        if random_phase or self.rng.random() < self.epsilon(global_step):
+            return random_legal_action(mask, self.rng)
+        with torch.inference_mode():
+            obs_1D = torch.as_tensor(obs, device=self.device).unsqueeze(0)
+            mask_1A = torch.as_tensor(mask, device=self.device).unsqueeze(0)
+            return int(self.q_network.greedy(obs_1D, mask_1A)[0])
+
+    def update(self, buffer: ReplayBuffer, global_step: int) -> dict[str, float]:
+        """One gradient step on a sampled batch, then the target update if it is due. Returns loss scalars."""
+        cfg, dev = self.cfg, self.device
+        beta = linear_schedule(cfg.per_beta_start, 1.0, self.schedule_steps, global_step)
+        batch = buffer.sample(cfg.batch_size, beta)
+        obs_BD = torch.from_numpy(batch.obs_BD).to(dev)
+        next_obs_BD = torch.from_numpy(batch.next_obs_BD).to(dev)
+        actions_B = torch.from_numpy(batch.actions_B).to(dev)
+        rewards_B = torch.from_numpy(batch.rewards_B).to(dev)
+        bootstrap_B = torch.from_numpy(batch.discounts_B * (1.0 - batch.dones_B)).to(dev)
+        masks_BA = torch.from_numpy(batch.masks_BA).to(dev)
+        next_masks_BA = torch.from_numpy(batch.next_masks_BA).to(dev)
+
+        with torch.no_grad():
+            # double DQN: the online net picks the next action among legal ones, the target net evaluates it
+            next_actions_B = self.q_network.greedy(next_obs_BD, next_masks_BA)
+            next_q_BA = self.target_network(next_obs_BD, next_masks_BA)
+            next_q_B = next_q_BA.gather(1, next_actions_B.unsqueeze(1)).squeeze(1)
+            td_target_B = rewards_B + bootstrap_B * next_q_B
+
+        q_B = self.q_network(obs_BD, masks_BA).gather(1, actions_B.unsqueeze(1)).squeeze(1)
+        elementwise_loss_B = F.smooth_l1_loss(q_B, td_target_B, reduction="none")
+        if buffer.prioritized:
+            loss = (torch.from_numpy(batch.weights_B).to(dev) * elementwise_loss_B).mean()
+        else:
+            loss = elementwise_loss_B.mean()
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self._online_params, cfg.max_grad_norm, foreach=True)
+        self.optimizer.step()
+        self.num_updates += 1
+
+        if buffer.prioritized:
+            buffer.update_priorities(batch.indices_B, (q_B - td_target_B).detach().cpu().numpy())
+        if global_step - self.last_target_update_step >= cfg.target_update_every:
+            self.last_target_update_step = global_step
+            with torch.no_grad():
+                for target_param, param in zip(self._target_params, self._online_params, strict=True):
+                    target_param.lerp_(param, cfg.tau)
+        return {"td_loss": loss.item(), "q_values": q_B.mean().item()}
+
+    def greedy_actions(self, obs_BD: torch.Tensor, masks_BA: torch.Tensor) -> torch.Tensor:
+        return masked_argmax(self.q_network(obs_BD, masks_BA), masks_BA)
+
+    # ---- checkpointing ----
+
+    def policy_network(self) -> torch.nn.Module:
+        return self.q_network
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "networks": {
+                "q_network": self.q_network.state_dict(),
+                "target_network": self.target_network.state_dict(),
+            },
+            "optimizers": {"q_network": self.optimizer.state_dict()},
+            "schedule": {
+                "schedule_steps": self.schedule_steps,
+                "eps_decay_steps": self.eps_decay_steps,
+                "num_updates": self.num_updates,
+                "last_target_update_step": self.last_target_update_step,
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.q_network.load_state_dict(state["networks"]["q_network"])
+        self.target_network.load_state_dict(state["networks"]["target_network"])
+        self.optimizer.load_state_dict(state["optimizers"]["q_network"])
+        schedule = state["schedule"]
+        self.schedule_steps = schedule["schedule_steps"]
+        self.eps_decay_steps = schedule["eps_decay_steps"]
+        self.num_updates = schedule["num_updates"]
+        self.last_target_update_step = schedule["last_target_update_step"]

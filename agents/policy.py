@@ -1,0 +1,70 @@
+"""Greedy policies for evaluation, rebuilt from checkpoints: the only agent API eval and compare need."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.checkpoint import load_checkpoint
+from agents.d3qn import make_q_network
+from agents.networks import ObsSpec
+from agents.sac import make_actor
+from config import D3QNConfig, SACConfig
+
+
+class AgentPolicy:
+    """Deterministic policy: masked argmax of Q (D3QN) or of the policy logits (SAC); never an illegal action.
+
+    `network` must offer `greedy(obs_BD, mask_BA) -> actions_B` (DuelingQNetwork and Actor do).
+    """
+
+    def __init__(
+        self,
+        algo: str,
+        config: dict[str, Any],
+        spec: ObsSpec,
+        network: torch.nn.Module,
+        device: torch.device,
+        global_step: int = 0,
+        checkpoint_path: str | None = None,
+    ):
+        self.algo, self.config, self.spec, self.network = algo, config, spec, network
+        self.device, self.global_step, self.checkpoint_path = device, global_step, checkpoint_path
+
+    @property
+    def name(self) -> str:
+        return self.algo
+
+    def act(self, obs: np.ndarray, mask: np.ndarray) -> int:
+        """Greedy legal action for one observation (obs: (D,) float32, mask: (K+1,) bool)."""
+        return int(self.act_batch(obs[None], np.asarray(mask)[None])[0])
+
+    def act_batch(self, obs_BD: np.ndarray, masks_BA: np.ndarray) -> np.ndarray:
+        """Greedy legal actions for a batch -> (B,) int64."""
+        if not masks_BA.any(-1).all():
+            raise ValueError("every observation needs at least one legal action")
+        with torch.inference_mode():
+            obs_t = torch.as_tensor(obs_BD, dtype=torch.float32, device=self.device)
+            masks_t = torch.as_tensor(masks_BA, dtype=torch.bool, device=self.device)
+            return self.network.greedy(obs_t, masks_t).cpu().numpy()
+
+
+def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device = "cpu") -> AgentPolicy:
+    """Rebuild the greedy policy stored in a checkpoint written by agents.trainer.train."""
+    device = torch.device(device)
+    checkpoint = load_checkpoint(checkpoint_path, device)
+    algo, config, spec = checkpoint["algo"], checkpoint["config"], ObsSpec(**checkpoint["obs_spec"])
+    networks = checkpoint["agent"]["networks"]
+    if algo == "d3qn":
+        network = make_q_network(D3QNConfig(**config), spec)
+        network.load_state_dict(networks["q_network"])
+    elif algo == "sac":
+        network = make_actor(SACConfig(**config), spec)
+        network.load_state_dict(networks["actor"])
+    else:
+        raise ValueError(f"{checkpoint_path}: unknown algo {algo!r}")
+    network = network.to(device).eval().requires_grad_(False)
+    return AgentPolicy(algo, config, spec, network, device, checkpoint["global_step"], str(checkpoint_path))

@@ -1,0 +1,321 @@
+"""The training loop shared by D3QN and SAC: seeding, rollouts, updates, logging, checkpoints and resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from agents.checkpoint import (
+    CHECKPOINT_FORMAT,
+    checkpoint_path,
+    load_checkpoint,
+    replay_path,
+    save_checkpoint,
+)
+from agents.d3qn import D3QNAgent
+from agents.networks import ObsSpec
+from agents.policy import AgentPolicy
+from agents.sac import SACAgent
+from config import D3QNConfig, SACConfig
+
+AGENTS: dict[str, tuple[type, type]] = {"d3qn": (D3QNAgent, D3QNConfig), "sac": (SACAgent, SACConfig)}
+
+# Training episodes draw their scenario seeds from [TRAIN_SEED_BASE, ...): seed S, episode N uses
+# TRAIN_SEED_BASE + S * TRAIN_SEEDS_PER_RUN + N. Evaluation must use seeds below TRAIN_SEED_BASE, so no
+# evaluation scenario is ever trained on, and different training seeds never share a scenario.
+TRAIN_SEED_BASE = 1_000_000_000
+TRAIN_SEEDS_PER_RUN = 1_000_000
+
+LOG_LOSSES_EVERY_UPDATES = 100
+PROGRESS_EVERY_STEPS = 500  # also how often the time limit is checked
+RECENT_EPISODES = 20  # window of the "recent return" in the progress bar
+
+
+def training_episode_seed(seed: int, episode: int) -> int:
+    """Scenario seed of training episode `episode` (0-based) of training seed `seed`."""
+    if not 0 <= episode < TRAIN_SEEDS_PER_RUN or seed < 0:
+        raise ValueError(f"training seed {seed} / episode {episode} outside the reserved seed range")
+    return TRAIN_SEED_BASE + seed * TRAIN_SEEDS_PER_RUN + episode
+
+
+def is_training_seed(scenario_seed: int) -> bool:
+    return scenario_seed >= TRAIN_SEED_BASE
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    algo: str
+    seed: int
+    global_step: int
+    """env steps taken in total (including those before a resume)"""
+    episodes: int
+    """episodes finished in total"""
+    final_checkpoint: str
+    checkpoints: tuple[str, ...]
+    """every checkpoint this call wrote, final last"""
+    episode_returns: tuple[float, ...]
+    """undiscounted returns of the episodes finished in this call"""
+    wall_s: float
+    steps_per_s: float
+    """env steps of this call / wall_s (acting, env, updates, logging and checkpoints included)"""
+    run_dir: str
+    eval_history: tuple[tuple[int, dict[str, float]], ...] = ()
+    """(global_step, eval_fn result) at each checkpoint"""
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """auto -> cuda when available, else cpu."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _split_config(algo: str, cfg: Any) -> tuple[Any, dict[str, Any] | None]:
+    """Accept the agent's own config (D3QNConfig / SACConfig) or a RunConfig holding it as `.d3qn` / `.sac`."""
+    config_type = AGENTS[algo][1]
+    if isinstance(cfg, config_type):
+        return cfg, None
+    if isinstance(getattr(cfg, algo, None), config_type):
+        return getattr(cfg, algo), dataclasses.asdict(cfg)
+    raise TypeError(f"cfg must be a {config_type.__name__} or hold one as .{algo}, got {type(cfg).__name__}")
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else key, item, out)
+    else:
+        out[prefix] = value if isinstance(value, int | float | str | bool) else str(value)
+    return out
+
+
+def train(
+    agent_name: str,
+    make_env: Callable[[int], gym.Env],
+    cfg: Any,
+    seed: int,
+    total_steps: int | None = None,
+    device: str = "auto",
+    models_dir: str = "models",
+    run_dir: str = "logs/train",
+    resume: str | None = None,
+    checkpoint_every_episodes: int = 50,
+    progress: bool = True,
+    eval_fn: Callable[[AgentPolicy], Mapping[str, float]] | None = None,
+    time_limit_s: float | None = None,
+    num_threads: int = 1,
+) -> TrainResult:
+    """Train D3QN or SAC until `total_steps` env steps (counted across resumes) or `time_limit_s`.
+
+    `make_env(scenario_seed)` builds the env of one episode; it is reset with the same seed. `cfg` is the
+    agent's config or a RunConfig. With `resume`, the networks, optimizers, schedules, RNG states, counters and
+    (if saved) the replay buffer come from that checkpoint, and so do the agent config and seed; the run then
+    starts a fresh episode. `eval_fn(policy)` is called at each checkpoint; its results are logged as eval/*.
+    """
+    algo = agent_name.lower()
+    if algo not in AGENTS:
+        raise ValueError(f"unknown agent {agent_name!r}; expected one of {sorted(AGENTS)}")
+    agent_cls, config_cls = AGENTS[algo]
+    agent_cfg, run_cfg = _split_config(algo, cfg)
+    resumed = load_checkpoint(resume) if resume else None
+    if resumed is not None:
+        if resumed["algo"] != algo:
+            raise ValueError(f"{resume} holds a {resumed['algo']} agent, not {algo}")
+        if resumed["seed"] != seed:
+            warnings.warn(
+                f"resuming seed {resumed['seed']} from {resume} (ignoring seed={seed})", stacklevel=2
+            )
+        agent_cfg, seed = config_cls(**resumed["config"]), resumed["seed"]
+    total_steps = total_steps if total_steps is not None else agent_cfg.total_steps
+    dev = resolve_device(device)
+    if dev.type == "cpu":
+        torch.set_num_threads(num_threads)  # small nets: extra threads only add synchronisation
+
+    # ---- seeding: every random draw of the run comes from these three generators ----
+    rng = np.random.default_rng(seed)  # exploration and replay sampling
+    init_generator = torch.Generator().manual_seed(seed)  # network initialisation (on the CPU)
+    sample_generator = torch.Generator(device=dev).manual_seed(seed)  # SAC action sampling
+    # scenarios: episode N of this seed runs on training_episode_seed(seed, N), disjoint from eval seeds
+
+    global_step, episodes_done, episodes_started = 0, 0, 0
+    if resumed is not None:
+        global_step, episodes_done = resumed["global_step"], resumed["episode"]
+        episodes_started = resumed["episodes_started"]
+    episode_seed = training_episode_seed(seed, episodes_started)
+    env = make_env(episode_seed)
+    spec = ObsSpec.from_env(env)
+    agent = agent_cls(agent_cfg, spec, dev, rng, init_generator, sample_generator, schedule_steps=total_steps)
+    buffer = agent.make_buffer()
+    if resumed is not None:
+        if ObsSpec(**resumed["obs_spec"]) != spec:
+            raise ValueError(f"{resume} was trained on {resumed['obs_spec']}, this env is {spec}")
+        agent.load_state_dict(resumed["agent"])
+        rng.bit_generator.state = resumed["rng"]["numpy"]
+        init_generator.set_state(resumed["rng"]["torch_init"].cpu())
+        sample_generator.set_state(resumed["rng"]["torch_sample"].cpu())
+        replay = resumed["replay"]
+        if replay is not None and Path(replay["path"]).exists():
+            buffer.load(replay["path"])
+        else:
+            warnings.warn(
+                f"{resume}: no replay buffer saved; refilling {agent_cfg.learning_starts} steps", stacklevel=2
+            )
+
+    writer = SummaryWriter(run_dir)
+    hparams = {
+        "algo": algo,
+        "seed": seed,
+        "total_steps": total_steps,
+        "device": str(dev),
+        "resume": str(resume),
+    }
+    hparams |= _flatten("", dataclasses.asdict(agent_cfg), {})
+    table = "\n".join(f"|{key}|{value}|" for key, value in hparams.items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table, global_step)
+    if run_cfg is not None:
+        run_table = "\n".join(f"|{key}|{value}|" for key, value in _flatten("", run_cfg, {}).items())
+        writer.add_text("run_config", "|param|value|\n|-|-|\n" + run_table, global_step)
+
+    written: list[str] = []
+    eval_history: list[tuple[int, dict[str, float]]] = []
+    last_replay_file: Path | None = None
+
+    def save(path: Path) -> None:
+        """Write a checkpoint (and, if configured, the replay buffer beside it, replacing the previous one)."""
+        nonlocal last_replay_file
+        replay = None
+        if agent_cfg.save_replay:
+            replay_file = replay_path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            buffer.save(str(replay_file))
+            if last_replay_file is not None and last_replay_file != replay_file:
+                last_replay_file.unlink(missing_ok=True)  # keep only the newest buffer this run wrote
+            last_replay_file = replay_file
+            replay = {"path": str(replay_file), "size": len(buffer)}
+        save_checkpoint(
+            path,
+            {
+                "format": CHECKPOINT_FORMAT,
+                "algo": algo,
+                "config": dataclasses.asdict(agent_cfg),
+                "run_config": run_cfg,
+                "obs_spec": dataclasses.asdict(spec),
+                "seed": seed,
+                "global_step": global_step,
+                "episode": episodes_done,
+                "episodes_started": episodes_started,
+                "total_steps": total_steps,
+                "agent": agent.state_dict(),
+                "schedule_values": agent.schedule_values(global_step),
+                "rng": {
+                    "numpy": rng.bit_generator.state,
+                    "torch_init": init_generator.get_state(),
+                    "torch_sample": sample_generator.get_state(),
+                },
+                "replay": replay,
+            },
+        )
+        written.append(str(path))
+        if eval_fn is not None:
+            network = agent.policy_network()
+            policy = AgentPolicy(
+                algo, dataclasses.asdict(agent_cfg), spec, network, dev, global_step, str(path)
+            )
+            scores = {key: float(value) for key, value in eval_fn(policy).items()}
+            for key, value in scores.items():
+                writer.add_scalar(f"eval/{key}", value, global_step)
+            eval_history.append((global_step, scores))
+
+    # ---- training loop ----
+    start_step, start_time = global_step, time.perf_counter()
+    recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
+    episode_returns: list[float] = []
+    bar = tqdm(total=total_steps, initial=global_step, unit="step", disable=not progress, dynamic_ncols=True)
+    obs, info = env.reset(seed=episode_seed)
+    mask = info["action_mask"]
+    episodes_started += 1
+    episode_return, episode_length, last_bar_step = 0.0, 0, global_step
+    while global_step < total_steps:
+        learning = len(buffer) >= max(agent_cfg.learning_starts, agent_cfg.batch_size)
+        action = agent.act(obs, mask, global_step, random_phase=not learning)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        next_mask = info["action_mask"]
+        buffer.add(obs, action, reward, next_obs, terminated, truncated, mask, next_mask)
+        obs, mask = next_obs, next_mask
+        global_step += 1
+        episode_return += float(reward)
+        episode_length += 1
+
+        if learning and global_step % agent_cfg.train_every == 0:
+            losses = agent.update(buffer, global_step)
+            if agent.num_updates % LOG_LOSSES_EVERY_UPDATES == 0:
+                for key, value in losses.items():
+                    writer.add_scalar(f"losses/{key}", value, global_step)
+
+        if terminated or truncated:
+            episodes_done += 1
+            recent_returns.append(episode_return)
+            episode_returns.append(episode_return)
+            writer.add_scalar("charts/episodic_return", episode_return, global_step)
+            writer.add_scalar("charts/episodic_length", episode_length, global_step)
+            for key, value in agent.schedule_values(global_step).items():
+                writer.add_scalar(f"charts/{key}", value, global_step)
+            if episodes_done % checkpoint_every_episodes == 0:
+                save(checkpoint_path(models_dir, algo, seed, episodes_done))
+            env.close()
+            episode_seed = training_episode_seed(seed, episodes_started)
+            env = make_env(episode_seed)
+            obs, info = env.reset(seed=episode_seed)
+            mask = info["action_mask"]
+            episodes_started += 1
+            episode_return, episode_length = 0.0, 0
+
+        if global_step - last_bar_step >= PROGRESS_EVERY_STEPS:
+            bar.update(global_step - last_bar_step)
+            last_bar_step = global_step
+            elapsed_s = time.perf_counter() - start_time
+            writer.add_scalar("charts/SPS", (global_step - start_step) / elapsed_s, global_step)
+            if recent_returns:
+                bar.set_postfix(ret=f"{np.mean(recent_returns):.3g}", refresh=False)
+            if time_limit_s is not None and elapsed_s >= time_limit_s:
+                break
+    bar.update(global_step - last_bar_step)
+    bar.close()
+    env.close()
+
+    wall_s = time.perf_counter() - start_time
+    final = checkpoint_path(models_dir, algo, seed, None)
+    save(final)
+    metric = float(np.mean(recent_returns)) if recent_returns else float("nan")
+    writer.add_hparams(
+        {key: value for key, value in hparams.items() if key != "resume"},
+        {"hparam/recent_return": metric},
+        run_name=".",
+        global_step=global_step,
+    )
+    writer.close()
+    return TrainResult(
+        algo=algo,
+        seed=seed,
+        global_step=global_step,
+        episodes=episodes_done,
+        final_checkpoint=str(final),
+        checkpoints=tuple(written),
+        episode_returns=tuple(episode_returns),
+        wall_s=wall_s,
+        steps_per_s=(global_step - start_step) / max(wall_s, 1e-9),
+        run_dir=str(run_dir),
+        eval_history=tuple(eval_history),
+    )

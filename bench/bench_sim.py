@@ -1,0 +1,59 @@
+"""Benchmark: simulation throughput (jobs/s) of each heuristic on a large synthetic workload, and peak memory.
+
+python bench/bench_sim.py                       # 100,000 jobs on 64xA100-80GB:8,64xH100:8 at load 0.9
+python bench/bench_sim.py --num_jobs 20000 --cluster 8xA100-80GB:8 --load_factor 1.0 --algos easy
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from env.cluster import ClusterLayout  # noqa: E402
+from env.cluster_spec import parse_cluster_spec  # noqa: E402
+from env.simulator import Simulator  # noqa: E402
+from schedulers import POLICIES  # noqa: E402
+from workloads.synthetic import generate_synthetic  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--num_jobs", type=int, default=100_000)
+    p.add_argument("--cluster", default="64xA100-80GB:8,64xH100:8")
+    p.add_argument("--load_factor", type=float, default=0.9)
+    p.add_argument("--algos", default="fcfs,sjf,easy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1)
+    a = p.parse_args()
+    spec = parse_cluster_spec(a.cluster)
+    t0 = time.perf_counter()
+    wl = generate_synthetic(spec, a.num_jobs, a.load_factor, np.random.default_rng(a.seed))
+    print(f"generate {a.num_jobs} jobs: {time.perf_counter() - t0:.2f} s")
+    layout = ClusterLayout(spec)
+    for algo in a.algos.split(","):
+        best = float("inf")
+        for _ in range(a.repeat):
+            sim = Simulator(wl, layout)
+            t0 = time.perf_counter()
+            sim.run(POLICIES[algo])
+            best = min(best, time.perf_counter() - t0)
+        r = sim.result(algo, a.seed)
+        done = int((np.asarray(r.status) == "completed").sum())
+        waits = r.start_s - np.array([j.arrival_s for j in wl.jobs])
+        print(
+            f"{algo:5s}: {a.num_jobs / best:9.0f} jobs/s  ({best:.2f} s, {done} completed, "
+            f"mean wait {np.nanmean(waits):.0f} s, {len(r.timeline_t_s)} decision instants)"
+        )
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {peak_mb:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Turns a RunConfig and a seed into one runnable scenario: workload, cluster, and the runtimes policies may know."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from config import DIFFICULTIES, RunConfig, SimConfig, WorkloadConfig
+from env.cluster import ClusterLayout
+from env.cluster_spec import ClusterSpec, parse_cluster_spec
+from env.simulator import Simulator
+from workloads.job import Workload
+
+TRACE_TYPES = (
+    "google",
+    "alibaba",
+    "alibaba-openb",
+    "alibaba-pai",
+    "alibaba-2017",
+    "itp",
+    "philly",
+    "helios",
+    "swf",
+)
+WORKLOAD_TYPES = ("synthetic", "csv", *TRACE_TYPES)
+
+
+class UserError(ValueError):
+    """A mistake in the user's options or input files: reported without a traceback."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    workload: Workload
+    cluster: ClusterSpec
+    cluster_note: str
+    layout: ClusterLayout
+    known_runtime_s: np.ndarray
+    """per job: what policies (and agents) may know of its reference runtime (see SimConfig.runtime_info)"""
+    multi_node_runtime_factor: float
+    seed: int
+
+    def simulator(self) -> Simulator:
+        return Simulator(self.workload, self.layout, self.known_runtime_s, self.multi_node_runtime_factor)
+
+
+def check_options(cfg: RunConfig) -> None:
+    """Reject contradictory or incomplete option combinations with a clear message."""
+    w = cfg.workload
+    if w.workload_type not in WORKLOAD_TYPES:
+        raise UserError(
+            f"unknown --workload_type {w.workload_type!r}; choose one of {', '.join(WORKLOAD_TYPES)}"
+        )
+    if w.difficulty not in DIFFICULTIES:
+        raise UserError(f"unknown --difficulty {w.difficulty!r}; choose one of {', '.join(DIFFICULTIES)}")
+    if w.workload_type == "synthetic":
+        if w.workload_path:
+            raise UserError(
+                "--workload_path needs --workload_type csv or a trace type (the default is synthetic)"
+            )
+    else:
+        if not w.workload_path:
+            raise UserError(f"--workload_type {w.workload_type} needs --workload_path")
+        if w.num_jobs is not None or w.load_factor is not None:
+            raise UserError(
+                "--num_jobs/--load_factor shape the synthetic generator only; for a file use --max_jobs/--time_scale"
+            )
+    if w.num_jobs is not None and w.num_jobs <= 0:
+        raise UserError("--num_jobs must be > 0")
+    if w.load_factor is not None and w.load_factor <= 0:
+        raise UserError("--load_factor must be > 0")
+    if w.time_scale <= 0:
+        raise UserError("--time_scale must be > 0")
+    if cfg.cluster.spec and cfg.cluster.path:
+        raise UserError("give either --cluster or --cluster_path, not both")
+    if cfg.cluster.multi_node_runtime_factor < 1.0:
+        raise UserError("--multi_node_factor must be >= 1 (a job never runs faster across nodes)")
+    if cfg.sim.runtime_info not in ("oracle", "estimate"):
+        raise UserError("--runtime_info must be oracle or estimate")
+
+
+def _load_cluster_path(path: str) -> ClusterSpec:
+    from workloads.traces import load_trace_cluster
+
+    if not Path(path).exists():
+        raise UserError(f"--cluster_path {path}: no such file")
+    return load_trace_cluster(path)
+
+
+def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Generator):
+    """(workload, cluster brought by the trace or None, default cluster or None, note)."""
+    w: WorkloadConfig = cfg.workload
+    if w.workload_type == "synthetic":
+        from workloads.synthetic import generate_synthetic
+
+        preset = DIFFICULTIES[w.difficulty]
+        spec = cluster or parse_cluster_spec(preset.cluster)
+        num_jobs = w.num_jobs or preset.num_jobs
+        load = w.load_factor or preset.load_factor
+        name = f"synthetic-{w.difficulty}"
+        return generate_synthetic(spec, num_jobs, load, rng, name=name), None, None, ""
+    if not Path(w.workload_path).exists():
+        raise UserError(f"--workload_path {w.workload_path}: no such file or directory")
+    if w.workload_type == "csv":
+        from workloads.csv_jobs import load_jobs_csv
+
+        return load_jobs_csv(w.workload_path), None, None, ""
+    from workloads.traces import load_trace
+
+    t = load_trace(w)
+    return t.workload, t.cluster, t.default_cluster, t.cluster_note
+
+
+def known_runtimes(workload: Workload, sim: SimConfig, rng: np.random.Generator) -> np.ndarray:
+    """The reference runtime each job is believed to have.
+
+    oracle: the true runtime. estimate: the job's user estimate where the workload has one, else the true
+    runtime times a log-normal factor with median `estimate_median_factor` and sigma `estimate_sigma` (users
+    mostly over-estimate, sometimes under-estimate).
+    """
+    true_s = np.array([j.runtime_s for j in workload.jobs], dtype=float)
+    if sim.runtime_info == "oracle":
+        return true_s
+    noisy = true_s * rng.lognormal(np.log(sim.estimate_median_factor), sim.estimate_sigma, size=true_s.size)
+    given = np.array(
+        [j.estimate_s if j.estimate_s is not None else np.nan for j in workload.jobs], dtype=float
+    )
+    return np.where(np.isnan(given) | (given <= 0), noisy, given)
+
+
+def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
+    """The scenario for `seed`: the same seed always gives the same jobs, cluster and estimates."""
+    check_options(cfg)
+    workload_rng, estimate_rng = np.random.default_rng(seed).spawn(2)
+    user_cluster: ClusterSpec | None = None
+    note = ""
+    try:
+        if cfg.cluster.spec:
+            user_cluster = parse_cluster_spec(cfg.cluster.spec)
+            note = f"--cluster {cfg.cluster.spec}"
+        elif cfg.cluster.path:
+            user_cluster = _load_cluster_path(cfg.cluster.path)
+            note = f"--cluster_path {cfg.cluster.path}"
+        workload, trace_cluster, default_cluster, trace_note = _workload(cfg, user_cluster, workload_rng)
+    except UserError:
+        raise
+    except (ValueError, OSError, EOFError) as e:
+        raise UserError(str(e)) from None
+    if user_cluster is not None:
+        cluster = user_cluster
+    elif trace_cluster is not None:
+        cluster, note = trace_cluster, trace_note or "the trace's own cluster"
+    elif default_cluster is not None:
+        cluster, note = default_cluster, trace_note or "default cluster sized to the trace"
+    else:
+        preset = DIFFICULTIES[cfg.workload.difficulty]
+        cluster = parse_cluster_spec(preset.cluster)
+        note = f"difficulty preset {cfg.workload.difficulty}: {preset.cluster}"
+    if not workload.jobs:
+        raise UserError(f"workload {workload.name!r} has no jobs after filtering")
+    layout = ClusterLayout(cluster, uniform_speed=cfg.cluster.uniform_speed)
+    known = known_runtimes(workload, cfg.sim, estimate_rng)
+    return Scenario(workload, cluster, note, layout, known, cfg.cluster.multi_node_runtime_factor, seed)

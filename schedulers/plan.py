@@ -1,0 +1,44 @@
+"""A policy's scratch plan: the decisions taken so far this instant and the free capacity they leave.
+
+The live free state is copied only when a second decision needs the first one applied, so the common case of
+one start per instant costs no copy.
+"""
+
+from __future__ import annotations
+
+from env.cluster import FreeState, Placement
+from env.simulator import Decision
+
+
+class Plan:
+    __slots__ = ("_free", "_pending", "_copied", "decisions")
+
+    def __init__(self, free: FreeState):
+        self._free = free
+        self._pending: Placement | None = None
+        self._copied = False
+        self.decisions: list[Decision] = []
+
+    @property
+    def free(self) -> FreeState:
+        """Capacity left after every planned decision (never the live state once something is planned)."""
+        p = self._pending
+        if p is not None:
+            if not self._copied:
+                self._free = self._free.copy()
+                self._copied = True
+            self._free.take(p)
+            self._pending = None
+        return self._free
+
+    def add(self, job: int, p: Placement) -> None:
+        self.free  # noqa: B018 -- apply the previous pending placement first
+        self.decisions.append(Decision(job, p))
+        self._pending = p
+
+    def exhausted(self) -> bool:
+        """No GPU share at all is left."""
+        left = self._free.free_milli_total
+        if self._pending is not None:
+            left -= self._pending.milli * len(self._pending.gpus)
+        return left <= 0
