@@ -37,6 +37,7 @@ MACHINE_HEADER = "machineId, number of GPUs, single GPU mem"
 REVISED_HEADER = ",machineId,number of GPUs"
 JOB_LOG = "cluster_job_log"
 MACHINE_LIST = "cluster_machine_list"
+REVISED_LIST = "revised_machine_list.csv"
 
 
 def is_machine_list(header: str) -> bool:

@@ -1,0 +1,30 @@
+"""Small builders shared by the core tests."""
+
+from __future__ import annotations
+
+from env.cluster import ClusterLayout
+from env.cluster_spec import parse_cluster_spec
+from env.simulator import Simulator
+from schedulers import POLICIES
+from workloads.job import Job, Workload
+
+
+def job(job_id, arrival_s, runtime_s, num_gpus=1, **kw) -> Job:
+    return Job(str(job_id), float(arrival_s), float(runtime_s), num_gpus, **kw)
+
+
+def run(cluster: str, jobs, policy: str, uniform_speed: bool = False, factor: float = 1.2, known=None):
+    """Run `policy` on `jobs` over the cluster spec; returns (simulator, result keyed by job id)."""
+    layout = ClusterLayout(parse_cluster_spec(cluster), uniform_speed=uniform_speed)
+    sim = Simulator(Workload("t", tuple(jobs)), layout, known, factor)
+    sim.run(POLICIES[policy])
+    r = sim.result(policy, 0)
+    by_id = {
+        j.job_id: (r.start_s[i], r.end_s[i], r.status[i], r.gpu_type[i], r.placement[i])
+        for i, j in enumerate(jobs)
+    }
+    return sim, by_id
+
+
+def times(by_id) -> dict[str, tuple[float, float]]:
+    return {k: (float(v[0]), float(v[1])) for k, v in by_id.items()}

@@ -1,0 +1,208 @@
+"""The command line as a user runs it: outputs, determinism, and clear errors instead of tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB_COLUMNS = [
+    "job_id",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "num_gpus",
+    "gpu_type",
+    "placement",
+    "wait_s",
+    "jct_s",
+    "runtime_s",
+    "bounded_slowdown",
+    "status",
+]
+
+
+def test_eval_writes_every_output_file(tmp_path):
+    out = tmp_path / "run"
+    assert (
+        main(
+            [
+                "--mode",
+                "eval",
+                "--algo",
+                "easy",
+                "--difficulty",
+                "easy",
+                "--log_dir",
+                str(out),
+                "--no_progress",
+            ]
+        )
+        == 0
+    )
+    for name in (
+        "jobs.csv",
+        "cluster.csv",
+        "summary.csv",
+        "jct_cdf.png",
+        "utilization.png",
+        "queue_length.png",
+        "workload_report.json",
+    ):
+        assert (out / name).stat().st_size > 0, name
+    jobs = pd.read_csv(out / "jobs.csv")
+    assert list(jobs.columns[: len(JOB_COLUMNS)]) == JOB_COLUMNS
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary.loc[0, "completed"] + summary.loc[0, "rejected"] + summary.loc[0, "unfinished"] == len(
+        jobs
+    )
+    assert list(pd.read_csv(out / "cluster.csv").columns) == [
+        "node_id",
+        "gpu_type",
+        "num_gpus",
+        "gpu_mem_gb",
+        "speed",
+    ]
+
+
+def test_same_seed_gives_byte_identical_files(tmp_path):
+    args = ["--mode", "eval", "--algo", "sjf", "--difficulty", "easy", "--seed", "3", "--no_progress"]
+    main([*args, "--log_dir", str(tmp_path / "a")])
+    main([*args, "--log_dir", str(tmp_path / "b")])
+    for name in ("jobs.csv", "summary.csv", "cluster.csv", "workload_report.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    main([*args[:-3], "--seed", "4", "--no_progress", "--log_dir", str(tmp_path / "c")])
+    assert (tmp_path / "a" / "jobs.csv").read_bytes() != (tmp_path / "c" / "jobs.csv").read_bytes()
+
+
+def test_compare_scores_every_policy_on_the_same_jobs(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    code = main(
+        [
+            "--mode",
+            "compare",
+            "--algos",
+            "fcfs,sjf,easy",
+            "--seeds",
+            "0,1",
+            "--difficulty",
+            "easy",
+            "--log_dir",
+            str(out),
+            "--no_progress",
+        ]
+    )
+    assert code == 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 6
+    assert summary.groupby("seed")["num_jobs"].nunique().eq(1).all()
+    assert (out / "compare.png").stat().st_size > 0 and (out / "compare.csv").exists()
+    for algo in ("fcfs", "sjf", "easy"):
+        ids = pd.read_csv(out / f"{algo}_seed0" / "jobs.csv")["job_id"].tolist()
+        assert ids == pd.read_csv(out / "fcfs_seed0" / "jobs.csv")["job_id"].tolist()
+    assert "easy" in capsys.readouterr().out
+
+
+def test_csv_workload_and_cluster_spec(tmp_path):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "arrival_time,runtime,gpus,gpu_types\n0,100,8,A100\n10,50,4,V100\n20,30,0.5,\n30,10,64,\n"
+    )
+    out = tmp_path / "run"
+    code = main(
+        [
+            "--mode",
+            "eval",
+            "--algo",
+            "easy",
+            "--workload_type",
+            "csv",
+            "--workload_path",
+            str(jobs),
+            "--cluster",
+            "2xA100-80GB:8,4xV100:4",
+            "--log_dir",
+            str(out),
+            "--no_progress",
+        ]
+    )
+    assert code == 0
+    df = pd.read_csv(out / "jobs.csv")
+    assert df["status"].tolist() == ["completed", "completed", "completed", "rejected"]
+    assert df.loc[0, "gpu_type"] == "A100-80GB" and df.loc[1, "gpu_type"] == "V100-16GB"
+    assert df.loc[1, "runtime_s"] == 100.0  # 50 s on A100 -> 100 s on V100 (speed 0.5)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cluster", "2xA100"], "expected COUNTxTYPE:GPUS_PER_NODE"),
+        (["--cluster", "2xB200:8"], "unknown GPU type 'B200'; known types:"),
+        (["--cluster", "1xA100:8", "--cluster_path", "x.csv"], "either --cluster or --cluster_path"),
+        (["--workload_path", "jobs.csv"], "--workload_path needs --workload_type"),
+        (["--workload_type", "csv"], "needs --workload_path"),
+        (["--workload_type", "csv", "--workload_path", "/nonexistent.csv"], "no such file"),
+        (["--algo", "magic"], "unknown --algo"),
+        (["--mode", "train", "--algo", "fcfs"], "needs an RL --algo"),
+        (
+            ["--workload_type", "swf", "--workload_path", "x.swf", "--num_jobs", "5"],
+            "synthetic generator only",
+        ),
+    ],
+)
+def test_user_mistakes_give_clear_errors(args, message, tmp_path, capsys):
+    code = main(
+        ["--mode", "eval", "--algo", "easy", "--log_dir", str(tmp_path / "x"), "--no_progress", *args]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_malformed_jobs_csv_names_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_time,runtime,gpus\n0,100,1\n5,abc,1\n")
+    code = main(
+        [
+            "--mode",
+            "eval",
+            "--algo",
+            "fcfs",
+            "--workload_type",
+            "csv",
+            "--workload_path",
+            str(bad),
+            "--log_dir",
+            str(tmp_path / "o"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "bad.csv:3" in err
+
+
+def test_readme_default_command_runs_as_a_subprocess(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "main.py"),
+            "--mode",
+            "eval",
+            "--algo",
+            "easy",
+            "--difficulty",
+            "easy",
+            "--log_dir",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "completed" in proc.stdout

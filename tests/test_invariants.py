@@ -1,0 +1,140 @@
+"""Simulator invariants over random clusters x workloads x every scheduler (Hypothesis)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from env.catalog import CATALOG
+from env.cluster import FULL, ClusterLayout
+from env.cluster_spec import ClusterSpec, NodeSpec
+from env.simulator import Simulator
+from schedulers import POLICIES
+from workloads.job import Job, Workload
+
+TYPES = ("A100-80GB", "V100-16GB", "H100", "T4")
+
+
+@st.composite
+def clusters(draw):
+    groups = draw(
+        st.lists(
+            st.tuples(st.sampled_from(TYPES), st.integers(1, 3), st.sampled_from([1, 2, 4, 8])),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    nodes = []
+    for gpu_type, count, per_node in groups:
+        for _ in range(count):
+            nodes.append(NodeSpec(f"n{len(nodes)}", gpu_type, per_node, CATALOG[gpu_type].mem_gb))
+    return ClusterSpec("random", tuple(nodes))
+
+
+@st.composite
+def workloads(draw):
+    n = draw(st.integers(1, 25))
+    jobs = []
+    t = 0.0
+    for i in range(n):
+        t += draw(st.sampled_from([0.0, 0.0, 1.0, 5.0, 30.0]))
+        fractional = draw(st.booleans()) and draw(st.booleans())
+        k = 1 if fractional else draw(st.sampled_from([1, 1, 2, 4, 8, 16]))
+        milli = draw(st.sampled_from([100, 250, 500, 700])) if fractional else FULL
+        types = tuple(draw(st.sets(st.sampled_from(TYPES), max_size=2)))
+        jobs.append(
+            Job(
+                job_id=str(i),
+                arrival_s=t,
+                runtime_s=float(draw(st.integers(1, 200))),
+                num_gpus=k,
+                gpu_milli=milli,
+                gpu_mem_gb=float(draw(st.sampled_from([0, 8, 12, 20, 40]))),
+                gpu_types=tuple(sorted(types)),
+                priority=draw(st.integers(0, 2)),
+            )
+        )
+    return Workload("random", tuple(jobs))
+
+
+def check_invariants(sim: Simulator, layout: ClusterLayout, workload: Workload, factor: float) -> None:
+    r = sim.result("x", 0)
+    usage = defaultdict(list)  # gpu -> [(start, end, milli, mem_mb)]
+    for i, j in enumerate(workload.jobs):
+        if r.status[i] == "rejected":
+            assert sim.reject_reason[i]
+            continue
+        # every accepted job finishes when the cluster can run it, starts once, after it arrived
+        assert r.status[i] == "completed", (i, r.status[i])
+        assert r.start_s[i] >= j.arrival_s
+        p = sim.placements[i]
+        assert len(p.gpus) == j.num_gpus and len(set(p.gpus)) == j.num_gpus
+        node_types = {layout.nodes[layout.gpu_node[g]].gpu_type for g in p.gpus}
+        assert len(node_types) == 1, "all GPUs of one type"
+        (gpu_type,) = node_types
+        assert not j.gpu_types or gpu_type in j.gpu_types
+        assert all(layout.node_mem_mb[layout.gpu_node[g]] >= j.gpu_mem_gb * 1000 for g in p.gpus)
+        elig = layout.eligible(j.gpu_types, int(round(j.gpu_mem_gb * 1000)))
+        if j.num_gpus <= elig.max_node_gpus:
+            assert len(p.nodes) == 1, "a job that fits one node gets one node"
+        # runs exactly its runtime on the type it got
+        expected = j.runtime_s / CATALOG[gpu_type].speed * (factor if len(p.nodes) > 1 else 1.0)
+        assert np.isclose(r.end_s[i] - r.start_s[i], expected, rtol=1e-12, atol=1e-9)
+        for g in p.gpus:
+            usage[g].append((r.start_s[i], r.end_s[i], p.milli, p.mem_mb))
+    for g, spans in usage.items():
+        # sweep: releases before acquisitions at equal times
+        events = sorted(
+            [(s, 1, m, mem) for s, _, m, mem in spans] + [(e, 0, m, mem) for _, e, m, mem in spans]
+        )
+        milli = mem_used = 0
+        for _, kind, m, mem in events:
+            sign = 1 if kind else -1
+            milli += sign * m
+            mem_used += sign * mem
+            assert milli <= FULL, f"GPU {g} over-committed"
+            assert mem_used <= layout.gpu_mem_mb_np[g], f"GPU {g} memory over-committed"
+    # the free state is back to empty
+    assert sim.free.free_milli_total == FULL * layout.num_gpus
+    assert (sim.free.free_milli == FULL).all()
+    assert sim.free.node_whole == layout.node_num_gpus
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.sampled_from(sorted(POLICIES)), st.sampled_from([1.0, 1.2, 2.0]))
+def test_invariants_hold_for_every_policy(spec, workload, policy, factor):
+    layout = ClusterLayout(spec)
+    sim = Simulator(workload, layout, None, factor)
+    sim.run(POLICIES[policy])
+    check_invariants(sim, layout, workload, factor)
+
+
+@settings(max_examples=30, deadline=None)
+@given(clusters(), workloads(), st.sampled_from(sorted(POLICIES)), st.integers(0, 2**32 - 1))
+def test_invariants_hold_with_noisy_estimates(spec, workload, policy, seed):
+    layout = ClusterLayout(spec)
+    rng = np.random.default_rng(seed)
+    known = np.array([j.runtime_s for j in workload.jobs]) * rng.lognormal(0.4, 0.8, len(workload.jobs))
+    sim = Simulator(workload, layout, known, 1.2)
+    sim.run(POLICIES[policy])
+    check_invariants(sim, layout, workload, 1.2)
+
+
+def test_with_infinitely_many_gpus_nobody_waits():
+    """Queueing law (Ciw-style): with capacity for every job at once, wait is 0 for every policy."""
+    rng = np.random.default_rng(0)
+    jobs = tuple(
+        Job(str(i), float(t), float(r), 1)
+        for i, (t, r) in enumerate(
+            zip(np.sort(rng.uniform(0, 1000, 200)), rng.uniform(1, 500, 200), strict=True)
+        )
+    )
+    spec = ClusterSpec("big", tuple(NodeSpec(f"n{i}", "A100-80GB", 8, 80.0) for i in range(25)))
+    for policy in POLICIES.values():
+        sim = Simulator(Workload("w", jobs), ClusterLayout(spec))
+        sim.run(policy)
+        r = sim.result("x", 0)
+        assert np.allclose(r.start_s, [j.arrival_s for j in jobs])

@@ -1,0 +1,169 @@
+"""Hand-computed schedules for FCFS, SJF and EASY, and the placement rules they share."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.helpers import job, run, times
+
+
+def _refuse_case():
+    # 1 node x 4 GPUs. A holds 3 GPUs until 100. B needs all 4: its reservation is t=100.
+    # C (1 GPU, 200 s) fits now but would still hold a GPU at 100 -> EASY must refuse it.
+    # D (1 GPU, 50 s) ends at 53 <= 100 -> EASY must backfill it.
+    return [job("A", 0, 100, 3), job("B", 1, 10, 4), job("C", 2, 200, 1), job("D", 3, 50, 1)]
+
+
+def test_fcfs_head_blocks_everyone():
+    _, r = run("1xA100:4", _refuse_case(), "fcfs")
+    assert times(r) == {"A": (0, 100), "B": (100, 110), "C": (110, 310), "D": (110, 160)}
+
+
+def test_sjf_starts_shortest_fitting_job_without_reservation():
+    _, r = run("1xA100:4", _refuse_case(), "sjf")
+    # t=2: C is the only waiting job that fits -> starts; t=3: D does not fit (A 3 + C 1);
+    # t=100: D (50) before B (10, needs 4 and does not fit); B waits for C to end at 202.
+    assert times(r) == {"A": (0, 100), "C": (2, 202), "D": (100, 150), "B": (202, 212)}
+
+
+def test_easy_refuses_backfill_that_delays_reservation_and_takes_one_that_does_not():
+    _, r = run("1xA100:4", _refuse_case(), "easy")
+    assert times(r) == {"A": (0, 100), "D": (3, 53), "B": (100, 110), "C": (110, 310)}
+
+
+def test_easy_backfills_long_jobs_onto_extra_gpus():
+    # 1 node x 8. A holds 6 until 100; B needs 4 -> shadow t=100 with 8 free, 4 extra.
+    # C and D (1 GPU, 500 s) outlast the shadow time but leave >= 4 GPUs for B -> backfilled.
+    # E cannot start: no GPU free now.
+    jobs = [job("A", 0, 100, 6), job("B", 1, 10, 4), job("C", 2, 500), job("D", 3, 500), job("E", 4, 500)]
+    _, r = run("1xA100:8", jobs, "easy")
+    assert times(r) == {"A": (0, 100), "B": (100, 110), "C": (2, 502), "D": (3, 503), "E": (100, 600)}
+
+
+def test_easy_extra_gpus_are_consumed_by_earlier_backfills():
+    # Like above but 1 extra GPU only: A holds 5 of 8 until 100, B needs 7. C (long) takes the extra one;
+    # D (long) would then leave 6 < 7 for B at t=100 -> refused; F (short) still backfills. At 100 B takes
+    # the 7 free GPUs (C still holds one), so D starts when B ends.
+    jobs = [
+        job("A", 0, 100, 5),
+        job("B", 1, 10, 7),
+        job("C", 2, 500),
+        job("D", 3, 500),
+        job("F", 4, 20),
+    ]
+    _, r = run("1xA100:8", jobs, "easy")
+    assert times(r) == {"A": (0, 100), "B": (100, 110), "C": (2, 502), "F": (4, 24), "D": (110, 610)}
+
+
+def test_easy_reservation_respects_gpu_type():
+    # Head B only accepts V100; the A100 node frees first but does not help B. C (long) may use the A100
+    # node since it cannot delay B's reservation on the V100 node.
+    jobs = [
+        job("A", 0, 100, 4, gpu_types=("V100-16GB",)),
+        job("B", 1, 10, 4, gpu_types=("V100-16GB",)),
+        job("C", 2, 1000, 4, gpu_types=("A100-80GB",)),
+    ]
+    _, r = run("1xA100:4,1xV100:4", jobs, "easy", uniform_speed=True)
+    assert times(r) == {"A": (0, 100), "B": (100, 110), "C": (2, 1002)}
+
+
+def test_runtime_depends_on_gpu_type_and_fastest_type_goes_first():
+    jobs = [job("a", 0, 100), job("b", 0, 100), job("c", 0, 100)]
+    _, r = run("1xH100:1,1xA100:1,1xV100:1", jobs, "fcfs")
+    assert {k: (v[3], float(v[1])) for k, v in r.items()} == {
+        "a": ("H100", 50.0),
+        "b": ("A100-80GB", 100.0),
+        "c": ("V100-16GB", 200.0),
+    }
+    _, r = run("1xH100:1,1xA100:1,1xV100:1", jobs, "fcfs", uniform_speed=True)
+    assert {float(v[1]) for v in r.values()} == {100.0}
+
+
+def test_best_fit_picks_fullest_node_of_the_type():
+    # n0 has 4 free, n1 has 1 free after the first two jobs; a 1-GPU job goes to n1 (best fit).
+    jobs = [job("x", 0, 100, 3), job("y", 0, 100, 4), job("z", 1, 10, 1)]
+    _, r = run("2xA100:4", jobs, "fcfs")
+    assert r["x"][4] == "n0/0;n0/1;n0/2"
+    assert r["y"][4] == "n1/0;n1/1;n1/2;n1/3"
+    assert r["z"][4] == "n0/3"
+
+
+def test_job_that_fits_one_node_waits_rather_than_spreading():
+    jobs = [job("a", 0, 100, 2), job("b", 0, 100, 2), job("c", 1, 10, 4)]
+    _, r = run("2xA100:4", jobs, "fcfs")
+    # a on n0, b best-fits onto n0 as well (2 free there), so n1 is free for c at once
+    assert r["c"][4].startswith("n1/") and float(r["c"][0]) == 1.0
+    jobs = [job("a", 0, 100, 3), job("b", 0, 100, 3), job("c", 1, 10, 4)]
+    _, r = run("2xA100:4", jobs, "fcfs")
+    assert float(r["c"][0]) == 100.0  # 1+1 free GPUs on two nodes do not make a 4-GPU slot
+
+
+def test_multi_node_job_spans_nodes_of_one_type_with_slowdown():
+    jobs = [job("big", 0, 100, 8)]
+    _, r = run("2xA100:4,1xV100:8", jobs, "fcfs", factor=1.2)
+    # fits one V100 node (8 GPUs) -> no spreading, but V100 runs at half speed
+    assert r["big"][3] == "V100-16GB" and float(r["big"][1]) == 200.0
+    jobs = [job("big", 0, 100, 8, gpu_types=("A100-80GB",))]
+    _, r = run("2xA100:4,1xV100:8", jobs, "fcfs", factor=1.2)
+    assert r["big"][4].count("n0/") == 4 and r["big"][4].count("n1/") == 4
+    assert float(r["big"][1]) == pytest.approx(120.0)
+
+
+def test_fractional_jobs_share_a_gpu_within_share_and_memory():
+    jobs = [
+        job("a", 0, 100, 1, gpu_milli=400),
+        job("b", 0, 100, 1, gpu_milli=400),
+        job("c", 0, 100, 1, gpu_milli=400),  # 3 x 400 > 1000 -> waits
+    ]
+    _, r = run("1xV100:1", jobs, "fcfs", uniform_speed=True)
+    assert times(r) == {"a": (0, 100), "b": (0, 100), "c": (100, 200)}
+    jobs = [
+        job("a", 0, 100, 1, gpu_milli=300, gpu_mem_gb=10),
+        job("b", 0, 100, 1, gpu_milli=300, gpu_mem_gb=10),  # 20 GB > 16 GB -> waits
+    ]
+    _, r = run("1xV100:1", jobs, "fcfs", uniform_speed=True)
+    assert times(r) == {"a": (0, 100), "b": (100, 200)}
+
+
+def test_fractional_best_fit_packs_shared_gpu_first():
+    jobs = [job("a", 0, 100, 1, gpu_milli=500), job("b", 1, 100, 1, gpu_milli=300)]
+    _, r = run("1xA100:2", jobs, "fcfs")
+    assert r["a"][4] == r["b"][4] == "n0/0"
+
+
+def test_jobs_that_can_never_fit_are_rejected_with_a_reason():
+    jobs = [job("ok", 0, 10), job("big", 0, 10, 16), job("h100", 0, 10, gpu_types=("H100",))]
+    sim, r = run("1xA100:8", jobs, "easy")
+    assert [r[k][2] for k in ("ok", "big", "h100")] == ["completed", "rejected", "rejected"]
+    assert "16 GPUs" in sim.reject_reason[1]
+    assert "acceptable GPU type" in sim.reject_reason[2]
+    assert sim.num_rejected == 2
+
+
+def test_easy_with_estimates_uses_known_runtime_not_truth():
+    # B's reservation is computed from A's *estimated* end (50) although A really runs 100 s.
+    # C (estimate 40, true 40) ends by 2+40=42 <= 50 -> backfilled.  D (estimate 60) would end at 63 > 50 and
+    # there is no extra GPU -> refused until B has run.
+    jobs = [job("A", 0, 100, 3), job("B", 1, 10, 4), job("C", 2, 40), job("D", 3, 60)]
+    known = [50.0, 10.0, 40.0, 60.0]
+    import numpy as np
+
+    _, r = run("1xA100:4", jobs, "easy", known=np.array(known))
+    t = times(r)
+    assert t["C"] == (2, 42) and t["A"] == (0, 100) and t["B"] == (100, 110) and t["D"][0] == 110
+
+
+def test_policy_that_never_starts_leaves_jobs_unfinished_without_hanging():
+    from env.cluster import ClusterLayout
+    from env.cluster_spec import parse_cluster_spec
+    from env.simulator import Simulator
+    from workloads.job import Workload
+
+    sim = Simulator(
+        Workload("t", (job("a", 0, 10), job("b", 5, 10))), ClusterLayout(parse_cluster_spec("1xA100:1"))
+    )
+    sim.run(lambda view: [])
+    r = sim.result("idle", 0)
+    assert r.status == ("unfinished", "unfinished") and all(math.isnan(x) for x in r.start_s)
