@@ -22,8 +22,8 @@ class ToySJFEnv(gym.Env):
     queue is empty): time advances to the running job's completion. An illegal action changes nothing and sets `info["illegal_action"]`.
 
     ## Observation Space
-    `Box(0, 1, (window * 2 + 2,))`: per slot [runtime / max_runtime_s, 1.0] (all zeros when empty), then
-    context [machine busy, jobs queued / num_jobs].
+    `Box(0, 1, (window * 2 + 3,))`: per slot [runtime / max_runtime_s, 1.0] (all zeros when empty), then
+    context [machine busy, running job's remaining time / max_runtime_s, jobs queued / num_jobs].
 
     ## Rewards
     WAIT: -Δt x jobs in system / `reward_scale_s`; starting a job: 0. The undiscounted return is
@@ -42,7 +42,7 @@ class ToySJFEnv(gym.Env):
 
     metadata = {"render_modes": []}
     job_feature_dim = 2
-    context_dim = 2
+    context_dim = 3
 
     def __init__(
         self,
@@ -104,5 +104,5 @@ class ToySJFEnv(gym.Env):
         obs = np.zeros(self.observation_space.shape, dtype=np.float32)
         for slot, runtime_s in enumerate(self.queue_s[: self.window]):
             obs[2 * slot : 2 * slot + 2] = (runtime_s / self.max_runtime_s, 1.0)
-        obs[-2:] = (float(self.running_left_s > 0), len(self.queue_s) / self.num_jobs)
+        obs[-3:] = (float(self.running_left_s > 0), self.running_left_s / self.max_runtime_s, len(self.queue_s) / self.num_jobs)
         return obs

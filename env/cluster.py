@@ -78,11 +78,13 @@ class ClusterLayout:
             self.node_pool.append(
                 pool_key.setdefault((self.node_type[i], self.node_mem_mb[i]), len(pool_key))
             )
+        self.pool_type = [t for t, _ in pool_key]
         self.pool_speed = [self.type_speed[t] for t, _ in pool_key]
         self.pool_max_gpus = [0] * len(pool_key)
         for i in range(self.num_nodes):
             q = self.node_pool[i]
             self.pool_max_gpus[q] = max(self.pool_max_gpus[q], self.node_num_gpus[i])
+        self._eligible_by_nodes: dict[tuple[int, ...], Eligible] = {}
         self._eligible: dict[tuple[tuple[str, ...], int], Eligible] = {}
 
     def eligible(self, gpu_types: tuple[str, ...], mem_mb: int) -> Eligible:
@@ -91,6 +93,8 @@ class ClusterLayout:
         e = self._eligible.get(key)
         if e is None:
             e = Eligible(self, gpu_types, mem_mb)
+            # shapes with the same eligible nodes share one object (policies and the env memoise per object)
+            e = self._eligible_by_nodes.setdefault(tuple(e.nodes), e)
             self._eligible[key] = e
         return e
 

@@ -27,7 +27,7 @@ def place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: in
     if len(elig.types) == 1:
         if tw[elig.types[0]] < num_gpus:
             return None
-    elif sum(tw[t] for t in elig.types) < num_gpus:
+    elif sum(map(tw.__getitem__, elig.types)) < num_gpus:
         return None
     if num_gpus <= elig.max_node_gpus:
         return _place_one_node(free, elig, num_gpus)
@@ -39,16 +39,18 @@ def _place_one_node(free: FreeState, elig: Eligible, k: int) -> Placement | None
     for max_gpus, pools in elig.speed_groups:
         if max_gpus < k:
             continue
-        for c in range(k, max_gpus + 1):
-            best = -1
-            for q in pools:
-                by_c = pool_free[q]
-                if c < len(by_c) and by_c[c]:
-                    n = min(by_c[c])
-                    if best < 0 or n < best:
-                        best = n
-            if best >= 0:
-                return _gpus_on_node(free, best, k, c)
+        best_c = best_node = -1
+        for q in pools:
+            by_c = pool_free[q]
+            for c in range(k, len(by_c)):
+                if by_c[c]:
+                    if best_c < 0 or c < best_c:
+                        best_c, best_node = c, min(by_c[c])
+                    elif c == best_c:
+                        best_node = min(best_node, min(by_c[c]))
+                    break
+        if best_c >= 0:
+            return _gpus_on_node(free, best_node, k, best_c)
     return None
 
 

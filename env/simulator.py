@@ -3,8 +3,8 @@
 Drive it with `while sim.advance(): for d in policy(sim.view()): sim.start(d)`. `advance()` processes every
 event of the next instant at which a queued job exists (arrivals and completions are SimPy events), so a policy
 is consulted once per such instant and may start any number of jobs then. Completions are SimPy timeouts with a
-callback rather than one process per job, and arrivals a chain of timeouts (one per distinct arrival instant):
-same semantics as generator processes, half the per-job overhead.
+callback rather than one process per job, and arrivals one timeout per distinct arrival instant: the same
+semantics as generator processes at half the per-job overhead.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ class Simulator:
         jobs = workload.jobs
         if any(jobs[i].arrival_s > jobs[i + 1].arrival_s for i in range(len(jobs) - 1)):
             raise ValueError(f"workload {workload.name!r}: jobs must be sorted by arrival_s")
+        if jobs and jobs[0].arrival_s < 0:
+            raise ValueError(f"workload {workload.name!r}: arrival times must be >= 0")
         self.workload = workload
         self.layout = layout
         self.multi_node_runtime_factor = multi_node_runtime_factor
@@ -111,6 +113,7 @@ class Simulator:
         self._busy_tflops_x10k = 0
         self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
         self.num_completed = 0
+        self.num_arrived = 0
         accepted = []
         for i, j in enumerate(jobs):
             why = self.jobs.elig[i].never_fits(j.num_gpus, j.gpu_milli)
@@ -131,32 +134,31 @@ class Simulator:
     # -- SimPy processes and callbacks -------------------------------------------------------------------
 
     def _schedule_arrivals(self, accepted: list[int]) -> None:
-        """Group accepted jobs by arrival instant and schedule the first group's arrival event."""
+        """One SimPy timeout per distinct arrival instant, all scheduled from t=0 so that each fires exactly at
+        its arrival time (chaining delays would accumulate float rounding)."""
         arrival = self.jobs.arrival_s
-        groups: list[tuple[float, list[int]]] = []
+        groups: list[list[int]] = []
+        last = None
         for i in accepted:
-            if groups and groups[-1][0] == arrival[i]:
-                groups[-1][1].append(i)
+            if groups and arrival[i] == last:
+                groups[-1].append(i)
             else:
-                groups.append((arrival[i], [i]))
-        self._groups = groups
-        self._next_group = 0
-        if groups:
-            self.env.timeout(groups[0][0], value=0).callbacks.append(self._on_arrival)
+                groups.append([i])
+                last = arrival[i]
+        env = self.env
+        for g in groups:
+            env.timeout(arrival[g[0]], value=g).callbacks.append(self._on_arrival)
 
     def _on_arrival(self, event: simpy.Event) -> None:
-        """Enqueue one arrival instant's jobs and schedule the next instant (a chain of SimPy timeouts)."""
-        g = event.value
+        """Enqueue the jobs of one arrival instant."""
         known = self.jobs.known_runtime_s
         queue = self.queue
         qbr = self.queue_by_runtime
-        for i in self._groups[g][1]:
+        jobs = event.value
+        for i in jobs:
             queue[i] = None
             bisect.insort(qbr, (known[i], i))
-        g += 1
-        if g < len(self._groups):
-            env = self.env
-            env.timeout(self._groups[g][0] - env.now, value=g).callbacks.append(self._on_arrival)
+        self.num_arrived += len(jobs)
 
     def _on_complete(self, event: simpy.Event) -> None:
         i = event.value
@@ -193,6 +195,29 @@ class Simulator:
             if self.queue:
                 return True
             tl.append((t, self._busy_milli, self._busy_tflops_x10k, 0))
+
+    def step_instant(self) -> bool:
+        """Process all events of the next instant only (the Gymnasium env accounts reward per instant).
+
+        Returns False, processing nothing, when no event remains.
+        """
+        env = self.env
+        self._timeline.append((env.now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
+        t = env.peek()
+        if t == _INF:
+            return False
+        while env.peek() == t:
+            env.step()
+        return True
+
+    @property
+    def jobs_in_system(self) -> int:
+        """Arrived, accepted jobs that have not finished (queued or running)."""
+        return len(self.queue) + len(self.running)
+
+    @property
+    def has_future_events(self) -> bool:
+        return self.env.peek() != _INF
 
     def view(self) -> View:
         return View(

@@ -155,7 +155,7 @@ def read_pods(path: Path) -> TraceTable:
         },
         extra={
             "num_gpu_histogram_all_rows": {
-                int(g): int(c) for g, c in zip(*np.unique(num_gpu, return_counts=True))
+                int(g): int(c) for g, c in zip(*np.unique(num_gpu, return_counts=True), strict=True)
             },
             "sharing_pods_all_rows": int((one & (gpu_milli < FULL_GPU_MILLI)).sum()),
             "multi_gpu_pods_with_gpu_milli_not_1000": multi_not_full,

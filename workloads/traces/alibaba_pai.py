@@ -196,7 +196,7 @@ def read_pai(path: Path) -> TraceTable:
         keep &= ~hit
     submit = np.where(np.isfinite(submit), submit, per["start"].to_numpy(dtype=float))
     num, milli, rounded = split_fraction(per["demand"].to_numpy(dtype=float)[keep])
-    origin = float(np.nanmin(submit[keep])) if keep.any() else 0.0
+    origin = float(np.nanmin(submit)) if np.isfinite(submit).any() else 0.0
     recorded = tasks["gpu_type"][gpu & tasks["gpu_type"].notna().to_numpy()]
     return TraceTable(
         format_name="alibaba-pai",

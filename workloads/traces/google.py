@@ -83,7 +83,7 @@ def read_google(path: Path, cpu_job_gpus: int, unit: str = "job") -> TraceTable:
     job_files = shard_files(path, "job_events", False)
     je = _read_shards(job_files, JOB_COLUMNS, 8) if job_files else None
     ts, job, task = te["ts"].to_numpy(), te["job"].to_numpy(), te["task"].to_numpy()
-    event, prio = te["event"].to_numpy(), te["priority"].to_numpy()
+    event = te["event"].to_numpy()
     bad = (event < 0) | (event >= len(EVENT_NAMES))
     if bad.any():
         raise ValueError(f"{path}/task_events: unknown event type {int(event[bad][0])} (expected 0-8)")

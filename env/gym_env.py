@@ -1,0 +1,356 @@
+"""Gymnasium facade over the same Simulator the heuristics use: observation, action mask, reward."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from config import RunConfig
+from env.catalog import CATALOG
+from env.cluster import FULL
+from env.placement import place
+from env.records import RunResult
+from env.scenario import Scenario, build_scenario
+from env.simulator import Decision, Simulator
+
+JOB_FEATURES = (
+    "gpu_demand",  # log2(1 + GPUs) / log2(1 + cluster GPUs)
+    "gpu_mem",  # per-GPU memory minimum / 80 GB, clipped to 1
+    "runtime",  # known reference runtime: log1p(min) / log1p(max minutes), clipped
+    "duration_here",  # known runtime on the type it would get now (same scale; 0 if it does not fit now)
+    "waited",  # time waited so far: log1p(min) / log1p(max minutes), clipped
+    "priority",  # min(priority, 10) / 10
+    "fits_now",  # 1 if it can start now
+    "is_head",  # 1 for the oldest queued job
+)
+CATALOG_TYPES = tuple(CATALOG)
+CONTEXT_FEATURES = (
+    *(f"free_frac_{t}" for t in CATALOG_TYPES),  # free whole GPUs of the type / its GPUs (0 if absent)
+    *(
+        f"largest_block_{t}" for t in CATALOG_TYPES
+    ),  # largest free block on one node / largest node of the type
+    "free_frac_all",  # free GPU share / all GPUs
+    "queue_len",  # log1p(queued) / log1p(num jobs)
+    "running",  # log1p(running) / log1p(num jobs)
+    "queued_demand",  # queued GPU demand / cluster GPUs, clipped to 1
+    "next_end",  # time to the next estimated completion, same log scale as runtime
+    "arrived_frac",  # fraction of the workload's jobs that have arrived
+    "day_sin",  # (1 + sin(2 pi t / day)) / 2
+    "day_cos",  # (1 + cos(2 pi t / day)) / 2
+)
+_MAX_MIN = math.log1p(7 * 24 * 60)  # a week, in minutes
+_DAY_S = 86_400.0
+REWARDS = ("jct", "slowdown", "utilization")
+
+
+class GPUClusterEnv(gym.Env):
+    """Schedule the jobs of a GPU cluster, one start decision at a time.
+
+    ## Description
+    The environment wraps the event-driven `Simulator` that the FCFS/SJF/EASY baselines run on. The agent is
+    asked to act only at decision points: instants at which at least one queued job can start. It may start
+    several jobs at the same instant (one per step, simulated time does not move), or WAIT, which lets the
+    simulator run to its next event (an arrival or a completion), and on to the next decision point.
+    A chosen job is placed by the core placement rule (env/placement.py).
+
+    ## Action Space
+    `Discrete(K + 1)`: action i < K starts the job in window slot i; action K is WAIT. The window shows the
+    oldest queued jobs that fit now (arrival order), then, in the remaining slots, the oldest ones that do not,
+    so a long queue of blocked jobs never hides startable ones. The legal-action mask is `info["action_mask"]`
+    and `action_masks()`: slots holding a job that fits now, and WAIT unless waiting would deadlock (nothing
+    running and no arrival left). An illegal action does nothing; `info["illegal_action"]` is True.
+
+    ## Observation Space
+    `Box(0, 1, (K * F_job + F_ctx,), float32)`: K rows of `JOB_FEATURES` (empty slots are zeros), then
+    `CONTEXT_FEATURES` (per catalog GPU type: free fraction and largest free block; totals; queue and running
+    counts; time to the next estimated completion; time of day). Every value is clipped into [0, 1].
+    Runtime information follows `runtime_info` (true or estimated runtimes only).
+
+    ## Rewards
+    `jct` (default): -dt x (jobs in system) / reward_scale_s per elapsed interval, so the undiscounted return
+    is exactly -sum(JCT) / reward_scale_s. `slowdown`: -dt x sum over jobs in system of 1/max(known runtime,
+    10 s), i.e. -sum(bounded slowdown-like ratio). `utilization`: +dt x busy GPU share / (GPUs x scale).
+
+    ## Starting State
+    A fresh scenario: `options["scenario_seed"]` if given, else a seed drawn from the env's RNG (synthetic
+    workloads differ per episode; trace workloads are the same jobs with seed-dependent estimates). The
+    simulator is advanced to the first decision point.
+
+    ## Episode End
+    Terminates when no job is waiting and no event remains (all jobs done). Truncates after `max_steps` steps.
+
+    ## Arguments
+    `config` (RunConfig: workload, cluster, sim and env sections), `scenario` (a fixed Scenario to replay every
+    episode, for evaluation on the same jobs as the heuristics), `max_steps` (overrides config.env.max_steps).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self, config: RunConfig | None = None, scenario: Scenario | None = None, max_steps: int | None = None
+    ):
+        super().__init__()
+        self.config = config or RunConfig()
+        e = self.config.env
+        if e.reward not in REWARDS:
+            raise ValueError(f"unknown reward {e.reward!r}; choose one of {', '.join(REWARDS)}")
+        self.window = e.window
+        self.job_feature_dim = len(JOB_FEATURES)
+        self.context_dim = len(CONTEXT_FEATURES)
+        self.reward_name = e.reward
+        self.reward_scale_s = e.reward_scale_s
+        self.max_steps = e.max_steps if max_steps is None else max_steps
+        self._fixed = scenario
+        n = self.window * self.job_feature_dim + self.context_dim
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (n,), np.float32)
+        self.action_space = gym.spaces.Discrete(self.window + 1)
+        self.sim: Simulator | None = None
+        self.scenario: Scenario | None = None
+        self._slots: list[int] = []
+        self._slot_place: list = []
+        self._mask = np.zeros(self.window + 1, dtype=bool)
+        self._steps = 0
+
+    # -- Gymnasium API ------------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if self._fixed is not None:
+            sc = self._fixed
+        else:
+            sc_seed = (options or {}).get("scenario_seed")
+            if sc_seed is None:
+                sc_seed = int(self.np_random.integers(0, 2**31 - 1))
+            sc = build_scenario(self.config, int(sc_seed))
+        self.scenario = sc
+        self.sim = sc.simulator()
+        self._prepare_scenario(sc)
+        self._steps = 0
+        reward, done = self._to_decision_point()
+        obs = self._observe()
+        return obs, self._info(False, done)
+
+    def step(self, action):
+        a = int(action)
+        self._steps += 1
+        illegal = not (0 <= a <= self.window) or not self._mask[a]
+        reward = 0.0
+        if illegal:
+            done = False
+        elif a == self.window:
+            reward, done = self._wait()
+        else:
+            self.sim.start(Decision(self._slots[a], self._slot_place[a]))
+            reward, done = self._to_decision_point()
+        obs = self._observe()
+        truncated = not done and self._steps >= self.max_steps
+        return obs, reward, done, truncated, self._info(illegal, done)
+
+    def action_masks(self) -> np.ndarray:
+        return self._mask.copy()
+
+    # -- simulation ---------------------------------------------------------------------------------------
+
+    def _prepare_scenario(self, sc: Scenario) -> None:
+        layout = sc.layout
+        self._num_jobs = max(1, len(sc.workload.jobs))
+        self._log_jobs = math.log1p(self._num_jobs)
+        self._log_gpus = math.log2(1 + layout.num_gpus)
+        self._type_cols = [CATALOG_TYPES.index(t) for t in layout.type_names]
+        self._type_max_node = [0] * len(layout.type_names)
+        for i in range(layout.num_nodes):
+            t = layout.node_type[i]
+            self._type_max_node[t] = max(self._type_max_node[t], layout.node_num_gpus[i])
+        self._inv_slowdown = [1.0 / max(r, 10.0) for r in self.sim.jobs.known_runtime_s]
+        self._job_static = self._static_job_features()
+
+    def _static_job_features(self) -> np.ndarray:
+        jt = self.sim.jobs
+        demand = np.array([k * m / FULL for k, m in zip(jt.num_gpus, jt.milli, strict=True)])
+        mem = np.array([j.gpu_mem_gb for j in jt.jobs])
+        known = np.array(jt.known_runtime_s)
+        prio = np.array(jt.priority, dtype=float)
+        self._demand = demand.tolist()
+        self._zero_rows = [0.0] * (self.window * len(JOB_FEATURES))
+        self._ctx_template = [0.0] * len(CATALOG_TYPES)
+        out = np.zeros((len(jt), len(JOB_FEATURES)), dtype=np.float32)
+        out[:, 0] = np.log2(1 + demand) / self._log_gpus
+        out[:, 1] = mem / 80.0
+        out[:, 2] = np.log1p(known / 60.0) / _MAX_MIN
+        out[:, 5] = np.minimum(np.maximum(prio, 0), 10) / 10.0
+        out = np.clip(out, 0.0, 1.0)
+        self._static_rows = out[:, [0, 1, 2, 5]].tolist()
+        return out
+
+    def _rate(self) -> float:
+        """Reward per simulated second at the current state."""
+        sim = self.sim
+        if self.reward_name == "jct":
+            return -sim.jobs_in_system / self.reward_scale_s
+        if self.reward_name == "slowdown":
+            inv = self._inv_slowdown
+            total = sum(inv[i] for i in sim.queue) + sum(inv[i] for _, i in sim.running)
+            return -total
+        return sim._busy_milli / (FULL * sim.layout.num_gpus * self.reward_scale_s)
+
+    def _advance_instant(self) -> tuple[float, bool]:
+        """Run one event instant; returns (reward accrued, whether events remained)."""
+        sim = self.sim
+        t0 = sim.now_s
+        rate = self._rate()
+        if not sim.step_instant():
+            return 0.0, False
+        return rate * (sim.now_s - t0), True
+
+    def _wait(self) -> tuple[float, bool]:
+        reward, _ = self._advance_instant()
+        r2, done = self._to_decision_point()
+        return reward + r2, done
+
+    def _to_decision_point(self) -> tuple[float, bool]:
+        """Advance until some queued job fits (True done flag when the run is over); builds the window."""
+        reward = 0.0
+        while True:
+            if self.sim.queue and self._build_window():
+                return reward, False
+            r, more = self._advance_instant()
+            reward += r
+            if not more:
+                self._slots, self._slot_place = [], []
+                self._mask[:] = False
+                return reward, True
+
+    def _build_window(self) -> bool:
+        """Fill the K slots (startable jobs first, then blocked ones); True if some job can start."""
+        sim = self.sim
+        jt = sim.jobs
+        free = sim.free
+        K = self.window
+        fit_slots: list[int] = []
+        fit_place: list = []
+        blocked: list[int] = []
+        shape_fits: dict = {}
+        for i in sim.queue:
+            key = (jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
+            p = shape_fits.get(key, 0)
+            if p == 0:
+                p = place(free, *key)
+                shape_fits[key] = p
+            if p is not None:
+                fit_slots.append(i)
+                fit_place.append(p)
+                if len(fit_slots) == K:
+                    break
+            elif len(blocked) < K:
+                blocked.append(i)
+        if not fit_slots:
+            return False
+        nfit = len(fit_slots)
+        slots = fit_slots + blocked[: K - nfit]
+        self._slots = slots
+        self._slot_place = fit_place + [None] * (len(slots) - nfit)
+        mask = self._mask
+        mask[:] = False
+        mask[:nfit] = True
+        # WAIT is legal unless nothing would ever happen again (deadlock)
+        mask[K] = sim.has_future_events
+        return True
+
+    # -- observation --------------------------------------------------------------------------------------
+
+    def _observe(self) -> np.ndarray:
+        """Build the observation in plain Python (cheaper than many tiny numpy ops), then one array."""
+        sim = self.sim
+        K, F = self.window, self.job_feature_dim
+        if sim is None:
+            return np.zeros(K * F + self.context_dim, dtype=np.float32)
+        now = sim.now_s
+        jt = sim.jobs
+        layout = sim.layout
+        queue = sim.queue
+        head = next(iter(queue), -1)
+        static = self._static_rows
+        arrival = jt.arrival_s
+        known = jt.known_runtime_s
+        speed = layout.type_speed
+        log1p = math.log1p
+        vals: list[float] = []
+        for i, p in zip(self._slots, self._slot_place, strict=True):
+            demand, mem, runtime, prio = static[i]
+            waited = min(1.0, log1p((now - arrival[i]) / 60.0) / _MAX_MIN)
+            if p is not None:
+                here = min(1.0, log1p(known[i] / speed[p.type_idx] / 60.0) / _MAX_MIN)
+                vals += (demand, mem, runtime, here, waited, prio, 1.0, 1.0 if i == head else 0.0)
+            else:
+                vals += (demand, mem, runtime, 0.0, waited, prio, 0.0, 1.0 if i == head else 0.0)
+        vals += self._zero_rows[: (K - len(self._slots)) * F]
+        free = sim.free
+        free_frac = self._ctx_template.copy()
+        block = self._ctx_template.copy()
+        type_block = [0] * len(layout.type_names)
+        pool_type = layout.pool_type
+        for q, by_c in enumerate(free.pool_free):
+            for c in range(len(by_c) - 1, 0, -1):
+                if by_c[c]:
+                    if c > type_block[pool_type[q]]:
+                        type_block[pool_type[q]] = c
+                    break
+        for t, col in enumerate(self._type_cols):
+            free_frac[col] = free.type_whole[t] / layout.type_num_gpus[t]
+            block[col] = type_block[t] / self._type_max_node[t]
+        running = sim.running
+        demand = self._demand
+        vals += free_frac
+        vals += block
+        vals += (
+            free.free_milli_total / (FULL * layout.num_gpus),
+            min(1.0, log1p(len(queue)) / self._log_jobs),
+            min(1.0, log1p(len(running)) / self._log_jobs),
+            min(1.0, sum(map(demand.__getitem__, queue)) / layout.num_gpus),
+            min(1.0, log1p(max(running[0][0] - now, 0.0) / 60.0) / _MAX_MIN) if running else 0.0,
+            sim.num_arrived / self._num_jobs,
+            (1.0 + math.sin(2 * math.pi * now / _DAY_S)) / 2,
+            (1.0 + math.cos(2 * math.pi * now / _DAY_S)) / 2,
+        )
+        return np.array(vals, dtype=np.float32)
+
+    def _info(self, illegal: bool, done: bool) -> dict:
+        return {
+            "action_mask": self._mask.copy(),
+            "illegal_action": illegal,
+            "sim_time_s": self.sim.now_s if self.sim else 0.0,
+            "jobs_in_system": self.sim.jobs_in_system if self.sim else 0,
+        }
+
+
+def heuristic_action(env: GPUClusterEnv, policy) -> int:
+    """The action a heuristic takes through the env: its first decision's slot, or WAIT if it starts nothing.
+
+    Policies are pure functions of the snapshot, so calling one again after each start reproduces the rest of
+    its decisions for that instant.
+    """
+    decisions = policy(env.sim.view())
+    if not decisions:
+        return env.window
+    job = decisions[0].job
+    try:
+        return env._slots.index(job)
+    except ValueError:
+        raise RuntimeError(
+            f"job {job} chosen by the policy is not in the window; use a larger --window"
+        ) from None
+
+
+def run_policy_in_env(
+    cfg: RunConfig, sc: Scenario, act: Callable[[np.ndarray, np.ndarray], int], name: str
+) -> RunResult:
+    """Run `act(obs, mask) -> action` greedily through the env on a fixed scenario; the run's RunResult."""
+    env = GPUClusterEnv(cfg, scenario=sc, max_steps=2**62)  # episodes are finite: no truncation in evaluation
+    obs, info = env.reset(seed=sc.seed)
+    done = truncated = False
+    while not (done or truncated):
+        obs, _, done, truncated, info = env.step(act(obs, info["action_mask"]))
+    return env.sim.result(name, sc.seed)
