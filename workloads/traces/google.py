@@ -51,6 +51,11 @@ JOB_COLUMNS = {0: "ts", 2: "job", 3: "event"}  # of 8 columns
 UNITS = ("job", "task")
 
 
+def trace_root(path: Path) -> Path:
+    """The folder holding task_events/ (and job_events/): `path` itself, or its parent if `path` is task_events/."""
+    return path.parent if path.name in ("task_events", "job_events") and path.is_dir() else path
+
+
 def shard_files(path: Path, table: str, required: bool) -> list[Path]:
     folder = path / table
     files = sorted(folder.glob("*.csv.gz")) + sorted(folder.glob("*.csv")) if folder.is_dir() else []
@@ -79,6 +84,7 @@ def read_google(path: Path, cpu_job_gpus: int, unit: str = "job") -> TraceTable:
         raise ValueError(f"unknown google unit {unit!r}; choose one of {', '.join(UNITS)}")
     if cpu_job_gpus <= 0:
         raise ValueError(f"cpu_job_gpus must be > 0, got {cpu_job_gpus}")
+    path = trace_root(path)
     te = _read_shards(shard_files(path, "task_events", True), TASK_COLUMNS, 13)
     job_files = shard_files(path, "job_events", False)
     je = _read_shards(job_files, JOB_COLUMNS, 8) if job_files else None

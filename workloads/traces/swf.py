@@ -92,11 +92,15 @@ def read_swf(path: Path, cpu_job_gpus: int) -> TraceTable:
         keep &= ~hit
     k = np.flatnonzero(keep)
     names = np.array([STATUS_NAMES.get(int(s), "") for s in status[k]], dtype=object)
+    ids = pd.Series([str(int(x)) for x in job_no[k]], dtype=object)
+    repeat = ids.groupby(ids).cumcount().to_numpy()
+    if repeat.any():  # a reused job number stays one job per line: later lines get a #n suffix (counted)
+        ids = ids.where(repeat == 0, ids + "#" + pd.Series(repeat).astype(str))
     return TraceTable(
         format_name="swf",
         source=str(path),
         rows_read=len(f),
-        job_id=np.array([str(int(x)) for x in job_no[k]], dtype=object),
+        job_id=ids.to_numpy(dtype=object),
         arrival_s=submit[k],
         runtime_s=run[k],
         num_gpus=(procs[k] * cpu_job_gpus).astype(np.int64),
@@ -121,6 +125,7 @@ def read_swf(path: Path, cpu_job_gpus: int) -> TraceTable:
                 if k_ in header
             },
             "cpu_job_gpus": cpu_job_gpus,
+            "reused_job_numbers": int((repeat > 0).sum()),
         },
     )
 

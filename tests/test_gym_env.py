@@ -1,0 +1,157 @@
+"""The Gymnasium facade: API contract, masks, reward accounting, and equivalence with native heuristic runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import env  # noqa: F401  (registers GPUClusterScheduling-v0)
+from config import EnvConfig, RunConfig, WorkloadConfig
+from env.gym_env import GPUClusterEnv, heuristic_action
+from env.scenario import build_scenario
+from runner import run_heuristic
+from schedulers import POLICIES
+
+
+def small_config(**env_kw) -> RunConfig:
+    return RunConfig(
+        workload=WorkloadConfig(difficulty="easy", num_jobs=120), env=replace(EnvConfig(), **env_kw)
+    )
+
+
+def test_registered_and_passes_check_env():
+    e = gym.make("GPUClusterScheduling-v0", config=small_config())
+    check_env(e.unwrapped, skip_render_check=True)
+    assert e.unwrapped.action_masks().dtype == np.bool_
+
+
+def random_rollout(env: GPUClusterEnv, seed: int, scenario_seed: int):
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed, options={"scenario_seed": scenario_seed})
+    trace = [obs]
+    total = 0.0
+    done = truncated = False
+    while not (done or truncated):
+        mask = info["action_mask"]
+        assert mask.any()
+        obs, r, done, truncated, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        assert env.observation_space.contains(obs)
+        trace.append(obs)
+        total += r
+    return np.array(trace), total
+
+
+def test_same_seed_identical_rollout_and_return_is_minus_sum_jct():
+    cfg = small_config()
+    a, ret_a = random_rollout(GPUClusterEnv(cfg), 1, 5)
+    b, ret_b = random_rollout(GPUClusterEnv(cfg), 1, 5)
+    assert np.array_equal(a, b) and ret_a == ret_b
+    e = GPUClusterEnv(cfg)
+    _, ret = random_rollout(e, 1, 5)
+    r = e.sim.result("random", 5)
+    done = np.asarray(r.status) == "completed"
+    assert done.sum() + (np.asarray(r.status) == "rejected").sum() == len(r.status)
+    sum_jct = float(np.sum(r.end_s[done] - np.array([j.arrival_s for j in r.jobs])[done]))
+    assert ret == pytest.approx(-sum_jct / cfg.env.reward_scale_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "sjf", "easy"])
+@pytest.mark.parametrize("difficulty", ["easy", "medium"])
+def test_heuristic_through_env_matches_native_run(policy, difficulty):
+    cfg = RunConfig(
+        workload=WorkloadConfig(difficulty=difficulty, num_jobs=300), env=replace(EnvConfig(), window=256)
+    )
+    sc = build_scenario(cfg, 7)
+    native = run_heuristic(sc, policy)
+    e = GPUClusterEnv(cfg, scenario=sc, max_steps=10**9)
+    e.reset(seed=0)
+    done = False
+    while not done:
+        _, _, done, _, info = e.step(heuristic_action(e, POLICIES[policy]))
+        assert not info["illegal_action"]
+    via_env = e.sim.result(policy, 7)
+    assert np.array_equal(native.start_s, via_env.start_s)
+    assert np.array_equal(native.end_s, via_env.end_s)
+    assert native.placement == via_env.placement and native.status == via_env.status
+
+
+def test_illegal_action_is_flagged_noop():
+    e = GPUClusterEnv(small_config())
+    obs, info = e.reset(seed=0, options={"scenario_seed": 0})
+    illegal = np.flatnonzero(~info["action_mask"])
+    assert len(illegal) > 0
+    t = info["sim_time_s"]
+    obs2, r, done, trunc, info2 = e.step(int(illegal[0]))
+    assert info2["illegal_action"] and r == 0.0 and info2["sim_time_s"] == t
+    assert np.array_equal(obs, obs2)
+    _, _, _, _, info3 = e.step(10**6)  # out of range too
+    assert info3["illegal_action"]
+
+
+def test_wait_is_illegal_when_it_would_deadlock():
+    from env.cluster import ClusterLayout
+    from env.cluster_spec import parse_cluster_spec
+    from env.scenario import Scenario
+    from workloads.job import Job, Workload
+
+    spec = parse_cluster_spec("1xA100:1")
+    wl = Workload("one", (Job("a", 0.0, 10.0, 1),))
+    sc = Scenario(wl, spec, "", ClusterLayout(spec), np.array([10.0]), 1.2, 0)
+    e = GPUClusterEnv(RunConfig(env=replace(EnvConfig(), window=4)), scenario=sc)
+    _, info = e.reset(seed=0)
+    assert info["action_mask"].tolist() == [True, False, False, False, False]
+    _, r, done, _, _ = e.step(0)
+    assert done and r == pytest.approx(-10.0 / 3600.0)
+
+
+def test_window_shows_startable_jobs_before_blocked_ones():
+    from env.cluster import ClusterLayout
+    from env.cluster_spec import parse_cluster_spec
+    from env.scenario import Scenario
+    from workloads.job import Job, Workload
+
+    spec = parse_cluster_spec("1xA100:4")
+    jobs = (
+        [Job("big", 0.0, 10.0, 4)]
+        + [Job(f"huge{i}", 0.0, 10.0, 4) for i in range(5)]
+        + [Job("small", 0.0, 5.0, 1)]
+    )
+    sc = Scenario(
+        Workload("w", tuple(jobs)),
+        spec,
+        "",
+        ClusterLayout(spec),
+        np.array([j.runtime_s for j in jobs]),
+        1.2,
+        0,
+    )
+    e = GPUClusterEnv(RunConfig(env=replace(EnvConfig(), window=3)), scenario=sc)
+    e.reset(seed=0)
+    e.step(0)  # start "big": now only "small"... nothing fits, time moves to 10
+    assert e.sim.now_s == 10.0
+    # at t=10 both huge0 and small fit: startable jobs in arrival order fill the window
+    assert [e.sim.jobs.jobs[i].job_id for i in e._slots] == ["huge0", "huge1", "huge2"]
+    e.step(0)  # start huge0 -> now only "small"... no: 0 GPUs free, nothing fits
+    assert e.sim.now_s == 20.0
+
+
+@pytest.mark.parametrize("reward", ["slowdown", "utilization"])
+def test_alternative_rewards_run(reward):
+    e = GPUClusterEnv(small_config(reward=reward))
+    _, total = random_rollout(e, 0, 1)
+    assert np.isfinite(total) and (total <= 0 if reward == "slowdown" else total >= 0)
+
+
+def test_maskable_ppo_runs_on_the_env():
+    from sb3_contrib import MaskablePPO
+
+    e = GPUClusterEnv(small_config())
+    model = MaskablePPO("MlpPolicy", e, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=128)
+    obs, info = e.reset(seed=3)
+    action, _ = model.predict(obs, action_masks=e.action_masks(), deterministic=True)
+    assert info["action_mask"][int(action)]
