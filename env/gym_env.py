@@ -11,7 +11,7 @@ import numpy as np
 from config import RunConfig
 from env.catalog import CATALOG
 from env.cluster import FULL
-from env.placement import place
+from env.placement import fit_type, place
 from env.records import RunResult
 from env.scenario import Scenario, build_scenario
 from env.simulator import Decision, Simulator
@@ -110,7 +110,8 @@ class GPUClusterEnv(gym.Env):
         self.sim: Simulator | None = None
         self.scenario: Scenario | None = None
         self._slots: list[int] = []
-        self._slot_place: list = []
+        self._slot_type: list[int] = []
+        self._nfit = 0
         self._mask = np.zeros(self.window + 1, dtype=bool)
         self._steps = 0
 
@@ -143,7 +144,8 @@ class GPUClusterEnv(gym.Env):
         elif a == self.window:
             reward, done = self._wait()
         else:
-            self.sim.start(Decision(self._slots[a], self._slot_place[a]))
+            i = self._slots[a]
+            self.sim.start(Decision(i, place(self.sim.free, *self.sim.jobs.shape[i])))
             reward, done = self._to_decision_point()
         obs = self._observe()
         truncated = not done and self._steps >= self.max_steps
@@ -219,29 +221,28 @@ class GPUClusterEnv(gym.Env):
             r, more = self._advance_instant()
             reward += r
             if not more:
-                self._slots, self._slot_place = [], []
+                self._slots, self._slot_type, self._nfit = [], [], 0
                 self._mask[:] = False
                 return reward, True
 
     def _build_window(self) -> bool:
         """Fill the K slots (startable jobs first, then blocked ones); True if some job can start."""
         sim = self.sim
-        jt = sim.jobs
+        shape = sim.jobs.shape
         free = sim.free
         K = self.window
         fit_slots: list[int] = []
-        fit_place: list = []
+        fit_type_idx: list[int] = []
         blocked: list[int] = []
-        shape_fits: dict = {}
+        memo: dict = {}
         for i in sim.queue:
-            key = (jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
-            p = shape_fits.get(key, 0)
-            if p == 0:
-                p = place(free, *key)
-                shape_fits[key] = p
-            if p is not None:
+            key = shape[i]
+            t = memo.get(key)
+            if t is None:
+                t = memo[key] = fit_type(free, *key)
+            if t >= 0:
                 fit_slots.append(i)
-                fit_place.append(p)
+                fit_type_idx.append(t)
                 if len(fit_slots) == K:
                     break
             elif len(blocked) < K:
@@ -251,7 +252,8 @@ class GPUClusterEnv(gym.Env):
         nfit = len(fit_slots)
         slots = fit_slots + blocked[: K - nfit]
         self._slots = slots
-        self._slot_place = fit_place + [None] * (len(slots) - nfit)
+        self._slot_type = fit_type_idx + [-1] * (len(slots) - nfit)
+        self._nfit = nfit
         mask = self._mask
         mask[:] = False
         mask[:nfit] = True
@@ -278,11 +280,11 @@ class GPUClusterEnv(gym.Env):
         speed = layout.type_speed
         log1p = math.log1p
         vals: list[float] = []
-        for i, p in zip(self._slots, self._slot_place, strict=True):
+        for i, t in zip(self._slots, self._slot_type, strict=True):
             demand, mem, runtime, prio = static[i]
             waited = min(1.0, log1p((now - arrival[i]) / 60.0) / _MAX_MIN)
-            if p is not None:
-                here = min(1.0, log1p(known[i] / speed[p.type_idx] / 60.0) / _MAX_MIN)
+            if t >= 0:
+                here = min(1.0, log1p(known[i] / speed[t] / 60.0) / _MAX_MIN)
                 vals += (demand, mem, runtime, here, waited, prio, 1.0, 1.0 if i == head else 0.0)
             else:
                 vals += (demand, mem, runtime, 0.0, waited, prio, 0.0, 1.0 if i == head else 0.0)

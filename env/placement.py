@@ -34,7 +34,8 @@ def place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: in
     return _place_multi_node(free, elig, num_gpus)
 
 
-def _place_one_node(free: FreeState, elig: Eligible, k: int) -> Placement | None:
+def _find_one_node(free: FreeState, elig: Eligible, k: int) -> tuple[int, int] | None:
+    """(node, its free whole GPUs) chosen by the single-node rule, or None."""
     pool_free = free.pool_free
     for max_gpus, pools in elig.speed_groups:
         if max_gpus < k:
@@ -50,8 +51,28 @@ def _place_one_node(free: FreeState, elig: Eligible, k: int) -> Placement | None
                         best_node = min(best_node, min(by_c[c]))
                     break
         if best_c >= 0:
-            return _gpus_on_node(free, best_node, k, best_c)
+            return best_node, best_c
     return None
+
+
+def _place_one_node(free: FreeState, elig: Eligible, k: int) -> Placement | None:
+    found = _find_one_node(free, elig, k)
+    return None if found is None else _gpus_on_node(free, found[0], k, found[1])
+
+
+def fit_type(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> int:
+    """The GPU type index `place` would use now, or -1 if the job does not fit now (cheaper than `place`)."""
+    if milli < FULL or num_gpus > elig.max_node_gpus:
+        p = place(free, elig, num_gpus, milli, mem_mb)
+        return -1 if p is None else p.type_idx
+    tw = free.type_whole
+    if len(elig.types) == 1:
+        if tw[elig.types[0]] < num_gpus:
+            return -1
+    elif sum(map(tw.__getitem__, elig.types)) < num_gpus:
+        return -1
+    found = _find_one_node(free, elig, num_gpus)
+    return -1 if found is None else free.layout.node_type[found[0]]
 
 
 def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placement:

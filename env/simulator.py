@@ -45,6 +45,11 @@ class JobTable:
         self.known_runtime_s = [float(x) for x in known_runtime_s]
         # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
         self.elig: list[Eligible] = [layout.eligible(j.gpu_types, gb_to_mb(j.gpu_mem_gb)) for j in jobs]
+        # (eligible nodes, GPUs, share, memory): the arguments of place(); equal shapes place identically
+        self.shape = [
+            (e, k, m, mem)
+            for e, k, m, mem in zip(self.elig, self.num_gpus, self.milli, self.mem_mb, strict=True)
+        ]
 
     def __len__(self) -> int:
         return len(self.jobs)

@@ -147,3 +147,15 @@ def test_load_trace_cluster_plain_csv_and_unknown(tmp_path):
 def test_time_scale_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="time_scale"):
         load_trace(replace(_cfg(_itp(tmp_path)), time_scale=0.0))
+
+
+def test_time_scale_raises_the_load_on_the_same_default_cluster(tmp_path):
+    rows = [(f"j{i}", i * 10, 5000, 2) for i in range(200)]
+    path = _itp(tmp_path, rows)
+    base = load_trace(_cfg(path))
+    fast = load_trace(_cfg(path, time_scale=2.0))
+    assert fast.default_cluster.num_gpus == base.default_cluster.num_gpus
+    gpus = base.default_cluster.num_gpus
+    assert offered_load_factor(fast.workload.jobs, gpus) == pytest.approx(
+        2 * offered_load_factor(base.workload.jobs, gpus)
+    )

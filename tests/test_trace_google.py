@@ -123,6 +123,11 @@ def test_jobs_are_gangs_of_their_tasks(small_trace):
     assert t.workload.report["evictions"] == 1 and t.workload.report["attempts_open_at_end"] == 2
 
 
+def test_task_events_folder_is_accepted(small_trace):
+    t = load_trace(WorkloadConfig(workload_type="google", workload_path=str(small_trace / "task_events")))
+    assert t.workload.report["job_event_rows"] == 6 and len(t.workload.jobs) == 2
+
+
 def test_cpu_job_gpus_scales_the_gang(small_trace):
     cfg = WorkloadConfig(workload_type="google", workload_path=str(small_trace), cpu_job_gpus=4)
     assert {j.job_id: j.num_gpus for j in load_trace(cfg).workload.jobs} == {"2": 8, "3": 4}

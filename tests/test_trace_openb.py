@@ -115,3 +115,13 @@ def test_node_list_unknown_model(tmp_path):
     path.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,0,\nn1,1,1,8,B300\n")
     with pytest.raises(ValueError, match=r"nodes\.csv:3: column 'model'.*B300"):
         load_trace_cluster(path)
+
+
+@needs_openb
+def test_every_timed_variant_loads():
+    for path in sorted(OPENB.glob("openb_pod_list_*.csv")):
+        if "multigpu" in path.name:
+            continue
+        r = _load(path).workload.report
+        assert r["jobs_loaded"] + sum(r["filtered"].values()) == r["rows_read"], path.name
+        assert r["jobs_loaded"] > 5000, path.name

@@ -122,3 +122,11 @@ def test_truncated_gzip(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"cut\.swf\.gz.*(truncated|corrupt)"):
         _load(path)
+
+
+def test_reused_job_numbers_stay_separate_jobs(tmp_path):
+    path = tmp_path / "reuse.swf"
+    path.write_text(HEADER + _line(1, 0, 10, 1) + _line(1, 5, 20, 2))
+    t = _load(path)
+    assert [j.job_id for j in t.workload.jobs] == ["1", "1#1"]
+    assert t.workload.report["reused_job_numbers"] == 1

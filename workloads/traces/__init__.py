@@ -118,8 +118,8 @@ def _default_cluster(
             if own is None
             else "a job is larger than the header's machine"
         )
-        return default_cluster(workload.jobs, why)
-    return default_cluster(workload.jobs)
+        return default_cluster(workload.jobs, cfg.time_scale, why)
+    return default_cluster(workload.jobs, cfg.time_scale)
 
 
 def detect_alibaba(path: Path) -> str:

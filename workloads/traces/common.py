@@ -99,11 +99,9 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
     )
     idx = np.flatnonzero(keep)
     idx = idx[np.argsort(arrival[idx], kind="stable")]
-    if cfg.max_jobs is not None and len(idx) > cfg.max_jobs:
-        dropped["beyond max_jobs"] = dropped.get("beyond max_jobs", 0) + len(idx) - cfg.max_jobs
-        idx = idx[: cfg.max_jobs]
-    else:
-        dropped.setdefault("beyond max_jobs", 0)
+    limit = len(idx) if cfg.max_jobs is None else max(cfg.max_jobs, 0)
+    dropped["beyond max_jobs"] = max(len(idx) - limit, 0)
+    idx = idx[:limit]
 
     milli = np.asarray(table.gpu_milli, dtype=np.int64)[idx]
     rounded = int((milli < FULL_GPU_MILLI).sum()) if cfg.round_fractional else 0
@@ -111,9 +109,9 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
         milli = np.full_like(milli, FULL_GPU_MILLI)
     origin_s = float(arrival[idx[0]]) if len(idx) else 0.0
     arrival_out = (arrival[idx] - origin_s) / cfg.time_scale
-    if len(table.job_id) and pd.Index(np.asarray(table.job_id)[idx]).has_duplicates:
-        dup = pd.Index(np.asarray(table.job_id)[idx])
-        raise ValueError(f"{table.source}: duplicate job id {dup[dup.duplicated()][0]!r}")
+    kept_ids = pd.Index(np.asarray(table.job_id)[idx])
+    if kept_ids.has_duplicates:
+        raise ValueError(f"{table.source}: duplicate job id {kept_ids[kept_ids.duplicated()][0]!r}")
     jobs = _build_jobs(table, idx, arrival_out, runtime[idx], milli)
 
     report = {
@@ -196,15 +194,16 @@ def split_fraction(total_gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]
 # default cluster
 
 
-def default_cluster(jobs: tuple[Job, ...], why: str = "") -> tuple[ClusterSpec, str]:
+def default_cluster(jobs: tuple[Job, ...], time_scale: float = 1.0, why: str = "") -> tuple[ClusterSpec, str]:
     """A cluster of 8-GPU nodes of the reference type, sized to the jobs, and a note saying how.
 
     GPUs = max(GPUs of the largest job, offered GPU-seconds / (arrival window x DEFAULT_TARGET_LOAD)), rounded up
-    to whole nodes (the window and load follow workloads.load.offered_load_factor). The reference type (speed 1.0)
-    makes recorded trace durations replay unchanged.
+    to whole nodes (the window and load follow workloads.load.offered_load_factor). The window is taken before
+    --time_scale (undoing it), so time_scale > 1 raises the load above the target instead of growing the cluster.
+    The reference type (speed 1.0) makes recorded trace durations replay unchanged.
     """
     largest = max((j.num_gpus for j in jobs), default=1)
-    per_gpu_load = offered_load_factor(jobs, 1) if jobs else 0.0
+    per_gpu_load = offered_load_factor(jobs, 1) / time_scale if jobs else 0.0
     by_load = math.ceil(per_gpu_load / DEFAULT_TARGET_LOAD - 1e-9)
     gpus = max(largest, by_load, 1)
     nodes = math.ceil(gpus / DEFAULT_GPUS_PER_NODE)
@@ -214,7 +213,7 @@ def default_cluster(jobs: tuple[Job, ...], why: str = "") -> tuple[ClusterSpec, 
     note = (
         f"default cluster {nodes}x{REFERENCE_TYPE}:{DEFAULT_GPUS_PER_NODE} ({nodes * DEFAULT_GPUS_PER_NODE} GPUs, "
         f"the reference type so recorded durations replay unchanged): sized to fit the largest job "
-        f"({largest} GPUs) and to an offered load of {DEFAULT_TARGET_LOAD} over the arrival window "
+        f"({largest} GPUs) and to an offered load of {DEFAULT_TARGET_LOAD} over the unscaled arrival window "
         f"(needs {by_load} GPUs){'; ' + why if why else ''}"
     )
     return spec, note
