@@ -70,7 +70,7 @@ class SACAgent:
 
     @property
     def alpha(self) -> float:
-        return float(self.log_alpha.exp())
+        return float(self.log_alpha.detach().exp())
 
     def schedule_values(self, global_step: int) -> dict[str, float]:
         return {"alpha": self.alpha}
