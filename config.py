@@ -38,7 +38,7 @@ class ClusterConfig:
 @dataclass(frozen=True)
 class WorkloadConfig:
     workload_type: str = "synthetic"
-    """synthetic | csv | google | alibaba | itp | philly | helios | swf"""
+    """synthetic | csv | google | alibaba (alibaba-openb | alibaba-pai | alibaba-2017) | itp | philly | helios | swf"""
     workload_path: str | None = None
     difficulty: str = "medium"
     """easy | medium | hard: cluster, job count and target load factor"""
@@ -59,7 +59,9 @@ class WorkloadConfig:
     round_fractional: bool = False
     """round fractional GPU requests up to whole GPUs (explicit opt-in; off = GPUs are shared)"""
     cpu_job_gpus: int = 1
-    """GPU demand given to each task of a CPU-only trace (google/alibaba 2017/swf): see README"""
+    """GPU demand given to each task of a CPU-only trace (google/alibaba 2017/swf): see docs/traces.md"""
+    recorded_gpu_type: str | None = None
+    """trace: GPU type the recorded durations were measured on (default: the cluster's most common type)"""
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,8 @@ class D3QNConfig:
     per_eps: float = 1e-6
     """added to |TD error| so no transition gets priority 0"""
     max_grad_norm: float = 10.0
-    hidden: int = 64
-    """width of every hidden layer of the per-slot scoring network"""
+    hidden: int = 32
+    """width of every hidden layer of the per-slot scoring network (RLScheduler/Decima-sized)"""
     save_replay: bool = True
     """store the replay buffer beside the newest checkpoint so a resume need not refill it"""
 
@@ -146,10 +148,10 @@ class SACConfig:
     autotune: bool = True
     """learn the temperature; False keeps alpha_init"""
     n_step: int = 1
-    """n-step returns (1 = one-step TD)"""
+    """n-step returns (1 = one-step TD; > 1 adds off-policy bias, uncorrected)"""
     max_grad_norm: float = 10.0
-    hidden: int = 64
-    """width of every hidden layer of the per-slot scoring networks"""
+    hidden: int = 32
+    """width of every hidden layer of the per-slot scoring networks (RLScheduler/Decima-sized)"""
     save_replay: bool = True
     """store the replay buffer beside the newest checkpoint so a resume need not refill it"""
 

@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--cpu_job_gpus", type=int, default=w.cpu_job_gpus, help="GPUs per task of CPU-only traces"
     )
+    g.add_argument(
+        "--recorded_gpu_type",
+        default=None,
+        help="trace: GPU type its durations were measured on (default: most common)",
+    )
     g = p.add_argument_group("cluster")
     g.add_argument(
         "--cluster", default=None, help="e.g. 2xA100-80GB:8,4xV100:4 (default: the difficulty preset)"
@@ -120,6 +125,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             exclude_failed=a.exclude_failed,
             round_fractional=a.round_fractional,
             cpu_job_gpus=a.cpu_job_gpus,
+            recorded_gpu_type=a.recorded_gpu_type,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info),
         env=replace(d.env, window=a.window, reward=a.reward),

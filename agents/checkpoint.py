@@ -35,7 +35,7 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None
       seed: int                        the training seed
       global_step: int                 env steps taken so far
       episode: int                     episodes finished so far
-      episodes_started: int            episode seeds used so far (a resume starts a fresh one)
+      next_episode: int                scenario index a resume starts with (a begun episode is skipped)
       total_steps: int                 the step target of the run that wrote it
       agent: {networks: {...}, optimizers: {...}, schedule: {...}}
         d3qn networks: q_network, target_network; schedule: schedule_steps, eps_decay_steps, num_updates,
@@ -44,7 +44,8 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None
              num_updates, alpha
       schedule_values: {epsilon} | {alpha}   the value at global_step, for people reading the file
       rng: {numpy: np.random.Generator.bit_generator.state, torch_init: ByteTensor, torch_sample: ByteTensor}
-      replay: {path: str, size: int} | None  the replay buffer file written with this checkpoint
+      replay: {file: str, size: int} | None  the replay buffer written beside this checkpoint (file name in
+                                       the checkpoint's folder; only the newest checkpoint of a run keeps one)
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,18 +9,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from agents.networks import DuelingQNetwork, ObsSpec, init_linear, masked_argmax
+from agents.networks import DuelingQNetwork, ObsSpec, init_linear
 from agents.replay import ReplayBuffer
 from config import D3QNConfig
 
 
 def make_q_network(cfg: D3QNConfig, spec: ObsSpec) -> DuelingQNetwork:
     return DuelingQNetwork(spec.job_feature_dim, spec.context_dim, cfg.hidden)
-
-
-def random_legal_action(mask: np.ndarray, rng: np.random.Generator) -> int:
-    legal = np.flatnonzero(mask)
-    return int(legal[rng.integers(len(legal))])
 
 
 def linear_schedule(start: float, end: float, duration_steps: int, step: int) -> float:
@@ -83,16 +78,22 @@ class D3QNAgent:
         return {"epsilon": self.epsilon(global_step)}
 
     def act(self, obs: np.ndarray, mask: np.ndarray, global_step: int, random_phase: bool = False) -> int:
-        """Epsilon-greedy over legal actions; the network runs only when the greedy branch is taken."""
+        """Epsilon-greedy over legal actions; the network runs only when there is a choice to exploit."""
+        legal = np.flatnonzero(mask)
+        if len(legal) == 1:  # e.g. a full cluster where only WAIT is legal: nothing to decide
+            return int(legal[0])
         if random_phase or self.rng.random() < self.epsilon(global_step):
-            return random_legal_action(mask, self.rng)
+            return int(legal[self.rng.integers(len(legal))])
         with torch.inference_mode():
-            obs_1D = torch.as_tensor(obs, device=self.device).unsqueeze(0)
+            obs_1D = torch.as_tensor(obs, dtype=torch.float32, device=self.device).unsqueeze(0)
             mask_1A = torch.as_tensor(mask, device=self.device).unsqueeze(0)
             return int(self.q_network.greedy(obs_1D, mask_1A)[0])
 
-    def update(self, buffer: ReplayBuffer, global_step: int) -> dict[str, float]:
-        """One gradient step on a sampled batch, then the target update if it is due. Returns loss scalars."""
+    def update(self, buffer: ReplayBuffer, global_step: int) -> dict[str, torch.Tensor]:
+        """One gradient step on a sampled batch, then the target update if it is due.
+
+        Returns 0-d tensors to chart (converted only when logged, so a GPU is not synchronised every update).
+        """
         cfg, dev = self.cfg, self.device
         beta = linear_schedule(cfg.per_beta_start, 1.0, self.schedule_steps, global_step)
         batch = buffer.sample(cfg.batch_size, beta)
@@ -129,12 +130,8 @@ class D3QNAgent:
         if global_step - self.last_target_update_step >= cfg.target_update_every:
             self.last_target_update_step = global_step
             with torch.no_grad():
-                for target_param, param in zip(self._target_params, self._online_params, strict=True):
-                    target_param.lerp_(param, cfg.tau)
-        return {"td_loss": loss.item(), "q_values": q_B.mean().item()}
-
-    def greedy_actions(self, obs_BD: torch.Tensor, masks_BA: torch.Tensor) -> torch.Tensor:
-        return masked_argmax(self.q_network(obs_BD, masks_BA), masks_BA)
+                torch._foreach_lerp_(self._target_params, self._online_params, cfg.tau)
+        return {"td_loss": loss.detach(), "q_values": q_B.detach().mean()}
 
     # ---- checkpointing ----
 

@@ -1,4 +1,4 @@
-"""Per-slot scoring networks shared by D3QN and SAC: one MLP scores every visible job, so any window K works."""
+"""Per-slot scoring networks for D3QN and SAC: one MLP scores every visible job, so any window K works."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def masked_argmax(values_BA: torch.Tensor, mask_BA: torch.Tensor) -> torch.Tenso
 
 
 def masked_log_softmax(logits_BA: torch.Tensor, mask_BA: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(probs_BA, log_probs_BA) over legal actions: illegal probs are exactly 0 and their log-probs 0 (not -inf).
+    """(probs_BA, log_probs_BA) over legal actions; illegal ones get prob exactly 0 and log-prob 0 (not -inf).
 
     Setting illegal log-probs to 0 makes every `probs * f(log_probs)` term vanish for illegal actions without
     ever multiplying 0 by an infinity.

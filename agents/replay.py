@@ -1,4 +1,4 @@
-"""Numpy replay buffer with legal-action masks, n-step returns and optional proportional prioritized sampling."""
+"""Numpy replay buffer with legal-action masks, n-step returns and optional proportional prioritization."""
 
 from __future__ import annotations
 

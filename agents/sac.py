@@ -1,4 +1,4 @@
-"""Discrete SAC (Christodoulou 2019) over legal actions: masked policy, twin critics, automatic temperature."""
+"""Discrete SAC (Christodoulou 2019) over legal actions: masked policy, twin critics, learned temperature."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from agents.d3qn import random_legal_action
 from agents.networks import Actor, ObsSpec, TwinCritic, init_linear
 from agents.replay import ReplayBuffer
 from config import SACConfig
@@ -77,16 +76,19 @@ class SACAgent:
 
     def act(self, obs: np.ndarray, mask: np.ndarray, global_step: int, random_phase: bool = False) -> int:
         """A sample from the masked policy (uniform over legal actions while the buffer warms up)."""
+        legal = np.flatnonzero(mask)
+        if len(legal) == 1:  # the policy puts probability 1 on it; skip the network
+            return int(legal[0])
         if random_phase:
-            return random_legal_action(mask, self.rng)
+            return int(legal[self.rng.integers(len(legal))])
         with torch.inference_mode():
-            obs_1D = torch.as_tensor(obs, device=self.device).unsqueeze(0)
+            obs_1D = torch.as_tensor(obs, dtype=torch.float32, device=self.device).unsqueeze(0)
             mask_1A = torch.as_tensor(mask, device=self.device).unsqueeze(0)
             probs_1A, _ = self.actor(obs_1D, mask_1A)
             return int(torch.multinomial(probs_1A, 1, generator=self.sample_generator)[0, 0])
 
-    def update(self, buffer: ReplayBuffer, global_step: int) -> dict[str, float]:
-        """Critic, actor and temperature steps on one batch, then the soft target update."""
+    def update(self, buffer: ReplayBuffer, global_step: int) -> dict[str, torch.Tensor]:
+        """Critic, actor and temperature steps on one batch, then the soft target update; 0-d tensors out."""
         cfg, dev = self.cfg, self.device
         batch = buffer.sample(cfg.batch_size)
         obs_BD = torch.from_numpy(batch.obs_BD).to(dev)
@@ -135,20 +137,19 @@ class SACAgent:
             alpha_loss.backward()
             self.alpha_optimizer.step()
         else:
-            alpha_loss = torch.zeros(())
+            alpha_loss = torch.zeros((), device=dev)
 
         with torch.no_grad():
-            for target_param, param in zip(self._target_params, self._critic_params, strict=True):
-                target_param.lerp_(param, cfg.tau)
+            torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
         self.num_updates += 1
         return {
-            "qf1_loss": q1_loss.item(),
-            "qf2_loss": q2_loss.item(),
-            "qf1_values": q1_BA.gather(1, actions_B1).mean().item(),
-            "actor_loss": actor_loss.item(),
-            "alpha_loss": alpha_loss.item(),
-            "alpha": float(alpha),
-            "entropy": entropy_B.mean().item(),
+            "qf1_loss": q1_loss.detach(),
+            "qf2_loss": q2_loss.detach(),
+            "qf1_values": q1_BA.detach().gather(1, actions_B1).mean(),
+            "actor_loss": actor_loss.detach(),
+            "alpha_loss": alpha_loss.detach(),
+            "alpha": alpha,
+            "entropy": entropy_B.mean(),
         }
 
     # ---- checkpointing ----

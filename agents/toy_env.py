@@ -1,4 +1,4 @@
-"""A tiny one-machine scheduling env that follows the GPUClusterScheduling-v0 contract; SJF is optimal on it."""
+"""A tiny one-machine scheduling env following the GPUClusterScheduling-v0 contract; SJF is optimal on it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ class ToySJFEnv(gym.Env):
     ## Action Space
     `Discrete(window + 1)`: action k < window starts the job in slot k (legal when the machine is idle and
     the slot holds a job); action `window` is WAIT (legal when the machine is busy, or as a no-op once the
-    queue is empty): time advances to the running job's completion. An illegal action changes nothing and sets `info["illegal_action"]`.
+    queue is empty): time advances to the running job's completion. An illegal action changes nothing and
+    sets `info["illegal_action"]`.
 
     ## Observation Space
     `Box(0, 1, (window * 2 + 3,))`: per slot [runtime / max_runtime_s, 1.0] (all zeros when empty), then
@@ -104,5 +105,9 @@ class ToySJFEnv(gym.Env):
         obs = np.zeros(self.observation_space.shape, dtype=np.float32)
         for slot, runtime_s in enumerate(self.queue_s[: self.window]):
             obs[2 * slot : 2 * slot + 2] = (runtime_s / self.max_runtime_s, 1.0)
-        obs[-3:] = (float(self.running_left_s > 0), self.running_left_s / self.max_runtime_s, len(self.queue_s) / self.num_jobs)
+        obs[-3:] = (
+            float(self.running_left_s > 0),
+            self.running_left_s / self.max_runtime_s,
+            len(self.queue_s) / self.num_jobs,
+        )
         return obs

@@ -117,12 +117,21 @@ def train(
     time_limit_s: float | None = None,
     num_threads: int = 1,
 ) -> TrainResult:
-    """Train D3QN or SAC until `total_steps` env steps (counted across resumes) or `time_limit_s`.
+    """Train D3QN or SAC until `total_steps` env steps (counted across resumes) or `time_limit_s` seconds.
 
-    `make_env(scenario_seed)` builds the env of one episode; it is reset with the same seed. `cfg` is the
-    agent's config or a RunConfig. With `resume`, the networks, optimizers, schedules, RNG states, counters and
-    (if saved) the replay buffer come from that checkpoint, and so do the agent config and seed; the run then
-    starts a fresh episode. `eval_fn(policy)` is called at each checkpoint; its results are logged as eval/*.
+    `make_env(scenario_seed)` builds the env of one episode; it is then reset with `reset(seed=scenario_seed,
+    options={"scenario_seed": scenario_seed})`, so GPUClusterEnv builds exactly that scenario (envs without
+    options ignore them). `cfg` is the agent's config (D3QNConfig / SACConfig) or a RunConfig holding it.
+    `total_steps` defaults to the agent config's; the epsilon / PER-beta schedules span the first run's
+    `total_steps` (so with `time_limit_s`, pick a `total_steps` that fits the time).
+
+    With `resume`, the networks, optimizers, schedules, RNG states, counters and the replay buffer (if one was
+    saved beside the checkpoint; else it refills and learning_starts applies again) come from the checkpoint,
+    and so do the agent config and seed; training then continues on a fresh episode. Resuming from a
+    checkpoint written at an episode end reproduces the uninterrupted run exactly.
+
+    `eval_fn(policy)` runs after each checkpoint on the live greedy policy; its results go to eval/* in
+    TensorBoard and to `TrainResult.eval_history`.
     """
     algo = agent_name.lower()
     if algo not in AGENTS:
@@ -149,11 +158,11 @@ def train(
     sample_generator = torch.Generator(device=dev).manual_seed(seed)  # SAC action sampling
     # scenarios: episode N of this seed runs on training_episode_seed(seed, N), disjoint from eval seeds
 
-    global_step, episodes_done, episodes_started = 0, 0, 0
+    global_step, episodes_done, next_episode = 0, 0, 0  # next_episode: index of the next scenario seed
     if resumed is not None:
         global_step, episodes_done = resumed["global_step"], resumed["episode"]
-        episodes_started = resumed["episodes_started"]
-    episode_seed = training_episode_seed(seed, episodes_started)
+        next_episode = resumed["next_episode"]
+    episode_seed = training_episode_seed(seed, next_episode)
     env = make_env(episode_seed)
     spec = ObsSpec.from_env(env)
     agent = agent_cls(agent_cfg, spec, dev, rng, init_generator, sample_generator, schedule_steps=total_steps)
@@ -166,8 +175,9 @@ def train(
         init_generator.set_state(resumed["rng"]["torch_init"].cpu())
         sample_generator.set_state(resumed["rng"]["torch_sample"].cpu())
         replay = resumed["replay"]
-        if replay is not None and Path(replay["path"]).exists():
-            buffer.load(replay["path"])
+        replay_file = Path(resume).parent / replay["file"] if replay is not None else None
+        if replay_file is not None and replay_file.exists():
+            buffer.load(str(replay_file))
         else:
             warnings.warn(
                 f"{resume}: no replay buffer saved; refilling {agent_cfg.learning_starts} steps", stacklevel=2
@@ -192,8 +202,12 @@ def train(
     eval_history: list[tuple[int, dict[str, float]]] = []
     last_replay_file: Path | None = None
 
-    def save(path: Path) -> None:
-        """Write a checkpoint (and, if configured, the replay buffer beside it, replacing the previous one)."""
+    def save(path: Path, resume_episode: int) -> None:
+        """Write a checkpoint (and, if configured, the replay buffer beside it, replacing the previous one).
+
+        `resume_episode` is the scenario index a resume starts with: an episode already begun is skipped, so a
+        resume never replays part of a scenario as if it were new.
+        """
         nonlocal last_replay_file
         replay = None
         if agent_cfg.save_replay:
@@ -203,7 +217,7 @@ def train(
             if last_replay_file is not None and last_replay_file != replay_file:
                 last_replay_file.unlink(missing_ok=True)  # keep only the newest buffer this run wrote
             last_replay_file = replay_file
-            replay = {"path": str(replay_file), "size": len(buffer)}
+            replay = {"file": replay_file.name, "size": len(buffer)}
         save_checkpoint(
             path,
             {
@@ -215,7 +229,7 @@ def train(
                 "seed": seed,
                 "global_step": global_step,
                 "episode": episodes_done,
-                "episodes_started": episodes_started,
+                "next_episode": resume_episode,
                 "total_steps": total_steps,
                 "agent": agent.state_dict(),
                 "schedule_values": agent.schedule_values(global_step),
@@ -243,9 +257,9 @@ def train(
     recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
     episode_returns: list[float] = []
     bar = tqdm(total=total_steps, initial=global_step, unit="step", disable=not progress, dynamic_ncols=True)
-    obs, info = env.reset(seed=episode_seed)
+    obs, info = env.reset(seed=episode_seed, options={"scenario_seed": episode_seed})
     mask = info["action_mask"]
-    episodes_started += 1
+    next_episode += 1
     episode_return, episode_length, last_bar_step = 0.0, 0, global_step
     while global_step < total_steps:
         learning = len(buffer) >= max(agent_cfg.learning_starts, agent_cfg.batch_size)
@@ -262,7 +276,7 @@ def train(
             losses = agent.update(buffer, global_step)
             if agent.num_updates % LOG_LOSSES_EVERY_UPDATES == 0:
                 for key, value in losses.items():
-                    writer.add_scalar(f"losses/{key}", value, global_step)
+                    writer.add_scalar(f"losses/{key}", float(value), global_step)
 
         if terminated or truncated:
             episodes_done += 1
@@ -273,13 +287,13 @@ def train(
             for key, value in agent.schedule_values(global_step).items():
                 writer.add_scalar(f"charts/{key}", value, global_step)
             if episodes_done % checkpoint_every_episodes == 0:
-                save(checkpoint_path(models_dir, algo, seed, episodes_done))
+                save(checkpoint_path(models_dir, algo, seed, episodes_done), next_episode)
             env.close()
-            episode_seed = training_episode_seed(seed, episodes_started)
+            episode_seed = training_episode_seed(seed, next_episode)
             env = make_env(episode_seed)
-            obs, info = env.reset(seed=episode_seed)
+            obs, info = env.reset(seed=episode_seed, options={"scenario_seed": episode_seed})
             mask = info["action_mask"]
-            episodes_started += 1
+            next_episode += 1
             episode_return, episode_length = 0.0, 0
 
         if global_step - last_bar_step >= PROGRESS_EVERY_STEPS:
@@ -288,7 +302,8 @@ def train(
             elapsed_s = time.perf_counter() - start_time
             writer.add_scalar("charts/SPS", (global_step - start_step) / elapsed_s, global_step)
             if recent_returns:
-                bar.set_postfix(ret=f"{np.mean(recent_returns):.3g}", refresh=False)
+                schedule = {key: f"{value:.3g}" for key, value in agent.schedule_values(global_step).items()}
+                bar.set_postfix(ret=f"{np.mean(recent_returns):.4g}", **schedule, refresh=False)
             if time_limit_s is not None and elapsed_s >= time_limit_s:
                 break
     bar.update(global_step - last_bar_step)
@@ -297,7 +312,7 @@ def train(
 
     wall_s = time.perf_counter() - start_time
     final = checkpoint_path(models_dir, algo, seed, None)
-    save(final)
+    save(final, next_episode if episode_length > 0 else next_episode - 1)
     metric = float(np.mean(recent_returns)) if recent_returns else float("nan")
     writer.add_hparams(
         {key: value for key, value in hparams.items() if key != "resume"},

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from config import DIFFICULTIES, RunConfig, SimConfig, WorkloadConfig
+from env.catalog import CATALOG, resolve_gpu_type
 from env.cluster import ClusterLayout
 from env.cluster_spec import ClusterSpec, parse_cluster_spec
 from env.simulator import Simulator
@@ -113,6 +114,36 @@ def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Genera
     return t.workload, t.cluster, t.default_cluster, t.cluster_note
 
 
+def _to_reference_runtimes(workload: Workload, layout: ClusterLayout, recorded: str | None, note: str):
+    """Trace durations were measured on the trace's hardware: convert them to reference (A100) runtimes so that
+    on the recorded type a job runs exactly its recorded duration (faster/slower types scale by speed).
+
+    The recorded type is --recorded_gpu_type, else the cluster's most common GPU type.
+    """
+    if recorded is None:
+        counts = {t: n for t, n in zip(layout.type_names, layout.type_num_gpus, strict=True)}
+        recorded = max(counts, key=lambda t: (counts[t], -layout.type_names.index(t)))
+    else:
+        try:
+            recorded = resolve_gpu_type(recorded)
+        except ValueError as e:
+            raise UserError(f"--recorded_gpu_type: {e}") from None
+    speed = 1.0 if layout.type_speed == [1.0] * len(layout.type_speed) else CATALOG[recorded].speed
+    note = f"{note}; trace durations taken as measured on {recorded} (speed {speed:g})"
+    report = dict(workload.report, recorded_gpu_type=recorded, recorded_speed=speed)
+    if speed == 1.0:
+        return Workload(workload.name, workload.jobs, report), note
+    jobs = tuple(
+        replace(
+            j,
+            runtime_s=j.runtime_s * speed,
+            estimate_s=None if j.estimate_s is None else j.estimate_s * speed,
+        )
+        for j in workload.jobs
+    )
+    return Workload(workload.name, jobs, report), note
+
+
 def known_runtimes(workload: Workload, sim: SimConfig, rng: np.random.Generator) -> np.ndarray:
     """The reference runtime each job is believed to have.
 
@@ -161,5 +192,7 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
     if not workload.jobs:
         raise UserError(f"workload {workload.name!r} has no jobs after filtering")
     layout = ClusterLayout(cluster, uniform_speed=cfg.cluster.uniform_speed)
+    if cfg.workload.workload_type in TRACE_TYPES:
+        workload, note = _to_reference_runtimes(workload, layout, cfg.workload.recorded_gpu_type, note)
     known = known_runtimes(workload, cfg.sim, estimate_rng)
     return Scenario(workload, cluster, note, layout, known, cfg.cluster.multi_node_runtime_factor, seed)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import env  # noqa: F401  (registers GPUClusterScheduling-v0)
+import env as _env_package  # noqa: F401  (registers GPUClusterScheduling-v0)
 from config import EnvConfig, RunConfig, WorkloadConfig
 from env.gym_env import GPUClusterEnv, heuristic_action
 from env.scenario import build_scenario

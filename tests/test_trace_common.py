@@ -87,7 +87,7 @@ def test_default_cluster_fits_the_largest_job_and_targets_the_load(tmp_path):
     spec = t.default_cluster
     assert {n.gpu_type for n in spec.nodes} == {REFERENCE_TYPE}
     assert all(n.num_gpus == 8 for n in spec.nodes)
-    assert spec.num_gpus >= 64
+    assert spec.num_gpus >= 2 * 64  # one gang never needs the whole default cluster
     assert offered_load_factor(t.workload.jobs, spec.num_gpus) <= 0.8
     assert "default cluster" in t.cluster_note
     busy = [(f"j{i}", i, 10_000, 4) for i in range(100)]

@@ -30,6 +30,7 @@ from workloads.load import offered_load_factor
 
 DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_TARGET_LOAD = 0.8  # offered load of the default cluster (the medium difficulty preset's load factor)
+LARGEST_JOB_SHARE_INV = 2  # the default cluster holds at least this many copies of the largest job
 RUNNING = "Running"  # trace_status of a job still running when its trace ends (replayed up to that end)
 
 
@@ -197,23 +198,23 @@ def split_fraction(total_gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]
 def default_cluster(jobs: tuple[Job, ...], time_scale: float = 1.0, why: str = "") -> tuple[ClusterSpec, str]:
     """A cluster of 8-GPU nodes of the reference type, sized to the jobs, and a note saying how.
 
-    GPUs = max(GPUs of the largest job, offered GPU-seconds / (arrival window x DEFAULT_TARGET_LOAD)), rounded up
-    to whole nodes (the window and load follow workloads.load.offered_load_factor). The window is taken before
+    GPUs = max(LARGEST_JOB_SHARE_INV x GPUs of the largest job, offered GPU-seconds / (arrival window x
+    DEFAULT_TARGET_LOAD)), rounded up to whole nodes (so a lone gang never needs the whole machine) (the window and load follow workloads.load.offered_load_factor). The window is taken before
     --time_scale (undoing it), so time_scale > 1 raises the load above the target instead of growing the cluster.
     The reference type (speed 1.0) makes recorded trace durations replay unchanged.
     """
     largest = max((j.num_gpus for j in jobs), default=1)
     per_gpu_load = offered_load_factor(jobs, 1) / time_scale if jobs else 0.0
     by_load = math.ceil(per_gpu_load / DEFAULT_TARGET_LOAD - 1e-9)
-    gpus = max(largest, by_load, 1)
+    gpus = max(LARGEST_JOB_SHARE_INV * largest, by_load, 1)
     nodes = math.ceil(gpus / DEFAULT_GPUS_PER_NODE)
     spec = reference_nodes(
         nodes, DEFAULT_GPUS_PER_NODE, f"default:{nodes}x{REFERENCE_TYPE}:{DEFAULT_GPUS_PER_NODE}"
     )
     note = (
         f"default cluster {nodes}x{REFERENCE_TYPE}:{DEFAULT_GPUS_PER_NODE} ({nodes * DEFAULT_GPUS_PER_NODE} GPUs, "
-        f"the reference type so recorded durations replay unchanged): sized to fit the largest job "
-        f"({largest} GPUs) and to an offered load of {DEFAULT_TARGET_LOAD} over the unscaled arrival window "
+        f"the reference type so recorded durations replay unchanged): sized to hold {LARGEST_JOB_SHARE_INV}x the "
+        f"largest job ({largest} GPUs) and to an offered load of {DEFAULT_TARGET_LOAD} over the unscaled arrival window "
         f"(needs {by_load} GPUs){'; ' + why if why else ''}"
     )
     return spec, note
