@@ -78,6 +78,8 @@ class SimConfig:
 class EnvConfig:
     window: int = 16
     """K visible queued jobs (action = one of them or WAIT)"""
+    window_order: str = "runtime"
+    """runtime: startable jobs shortest known runtime first | arrival: oldest first"""
     reward: str = "jct"
     """jct: -dt x jobs in system / scale | slowdown | utilization"""
     reward_scale_s: float = 3600.0

@@ -57,9 +57,11 @@ class GPUClusterEnv(gym.Env):
     A chosen job is placed by the core placement rule (env/placement.py).
 
     ## Action Space
-    `Discrete(K + 1)`: action i < K starts the job in window slot i; action K is WAIT. The window shows the
-    oldest queued jobs that fit now (arrival order), then, in the remaining slots, the oldest ones that do not,
-    so a long queue of blocked jobs never hides startable ones. The legal-action mask is `info["action_mask"]`
+    `Discrete(K + 1)`: action i < K starts the job in window slot i; action K is WAIT. The window shows queued
+    jobs that fit now, then, in the remaining slots, ones that do not, so a long queue of blocked jobs never
+    hides startable ones. Within each group jobs are ordered by known runtime (`window_order="runtime"`,
+    default: the K shortest startable jobs are always visible, so the agent can at least do what SJF does) or
+    by arrival (`"arrival"`). The legal-action mask is `info["action_mask"]`
     and `action_masks()`: slots holding a job that fits now, and WAIT unless waiting would deadlock (nothing
     running and no arrival left). An illegal action does nothing; `info["illegal_action"]` is True.
 
@@ -101,6 +103,9 @@ class GPUClusterEnv(gym.Env):
         self.job_feature_dim = len(JOB_FEATURES)
         self.context_dim = len(CONTEXT_FEATURES)
         self.reward_name = e.reward
+        if e.window_order not in ("runtime", "arrival"):
+            raise ValueError(f"unknown window_order {e.window_order!r}; choose runtime or arrival")
+        self.window_order = e.window_order
         self.reward_scale_s = e.reward_scale_s
         self.max_steps = e.max_steps if max_steps is None else max_steps
         self._fixed = scenario
@@ -235,7 +240,8 @@ class GPUClusterEnv(gym.Env):
         fit_type_idx: list[int] = []
         blocked: list[int] = []
         memo: dict = {}
-        for i in sim.queue:
+        order = sim.queue if self.window_order == "arrival" else (i for _, i in sim.queue_by_runtime)
+        for i in order:
             key = shape[i]
             t = memo.get(key)
             if t is None:

@@ -108,35 +108,35 @@ def test_wait_is_illegal_when_it_would_deadlock():
     assert done and r == pytest.approx(-10.0 / 3600.0)
 
 
-def test_window_shows_startable_jobs_before_blocked_ones():
+def _window_env(order: str) -> GPUClusterEnv:
     from env.cluster import ClusterLayout
     from env.cluster_spec import parse_cluster_spec
     from env.scenario import Scenario
     from workloads.job import Job, Workload
 
     spec = parse_cluster_spec("1xA100:4")
-    jobs = (
-        [Job("big", 0.0, 10.0, 4)]
-        + [Job(f"huge{i}", 0.0, 10.0, 4) for i in range(5)]
-        + [Job("small", 0.0, 5.0, 1)]
-    )
-    sc = Scenario(
-        Workload("w", tuple(jobs)),
-        spec,
-        "",
-        ClusterLayout(spec),
-        np.array([j.runtime_s for j in jobs]),
-        1.2,
-        0,
-    )
-    e = GPUClusterEnv(RunConfig(env=replace(EnvConfig(), window=3)), scenario=sc)
-    e.reset(seed=0)
-    e.step(0)  # start "big": now only "small"... nothing fits, time moves to 10
-    assert e.sim.now_s == 10.0
-    # at t=10 both huge0 and small fit: startable jobs in arrival order fill the window
-    assert [e.sim.jobs.jobs[i].job_id for i in e._slots] == ["huge0", "huge1", "huge2"]
-    e.step(0)  # start huge0 -> now only "small"... no: 0 GPUs free, nothing fits
-    assert e.sim.now_s == 20.0
+    jobs = [Job("hold", 0.0, 10.0, 3)]
+    jobs += [Job(f"wide{i}", 0.0, 10.0 + i, 4) for i in range(4)]
+    jobs += [Job("late_small", 0.0, 1.0, 1), Job("late_mid", 0.0, 3.0, 1)]
+    known = np.array([j.runtime_s for j in jobs])
+    sc = Scenario(Workload("w", tuple(jobs)), spec, "", ClusterLayout(spec), known, 1.2, 0)
+    cfg = RunConfig(env=replace(EnvConfig(), window=3, window_order=order))
+    return GPUClusterEnv(cfg, scenario=sc)
+
+
+@pytest.mark.parametrize("order", ["arrival", "runtime"])
+def test_window_shows_startable_jobs_before_blocked_ones(order):
+    e = _window_env(order)
+    _, info = e.reset(seed=0)
+    names = [e.sim.jobs.jobs[i].job_id for i in e._slots]
+    # empty cluster: everything fits; nothing runs and nothing will arrive, so WAIT would deadlock
+    assert names == (["hold", "wide0", "wide1"] if order == "arrival" else ["late_small", "late_mid", "hold"])
+    assert info["action_mask"].tolist() == [True, True, True, False]
+    _, _, _, _, info = e.step(names.index("hold"))
+    # 1 GPU left: the small jobs fit and come first although the wide ones are older; WAIT is legal again
+    names = [e.sim.jobs.jobs[i].job_id for i in e._slots]
+    assert names == ["late_small", "late_mid", "wide0"] and e.sim.now_s == 0.0
+    assert info["action_mask"].tolist() == [True, True, False, True]
 
 
 @pytest.mark.parametrize("reward", ["slowdown", "utilization"])
