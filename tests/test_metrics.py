@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 import pandas as pd
@@ -388,15 +387,3 @@ def _big_result(num_jobs: int, rng: np.random.Generator) -> RunResult:
         timeline_queue_len=rng.integers(0, 100, len(t)),
         load_factor=1.0,
     )
-
-
-@pytest.mark.slow
-def test_big_run_is_fast(tmp_path):
-    result = _big_result(100_000, np.random.default_rng(0))
-    t0 = time.perf_counter()
-    write_jobs_csv(result, tmp_path / "jobs.csv")
-    t_csv = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    plot_run(result, tmp_path)
-    t_plot = time.perf_counter() - t0
-    assert t_csv < 1.0 and t_plot < 2.0, (t_csv, t_plot)

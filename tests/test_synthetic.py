@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import numpy as np
@@ -175,9 +174,6 @@ def test_offered_load_factor_definition():
     assert offered_load_factor([], 2) == 0.0
 
 
-def test_hundred_thousand_jobs_fast():
-    start = time.perf_counter()
-    w = generate_synthetic(HARD, 100_000, 1.0, np.random.default_rng(11))
-    elapsed_s = time.perf_counter() - start
-    assert len(w.jobs) == 100_000
-    assert elapsed_s < 2.0  # ~0.3 s on a laptop core; generous for CI
+def test_hundred_thousand_jobs():
+    w = generate_synthetic(HARD, 100_000, 1.0, np.random.default_rng(11))  # speed: bench/bench_sim.py
+    assert len(w.jobs) == 100_000 and [j.job_id for j in w.jobs[:3]] == ["0", "1", "2"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import time
 from pathlib import Path
 
 import pytest
@@ -39,11 +38,8 @@ def test_nasa_facts_and_header_cluster():
 
 
 @needs_swf
-def test_ricc_full_load_within_ten_seconds():
-    start = time.perf_counter()
-    t = _load(RICC)
-    seconds = time.perf_counter() - start
-    assert seconds <= 10.0, f"RICC took {seconds:.1f} s (limit 10 s)"
+def test_ricc_full_load_matches_header():
+    t = _load(RICC)  # load time: bench/bench_traces.py
     r = t.workload.report
     assert r["rows_read"] == int(r["swf_header"]["MaxJobs"]) == 447_794
     assert r["jobs_loaded"] + sum(r["filtered"].values()) == 447_794

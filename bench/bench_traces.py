@@ -1,0 +1,52 @@
+"""Benchmark: trace load times, an EASY replay of RICC-2010 end to end, and peak memory.
+
+python bench/bench_traces.py [--traces ../shared/traces]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from config import WorkloadConfig  # noqa: E402
+from main import main as cli_main  # noqa: E402
+from workloads.traces import load_trace  # noqa: E402
+
+
+def timed_load(kind: str, path: Path) -> None:
+    t0 = time.perf_counter()
+    t = load_trace(WorkloadConfig(workload_type=kind, workload_path=str(path)))
+    r = t.workload.report
+    print(
+        f"load {kind:8s} {path.name:34s}: {time.perf_counter() - t0:6.2f} s  "
+        f"({r['rows_read']:,} rows -> {r['jobs_loaded']:,} jobs)"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
+    p.add_argument("--log_dir", default="logs/bench_ricc_easy")
+    a = p.parse_args()
+    t = Path(a.traces)
+    ricc = t / "swf-pwa" / "RICC-2010-2.swf.gz"
+    timed_load("swf", ricc)
+    timed_load("google", t / "google-2011")
+    timed_load("alibaba", t / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv")
+    timed_load("itp", t / "microsoft-itp-elasticflow-2021")
+    t0 = time.perf_counter()
+    cli_main(["--mode", "eval", "--algo", "easy", "--workload_type", "swf", "--workload_path", str(ricc),
+              "--log_dir", a.log_dir, "--no_progress"])  # fmt: skip
+    print(
+        f"RICC-2010 EASY replay, CLI end to end (load, simulate, CSVs, plots): {time.perf_counter() - t0:.1f} s"
+    )
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
