@@ -206,3 +206,46 @@ def test_readme_default_command_runs_as_a_subprocess(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "completed" in proc.stdout
+
+
+def test_train_then_eval_and_compare_an_agent_write_the_same_files(tmp_path):
+    models = tmp_path / "models"
+    common = ["--difficulty", "easy", "--num_jobs", "40", "--models_dir", str(models), "--no_progress"]
+    code = main(["--mode", "train", "--algo", "d3qn", "--seed", "5", "--total_steps", "600", *common,
+                 "--log_dir", str(tmp_path / "train")])  # fmt: skip
+    assert code == 0 and (models / "d3qn_seed5_final.pt").exists()
+    out = tmp_path / "eval"
+    assert main(["--mode", "eval", "--algo", "d3qn", "--seed", "5", *common, "--log_dir", str(out)]) == 0
+    heur = tmp_path / "heur"
+    assert main(["--mode", "eval", "--algo", "fcfs", "--seed", "5", *common, "--log_dir", str(heur)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in heur.iterdir())
+    agent_jobs, fcfs_jobs = pd.read_csv(out / "jobs.csv"), pd.read_csv(heur / "jobs.csv")
+    assert agent_jobs["job_id"].tolist() == fcfs_jobs["job_id"].tolist()
+    assert set(agent_jobs["status"]) <= {"completed", "rejected"}
+    cmp_dir = tmp_path / "cmp"
+    assert (
+        main(
+            [
+                "--mode",
+                "compare",
+                "--algos",
+                "fcfs,d3qn",
+                "--seeds",
+                "11,12",
+                *common,
+                "--log_dir",
+                str(cmp_dir),
+            ]
+        )
+        == 0
+    )
+    summary = pd.read_csv(cmp_dir / "summary.csv")
+    assert sorted(set(summary["scheduler"])) == ["d3qn", "fcfs"] and len(summary) == 4
+
+
+def test_eval_of_an_untrained_agent_says_how_to_train(tmp_path, capsys):
+    code = main(
+        ["--mode", "eval", "--algo", "sac", "--models_dir", str(tmp_path), "--log_dir", str(tmp_path / "o")]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "python main.py --mode train --algo sac" in err
