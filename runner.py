@@ -64,9 +64,12 @@ def run_heuristic(sc: Scenario, algo: str, progress: bool = False) -> RunResult:
 
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
     """Run a trained agent greedily through the Gymnasium env on the scenario."""
+    import torch
+
     from agents.policy import load_policy
     from env.gym_env import run_policy_in_env
 
+    torch.set_num_threads(1)  # small nets: more threads are slower on a shared 2-core machine
     policy = load_policy(checkpoint, device="cpu")
     if policy.algo != algo:
         raise UserError(f"checkpoint {checkpoint} holds a {policy.algo} agent, not {algo}")

@@ -13,18 +13,9 @@ from env.cluster import ClusterLayout
 from env.cluster_spec import ClusterSpec, parse_cluster_spec
 from env.simulator import Simulator
 from workloads.job import Workload
+from workloads.traces import TRACE_FORMATS
 
-TRACE_TYPES = (
-    "google",
-    "alibaba",
-    "alibaba-openb",
-    "alibaba-pai",
-    "alibaba-2017",
-    "itp",
-    "philly",
-    "helios",
-    "swf",
-)
+TRACE_TYPES = TRACE_FORMATS
 WORKLOAD_TYPES = ("synthetic", "csv", *TRACE_TYPES)
 
 

@@ -26,9 +26,7 @@ TRACE_FORMATS = (
     "helios",
     "swf",
 )
-SPEED_NOTE = (
-    "its GPU types run at their catalog speeds (--uniform_speed replays recorded durations unchanged)"
-)
+SPEED_NOTE = "other GPU types run faster or slower than the recorded one by catalog speed (--recorded_gpu_type, --uniform_speed)"
 
 
 @dataclass(frozen=True)
