@@ -40,7 +40,10 @@ class ClusterLayout:
 
     def __init__(self, spec: ClusterSpec, uniform_speed: bool = False):
         self.spec = spec
-        self.type_names: list[str] = sorted({n.gpu_type for n in spec.nodes}, key=lambda t: -CATALOG[t].speed)
+        # fastest first; equal speeds by name, never by set iteration order (hash-randomised per process)
+        self.type_names: list[str] = sorted(
+            {n.gpu_type for n in spec.nodes}, key=lambda t: (-CATALOG[t].speed, t)
+        )
         type_index = {t: i for i, t in enumerate(self.type_names)}
         self.nodes: tuple[NodeInfo, ...] = tuple(
             NodeInfo(
@@ -67,6 +70,11 @@ class ClusterLayout:
         self.gpu_node = gpu_node  # python list: scalar lookups on the hot path
         self.gpu_node_np = np.asarray(gpu_node, dtype=np.int64)
         self.gpu_mem_mb_np = np.asarray([self.node_mem_mb[n] for n in gpu_node], dtype=np.int64)
+        speeds = sorted({n.speed for n in self.nodes}, reverse=True)
+        # fractional best fit key: speed rank first (fastest = 0), then free share
+        self.gpu_speed_key_np = np.asarray(
+            [speeds.index(self.nodes[n].speed) * 2000 for n in gpu_node], dtype=np.int64
+        )
         self.type_speed = [1.0 if uniform_speed else CATALOG[t].speed for t in self.type_names]
         self.type_tflops_x10 = [int(round(CATALOG[t].peak_tflops * 10)) for t in self.type_names]
         self.type_num_gpus = [0] * len(self.type_names)
@@ -165,7 +173,7 @@ class Eligible:
         if not self.nodes:
             return "no node has an acceptable GPU type with enough memory per GPU"
         if milli < FULL:
-            return None if num_gpus == 1 else "fractional GPU share requested on more than one GPU"
+            return None if num_gpus == 1 else "a fractional GPU share must be requested on exactly one GPU"
         if num_gpus <= self.max_node_gpus:
             return None
         if max(self.type_total.values()) >= num_gpus:

@@ -119,6 +119,7 @@ class GPUClusterEnv(gym.Env):
         self._nfit = 0
         self._mask = np.zeros(self.window + 1, dtype=bool)
         self._steps = 0
+        self._done = False
 
     # -- Gymnasium API ------------------------------------------------------------------------------------
 
@@ -136,12 +137,15 @@ class GPUClusterEnv(gym.Env):
         self._prepare_scenario(sc)
         self._steps = 0
         reward, done = self._to_decision_point()
+        self._done = done
         obs = self._observe()
         return obs, self._info(False, done)
 
     def step(self, action):
         a = int(action)
         self._steps += 1
+        if self._done:  # nothing left to schedule (also when every job was rejected at reset)
+            return self._observe(), 0.0, True, False, self._info(False, True)
         illegal = not (0 <= a <= self.window) or not self._mask[a]
         reward = 0.0
         if illegal:
@@ -152,6 +156,7 @@ class GPUClusterEnv(gym.Env):
             i = self._slots[a]
             self.sim.start(Decision(i, place(self.sim.free, *self.sim.jobs.shape[i])))
             reward, done = self._to_decision_point()
+        self._done = done
         obs = self._observe()
         truncated = not done and self._steps >= self.max_steps
         return obs, reward, done, truncated, self._info(illegal, done)
@@ -163,7 +168,7 @@ class GPUClusterEnv(gym.Env):
 
     def _prepare_scenario(self, sc: Scenario) -> None:
         layout = sc.layout
-        self._num_jobs = max(1, len(sc.workload.jobs))
+        self._num_jobs = max(1, len(sc.workload.jobs) - self.sim.num_rejected)
         self._log_jobs = math.log1p(self._num_jobs)
         self._log_gpus = math.log2(1 + layout.num_gpus)
         self._type_cols = [CATALOG_TYPES.index(t) for t in layout.type_names]
@@ -171,6 +176,12 @@ class GPUClusterEnv(gym.Env):
         for i in range(layout.num_nodes):
             t = layout.node_type[i]
             self._type_max_node[t] = max(self._type_max_node[t], layout.node_num_gpus[i])
+        jt = self.sim.jobs
+        factor = sc.multi_node_runtime_factor
+        # runtime multiplier of each job's placement shape (multi-node jobs are slower)
+        self._shape_factor = [
+            factor if k > e.max_node_gpus else 1.0 for k, e in zip(jt.num_gpus, jt.elig, strict=True)
+        ]
         self._inv_slowdown = [1.0 / max(r, 10.0) for r in self.sim.jobs.known_runtime_s]
         self._job_static = self._static_job_features()
 
@@ -284,13 +295,14 @@ class GPUClusterEnv(gym.Env):
         arrival = jt.arrival_s
         known = jt.known_runtime_s
         speed = layout.type_speed
+        shape_factor = self._shape_factor
         log1p = math.log1p
         vals: list[float] = []
         for i, t in zip(self._slots, self._slot_type, strict=True):
             demand, mem, runtime, prio = static[i]
             waited = min(1.0, log1p((now - arrival[i]) / 60.0) / _MAX_MIN)
             if t >= 0:
-                here = min(1.0, log1p(known[i] / speed[t] / 60.0) / _MAX_MIN)
+                here = min(1.0, log1p(known[i] * shape_factor[i] / speed[t] / 60.0) / _MAX_MIN)
                 vals += (demand, mem, runtime, here, waited, prio, 1.0, 1.0 if i == head else 0.0)
             else:
                 vals += (demand, mem, runtime, 0.0, waited, prio, 0.0, 1.0 if i == head else 0.0)

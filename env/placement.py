@@ -6,8 +6,9 @@ Rule (documented in the README):
   has k; ties -> lower node index). It waits rather than spread while such a node exists in the cluster.
 - larger whole-GPU job: several nodes of ONE type (fastest type with enough free GPUs first), taking the nodes
   with the most free GPUs first so that it spans as few nodes as possible.
-- fractional job (gpu_milli < 1000): one GPU with enough free share and memory, best fit (the GPU left with the
-  smallest free share; ties -> lower GPU index), so partially used GPUs are packed before whole ones are broken.
+- fractional job (gpu_milli < 1000): one GPU with enough free share and memory, of the fastest acceptable type
+  that has one, best fit within it (the GPU with the smallest sufficient free share; ties -> lower GPU index),
+  so partially used GPUs are packed before whole ones are broken.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _place_fraction(free: FreeState, elig: Eligible, milli: int, mem_mb: int) ->
         return None
     fm = free.free_milli
     ok = elig.gpu_mask & (fm >= milli) & (free.free_mem_mb >= mem_mb)
-    score = np.where(ok, fm, _BIG)
+    score = np.where(ok, free.layout.gpu_speed_key_np + fm, _BIG)
     g = int(score.argmin())
     if score[g] == _BIG:
         return None

@@ -97,6 +97,12 @@ class Simulator:
             raise ValueError(f"workload {workload.name!r}: jobs must be sorted by arrival_s")
         if jobs and jobs[0].arrival_s < 0:
             raise ValueError(f"workload {workload.name!r}: arrival times must be >= 0")
+        for j in jobs:
+            if j.num_gpus < 1 or not 1 <= j.gpu_milli <= FULL or not j.runtime_s >= 0 or j.gpu_mem_gb < 0:
+                raise ValueError(
+                    f"workload {workload.name!r}: job {j.job_id} needs num_gpus >= 1, 1 <= gpu_milli <= 1000, "
+                    "runtime_s >= 0 and gpu_mem_gb >= 0"
+                )
         self.workload = workload
         self.layout = layout
         self.multi_node_runtime_factor = multi_node_runtime_factor

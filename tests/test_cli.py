@@ -249,3 +249,20 @@ def test_eval_of_an_untrained_agent_says_how_to_train(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert code == 2 and "python main.py --mode train --algo sac" in err
+
+
+def test_output_does_not_depend_on_python_hash_seed(tmp_path):
+    """Equal-speed GPU types (A100-40GB/A100-80GB) must be ordered the same in every process."""
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_time,runtime,gpus\n0,100,6\n0,50,2\n0,20,0.5\n")
+    outs = []
+    for hash_seed in ("0", "2", "7"):
+        out = tmp_path / f"out{hash_seed}"
+        subprocess.run(
+            [sys.executable, str(ROOT / "main.py"), "--mode", "eval", "--algo", "fcfs", "--workload_type", "csv",
+             "--workload_path", str(jobs), "--cluster", "2xA100-40GB:4,2xA100-80GB:4", "--log_dir", str(out),
+             "--no_progress"],
+            check=True, capture_output=True, env={**__import__("os").environ, "PYTHONHASHSEED": hash_seed},
+        )  # fmt: skip
+        outs.append((out / "jobs.csv").read_bytes())
+    assert outs[0] == outs[1] == outs[2]

@@ -155,3 +155,23 @@ def test_maskable_ppo_runs_on_the_env():
     obs, info = e.reset(seed=3)
     action, _ = model.predict(obs, action_masks=e.action_masks(), deterministic=True)
     assert info["action_mask"][int(action)]
+
+
+def test_episode_with_every_job_rejected_terminates():
+    from env.cluster import ClusterLayout
+    from env.cluster_spec import parse_cluster_spec
+    from env.gym_env import run_policy_in_env
+    from env.scenario import Scenario
+    from workloads.job import Job, Workload
+
+    spec = parse_cluster_spec("1xA100:4")
+    sc = Scenario(
+        Workload("w", (Job("huge", 0.0, 10.0, 16),)), spec, "", ClusterLayout(spec), np.array([10.0]), 1.2, 0
+    )
+    e = GPUClusterEnv(RunConfig(), scenario=sc)
+    _, info = e.reset(seed=0)
+    assert not info["action_mask"].any()
+    _, r, done, truncated, _ = e.step(0)
+    assert done and not truncated and r == 0.0
+    result = run_policy_in_env(RunConfig(), sc, lambda obs, mask: 0, "x")
+    assert result.status == ("rejected",)

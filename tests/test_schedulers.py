@@ -167,3 +167,13 @@ def test_policy_that_never_starts_leaves_jobs_unfinished_without_hanging():
     sim.run(lambda view: [])
     r = sim.result("idle", 0)
     assert r.status == ("unfinished", "unfinished") and all(math.isnan(x) for x in r.start_s)
+
+
+def test_fractional_job_prefers_the_fastest_type():
+    _, r = run("1xT4:1,1xH100:1", [job("half", 0, 100, 1, gpu_milli=500)], "fcfs")
+    assert r["half"][3] == "H100" and float(r["half"][1]) == 50.0
+
+
+def test_invalid_hand_built_job_is_refused():
+    with pytest.raises(ValueError, match="num_gpus >= 1"):
+        run("1xA100:4", [job("zero", 0, 10, 0)], "fcfs")
