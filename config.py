@@ -81,7 +81,8 @@ class EnvConfig:
     window_order: str = "runtime"
     """runtime: startable jobs shortest known runtime first | arrival: oldest first"""
     reward: str = "jct"
-    """jct: -dt x jobs in system / scale | slowdown | utilization"""
+    """jct: -dt x jobs in system / scale | jct_at_start (same return, run time charged at start) | slowdown |
+    utilization; `--mode train` defaults to jct_at_start"""
     reward_scale_s: float = 3600.0
     max_steps: int = 200_000
     """truncation limit per episode"""

@@ -89,7 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device)
     g.add_argument("--models_dir", default=d.models_dir)
     g.add_argument("--window", type=int, default=e.window, help="K visible queued jobs in the env")
-    g.add_argument("--reward", choices=("jct", "slowdown", "utilization"), default=e.reward)
+    g.add_argument(
+        "--reward",
+        choices=("jct", "jct_at_start", "slowdown", "utilization"),
+        default=None,
+        help=f"env reward (default: jct_at_start to train, {e.reward} otherwise; both return -sum(JCT)/scale)",
+    )
     g.add_argument("--checkpoint_every", type=int, default=d.checkpoint_every_episodes, help="episodes")
     return p
 
@@ -128,7 +133,9 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             recorded_gpu_type=a.recorded_gpu_type,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info),
-        env=replace(d.env, window=a.window, reward=a.reward),
+        env=replace(
+            d.env, window=a.window, reward=a.reward or ("jct_at_start" if a.mode == "train" else d.env.reward)
+        ),
     )
 
 

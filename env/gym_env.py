@@ -43,7 +43,7 @@ CONTEXT_FEATURES = (
 )
 _MAX_MIN = math.log1p(7 * 24 * 60)  # a week, in minutes
 _DAY_S = 86_400.0
-REWARDS = ("jct", "slowdown", "utilization")
+REWARDS = ("jct", "jct_at_start", "slowdown", "utilization")
 
 
 class GPUClusterEnv(gym.Env):
@@ -73,7 +73,10 @@ class GPUClusterEnv(gym.Env):
 
     ## Rewards
     `jct` (default): -dt x (jobs in system) / reward_scale_s per elapsed interval, so the undiscounted return
-    is exactly -sum(JCT) / reward_scale_s. `slowdown`: -dt x sum over jobs in system of 1/max(known runtime,
+    is exactly -sum(JCT) / reward_scale_s. `jct_at_start`: the same return, assigned differently: waiting jobs
+    cost -dt x (queued jobs) / scale as time passes, and a started job costs its whole run time on the GPUs it
+    got (-duration / scale) at the step that starts it, so the price of a slow GPU or of a long job is seen at
+    once instead of hundreds of steps later (what the agents train on by default). `slowdown`: -dt x sum over jobs in system of 1/max(known runtime,
     10 s), i.e. -sum(bounded slowdown-like ratio). `utilization`: +dt x busy GPU share / (GPUs x scale).
 
     ## Starting State
@@ -156,6 +159,8 @@ class GPUClusterEnv(gym.Env):
             i = self._slots[a]
             self.sim.start(Decision(i, place(self.sim.free, *self.sim.jobs.shape[i])))
             reward, done = self._to_decision_point()
+            if self.reward_name == "jct_at_start":
+                reward -= self.sim.duration_s[i] / self.reward_scale_s
         self._done = done
         obs = self._observe()
         truncated = not done and self._steps >= self.max_steps
@@ -208,6 +213,8 @@ class GPUClusterEnv(gym.Env):
         sim = self.sim
         if self.reward_name == "jct":
             return -sim.jobs_in_system / self.reward_scale_s
+        if self.reward_name == "jct_at_start":  # running jobs were charged their whole run time when started
+            return -len(sim.queue) / self.reward_scale_s
         if self.reward_name == "slowdown":
             inv = self._inv_slowdown
             total = sum(inv[i] for i in sim.queue) + sum(inv[i] for _, i in sim.running)

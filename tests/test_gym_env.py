@@ -45,8 +45,9 @@ def random_rollout(env: GPUClusterEnv, seed: int, scenario_seed: int):
     return np.array(trace), total
 
 
-def test_same_seed_identical_rollout_and_return_is_minus_sum_jct():
-    cfg = small_config()
+@pytest.mark.parametrize("reward", ["jct", "jct_at_start"])
+def test_same_seed_identical_rollout_and_return_is_minus_sum_jct(reward):
+    cfg = small_config(reward=reward)
     a, ret_a = random_rollout(GPUClusterEnv(cfg), 1, 5)
     b, ret_b = random_rollout(GPUClusterEnv(cfg), 1, 5)
     assert np.array_equal(a, b) and ret_a == ret_b
