@@ -33,6 +33,7 @@ class Placement(NamedTuple):
     mem_mb: int
     type_idx: int
     first: int = -1  # gpus == range(first, first + len(gpus)) when >= 0 (fast slice updates)
+    node_counts: tuple[int, ...] = ()  # GPUs taken on each of `nodes` (multi-node placements)
 
 
 class ClusterLayout:
@@ -126,6 +127,7 @@ class Eligible:
         "type_nodes",
         "type_total",
         "speed_groups",
+        "type_pools",
         "_gpu_mask",
         "_layout",
     )
@@ -146,6 +148,7 @@ class Eligible:
             t: sum(layout.node_num_gpus[i] for i in ok if layout.node_type[i] == t) for t in self.types
         }
         pools = sorted({layout.node_pool[i] for i in ok})
+        self.type_pools = {t: tuple(q for q in pools if layout.pool_type[q] == t) for t in self.types}
         speeds = sorted({layout.pool_speed[q] for q in pools}, reverse=True)
         self.speed_groups = []
         for v in speeds:
@@ -240,8 +243,8 @@ class FreeState:
             if len(p.nodes) == 1:
                 self._add_whole(p.nodes[0], -len(p.gpus))
             else:
-                for g in p.gpus:
-                    self._add_whole(gpu_node[g], -1)
+                for n, c in zip(p.nodes, p.node_counts, strict=True):
+                    self._add_whole(n, -c)
             self.type_whole[p.type_idx] -= len(p.gpus)
             self.free_milli_total -= FULL * len(p.gpus)
         else:
@@ -265,8 +268,8 @@ class FreeState:
             if len(p.nodes) == 1:
                 self._add_whole(p.nodes[0], len(p.gpus))
             else:
-                for g in p.gpus:
-                    self._add_whole(gpu_node[g], 1)
+                for n, c in zip(p.nodes, p.node_counts, strict=True):
+                    self._add_whole(n, c)
             self.type_whole[p.type_idx] += len(p.gpus)
             self.free_milli_total += FULL * len(p.gpus)
         else:

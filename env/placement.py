@@ -89,26 +89,33 @@ def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placemen
 
 def _place_multi_node(free: FreeState, elig: Eligible, k: int) -> Placement | None:
     layout = free.layout
-    nw = free.node_whole
+    pool_free = free.pool_free
+    fm = free.free_milli
     for t in elig.types:  # fastest type first (type indices are ordered by speed)
         if free.type_whole[t] < k:
             continue
-        nodes = [n for n in elig.type_nodes[t] if nw[n] > 0]
-        if sum(nw[n] for n in nodes) < k:
+        pools = elig.type_pools[t]
+        by_cs = [pool_free[q] for q in pools]
+        if sum(c * len(by_c[c]) for by_c in by_cs for c in range(1, len(by_c))) < k:
             continue
-        nodes.sort(key=lambda n: -nw[n])  # stable: ties keep the lower node index first
         gpus: list[int] = []
-        for n in nodes:
-            a = layout.node_first_gpu[n]
-            free_idx = [
-                a + g
-                for g, m in enumerate(free.free_milli[a : a + layout.node_num_gpus[n]].tolist())
-                if m == FULL
-            ]
-            gpus.extend(free_idx[: k - len(gpus)])
-            if len(gpus) == k:
-                used = tuple(dict.fromkeys(layout.gpu_node[g] for g in gpus))
-                return Placement(tuple(gpus), used, FULL, 0, t)
+        nodes: list[int] = []
+        counts: list[int] = []
+        # nodes with the most free GPUs first (fewest nodes), ties -> lower node index
+        for c in range(max(len(by_c) for by_c in by_cs) - 1, 0, -1):
+            same = sorted(n for by_c in by_cs if c < len(by_c) for n in by_c[c])
+            for n in same:
+                a = layout.node_first_gpu[n]
+                take = min(c, k - len(gpus))
+                gpus.extend(
+                    [a + g for g, m in enumerate(fm[a : a + layout.node_num_gpus[n]].tolist()) if m == FULL][
+                        :take
+                    ]
+                )
+                nodes.append(n)
+                counts.append(take)
+                if len(gpus) == k:
+                    return Placement(tuple(gpus), tuple(nodes), FULL, 0, t, -1, tuple(counts))
     return None
 
 

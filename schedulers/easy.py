@@ -36,11 +36,17 @@ def easy_backfill(view: View) -> list[Decision]:
     started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
     shadow_s, shadow = reservation(view, plan.free, head, started)
     h_elig, h_k, h_milli, h_mem = jt.elig[head], jt.num_gpus[head], jt.milli[head], jt.mem_mb[head]
+    shape = jt.shape
+    no_fit = set()  # capacity only shrinks during the scan: a shape that did not fit will not fit later
     for i in queue:
         if plan.exhausted():
             break
-        p = place(plan.free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
+        key = shape[i]
+        if key in no_fit:
+            continue
+        p = place(plan.free, *key)
         if p is None:
+            no_fit.add(key)
             continue
         if now + view.duration_on(i, p) > shadow_s:
             shadow.take(p)

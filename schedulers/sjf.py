@@ -13,10 +13,17 @@ from schedulers.plan import Plan
 def sjf(view: View) -> list[Decision]:
     jt = view.jobs
     plan = Plan(view.free)
+    shape = jt.shape
+    no_fit = set()  # capacity only shrinks during the scan: a shape that did not fit will not fit later
     for _, i in view.queue_by_runtime:
         if plan.exhausted():
             break
-        p = place(plan.free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
-        if p is not None:
+        key = shape[i]
+        if key in no_fit:
+            continue
+        p = place(plan.free, *key)
+        if p is None:
+            no_fit.add(key)
+        else:
             plan.add(i, p)
     return plan.decisions
