@@ -32,6 +32,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
     p.add_argument("--log_dir", default="logs/bench_ricc_easy")
+    p.add_argument("--max_jobs", type=int, default=None, help="replay only the first N RICC jobs")
     a = p.parse_args()
     t = Path(a.traces)
     ricc = t / "swf-pwa" / "RICC-2010-2.swf.gz"
@@ -40,11 +41,11 @@ def main() -> None:
     timed_load("alibaba", t / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv")
     timed_load("itp", t / "microsoft-itp-elasticflow-2021")
     t0 = time.perf_counter()
+    limit = ["--max_jobs", str(a.max_jobs)] if a.max_jobs else []
     cli_main(["--mode", "eval", "--algo", "easy", "--workload_type", "swf", "--workload_path", str(ricc),
-              "--log_dir", a.log_dir, "--no_progress"])  # fmt: skip
-    print(
-        f"RICC-2010 EASY replay, CLI end to end (load, simulate, CSVs, plots): {time.perf_counter() - t0:.1f} s"
-    )
+              "--log_dir", a.log_dir, "--no_progress", *limit])  # fmt: skip
+    what = f"first {a.max_jobs:,} jobs" if a.max_jobs else "all jobs"
+    print(f"RICC-2010 EASY replay ({what}), CLI end to end: {time.perf_counter() - t0:.1f} s")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 

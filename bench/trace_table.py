@@ -27,13 +27,16 @@ CASES = (
         "alibaba 2017",
         "--workload_type alibaba --workload_path {t}/alibaba-v2017-batch-task/batch_task.csv.gz",
     ),
-    ("google 2011", "--workload_type google --workload_path {t}/google-2011 --max_jobs 50000"),
+    ("google 2011", "--workload_type google --workload_path {t}/google-2011"),
     (
         "itp cluster04",
         "--workload_type itp --workload_path {t}/microsoft-itp-elasticflow-2021/cluster04.csv --cluster 40xV100:8",
     ),
     ("swf NASA", "--workload_type swf --workload_path {t}/swf-pwa/NASA-iPSC-1993-3.1-cln.swf.gz"),
-    ("swf RICC", "--workload_type swf --workload_path {t}/swf-pwa/RICC-2010-2.swf.gz"),
+    (
+        "swf RICC (first 5,000 jobs)",
+        "--workload_type swf --workload_path {t}/swf-pwa/RICC-2010-2.swf.gz --max_jobs 5000",
+    ),
 )
 
 
