@@ -37,16 +37,11 @@ def easy_backfill(view: View) -> list[Decision]:
     shadow_s, shadow = reservation(view, plan.free, head, started)
     h_elig, h_k, h_milli, h_mem = jt.elig[head], jt.num_gpus[head], jt.milli[head], jt.mem_mb[head]
     shape = jt.shape
-    no_fit = set()  # capacity only shrinks during the scan: a shape that did not fit will not fit later
     for i in queue:
         if plan.exhausted():
             break
-        key = shape[i]
-        if key in no_fit:
-            continue
-        p = place(plan.free, *key)
+        p = plan.place(shape[i])
         if p is None:
-            no_fit.add(key)
             continue
         if now + view.duration_on(i, p) > shadow_s:
             shadow.take(p)

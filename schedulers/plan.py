@@ -7,17 +7,29 @@ one start per instant costs no copy.
 from __future__ import annotations
 
 from env.cluster import FreeState, Placement
+from env.placement import place
 from env.simulator import Decision
 
 
 class Plan:
-    __slots__ = ("_free", "_pending", "_copied", "decisions")
+    __slots__ = ("_free", "_pending", "_copied", "decisions", "_no_fit")
 
     def __init__(self, free: FreeState):
         self._free = free
         self._pending: Placement | None = None
         self._copied = False
         self.decisions: list[Decision] = []
+        self._no_fit: set = set()
+
+    def place(self, shape: tuple) -> Placement | None:
+        """`place(free, *shape)` on the capacity left, remembering shapes that did not fit: capacity only
+        shrinks while a plan grows, so such a shape cannot fit later in the same plan."""
+        if shape in self._no_fit:
+            return None
+        p = place(self.free, *shape)
+        if p is None:
+            self._no_fit.add(shape)
+        return p
 
     @property
     def free(self) -> FreeState:
