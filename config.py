@@ -90,7 +90,7 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class D3QNConfig:
-    total_steps: int = 300_000
+    total_steps: int = 1_000_000
     """env steps of a run (RunConfig.total_steps overrides)"""
     learning_rate: float = 3e-4
     buffer_size: int = 100_000
