@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -211,6 +210,3 @@ def run_mode(cfg: RunConfig) -> Path:
     if cfg.mode == "train":
         return mode_train(cfg)
     raise UserError(f"unknown mode {cfg.mode}")
-
-
-__all__ = ["run_mode", "run_heuristic", "asdict"]

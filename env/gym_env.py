@@ -119,7 +119,6 @@ class GPUClusterEnv(gym.Env):
         self.scenario: Scenario | None = None
         self._slots: list[int] = []
         self._slot_type: list[int] = []
-        self._nfit = 0
         self._mask = np.zeros(self.window + 1, dtype=bool)
         self._steps = 0
         self._done = False
@@ -244,7 +243,7 @@ class GPUClusterEnv(gym.Env):
             r, more = self._advance_instant()
             reward += r
             if not more:
-                self._slots, self._slot_type, self._nfit = [], [], 0
+                self._slots, self._slot_type = [], []
                 self._mask[:] = False
                 return reward, True
 
@@ -277,7 +276,6 @@ class GPUClusterEnv(gym.Env):
         slots = fit_slots + blocked[: K - nfit]
         self._slots = slots
         self._slot_type = fit_type_idx + [-1] * (len(slots) - nfit)
-        self._nfit = nfit
         mask = self._mask
         mask[:] = False
         mask[:nfit] = True
