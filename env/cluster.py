@@ -288,5 +288,5 @@ class FreeState:
             if p.first >= 0:
                 return min(self.free_milli[p.first : p.first + len(p.gpus)].tolist()) == FULL
             return min(self.free_milli[list(p.gpus)].tolist()) == FULL
-        idx = p.gpus[0]
-        return bool((self.free_milli[idx] >= p.milli).all() and (self.free_mem_mb[idx] >= p.mem_mb).all())
+        g = p.gpus[0]
+        return self.free_milli[g] >= p.milli and self.free_mem_mb[g] >= p.mem_mb

@@ -187,9 +187,10 @@ class GPUClusterEnv(gym.Env):
             factor if k > e.max_node_gpus else 1.0 for k, e in zip(jt.num_gpus, jt.elig, strict=True)
         ]
         self._inv_slowdown = [1.0 / max(r, 10.0) for r in self.sim.jobs.known_runtime_s]
-        self._job_static = self._static_job_features()
+        self._static_rows = self._static_job_features()
 
-    def _static_job_features(self) -> np.ndarray:
+    def _static_job_features(self) -> list[list[float]]:
+        """Per job: [gpu_demand, gpu_mem, runtime, priority] features (the parts of a slot row that never change)."""
         jt = self.sim.jobs
         demand = np.array([k * m / FULL for k, m in zip(jt.num_gpus, jt.milli, strict=True)])
         mem = np.array([j.gpu_mem_gb for j in jt.jobs])
@@ -198,14 +199,16 @@ class GPUClusterEnv(gym.Env):
         self._demand = demand.tolist()
         self._zero_rows = [0.0] * (self.window * len(JOB_FEATURES))
         self._ctx_template = [0.0] * len(CATALOG_TYPES)
-        out = np.zeros((len(jt), len(JOB_FEATURES)), dtype=np.float32)
-        out[:, 0] = np.log2(1 + demand) / self._log_gpus
-        out[:, 1] = mem / 80.0
-        out[:, 2] = np.log1p(known / 60.0) / _MAX_MIN
-        out[:, 5] = np.minimum(np.maximum(prio, 0), 10) / 10.0
-        out = np.clip(out, 0.0, 1.0)
-        self._static_rows = out[:, [0, 1, 2, 5]].tolist()
-        return out
+        out = np.stack(
+            [
+                np.log2(1 + demand) / self._log_gpus,
+                mem / 80.0,
+                np.log1p(known / 60.0) / _MAX_MIN,
+                np.minimum(np.maximum(prio, 0), 10) / 10.0,
+            ],
+            axis=1,
+        )
+        return np.clip(out, 0.0, 1.0).astype(np.float32).tolist()
 
     def _rate(self) -> float:
         """Reward per simulated second at the current state."""

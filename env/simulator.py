@@ -128,12 +128,6 @@ class Simulator:
         accepted = []
         for i, j in enumerate(jobs):
             why = self.jobs.elig[i].never_fits(j.num_gpus, j.gpu_milli)
-            if (
-                why is None
-                and j.gpu_milli < FULL
-                and self.jobs.mem_mb[i] > max(layout.node_mem_mb, default=0)
-            ):
-                why = "GPU memory request exceeds every GPU"
             if why is not None:
                 self.reject_reason[i] = why
             else:
