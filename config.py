@@ -81,8 +81,9 @@ class EnvConfig:
     window_order: str = "runtime"
     """runtime: startable jobs shortest known runtime first | arrival: oldest first"""
     reward: str = "jct"
-    """jct: -dt x jobs in system / scale | jct_at_start (same return, run time charged at start) | slowdown |
-    utilization; `--mode train` defaults to jct_at_start"""
+    """jct: -dt x jobs in system / scale | jct_at_start (same return, run time charged at start) | delay
+    (jct_at_start without the policy-independent reference run times) | slowdown | utilization;
+    `--mode train` defaults to delay"""
     reward_scale_s: float = 3600.0
     max_steps: int = 200_000
     """truncation limit per episode"""
@@ -90,16 +91,16 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class D3QNConfig:
-    total_steps: int = 1_000_000
+    total_steps: int = 400_000
     """env steps of a run (RunConfig.total_steps overrides)"""
     learning_rate: float = 3e-4
     buffer_size: int = 100_000
     """replay capacity in transitions"""
     batch_size: int = 128
-    gamma: float = 0.999
-    """discount per env step (decision or WAIT). Close to 1: episodes are finite and the objective is the
-    undiscounted sum of JCTs, and a discount makes postponing a start look cheaper (0.99 learned to WAIT with
-    GPUs idle); 1.0 was worse than 0.999 on validation seeds 200-204"""
+    gamma: float = 0.95
+    """discount per env step (decision or WAIT). With the `delay` reward a start is not charged the job's
+    whole run time, so a short horizon no longer makes WAIT look cheap; 0.95 beat 0.99 and 0.999 on
+    validation seeds 200-204 (bench/sweep_agents.py, BENCHMARKS.md)"""
     tau: float = 1.0
     """target <- tau * online + (1 - tau) * target every target_update_every steps (1.0 = hard copy)"""
     target_update_every: int = 1000
@@ -108,8 +109,10 @@ class D3QNConfig:
     """transitions collected before the first update (again after a resume only if the buffer is empty)"""
     train_every: int = 4
     """env steps per gradient update"""
-    eps_start: float = 1.0
-    eps_end: float = 0.05
+    eps_start: float | None = None
+    """initial epsilon; None = 0.05 with demonstrations (the pre-trained agent already acts well), else 1.0"""
+    eps_end: float | None = None
+    """final epsilon; None = 0.01 with demonstrations, else 0.05"""
     eps_fraction: float = 0.3
     """fraction of the run's total steps over which epsilon decays linearly"""
     n_step: int = 3
@@ -125,20 +128,35 @@ class D3QNConfig:
     max_grad_norm: float = 10.0
     hidden: int = 32
     """width of every hidden layer of the per-slot scoring network (RLScheduler/Decima-sized)"""
+    demo_policy: str = "sjf"
+    """heuristic whose decisions seed training (DQfD-style learning from demonstrations): its transitions on
+    `demo_episodes` training scenarios stay in a separate buffer, the agent pre-trains on them for
+    `demo_pretrain_updates` updates and keeps a supervised term on them; "" = pure RL"""
+    demo_episodes: int = 20
+    """training scenarios the demonstrator is run on (seeds from the training range, disjoint from eval)"""
+    demo_pretrain_updates: int = 5_000
+    """gradient updates on demonstrations alone before the agent first acts"""
+    demo_batch_size: int = 32
+    """demonstration transitions added to every training batch"""
+    demo_weight: float = 1.0
+    """weight of the supervised demonstration loss"""
+    demo_margin: float = 0.8
+    """large-margin loss: the demonstrator's action must beat every other legal action's Q by this much
+    (in return units, i.e. reward_scale_s seconds of JCT)"""
     save_replay: bool = True
     """store the replay buffer beside the newest checkpoint so a resume need not refill it"""
 
 
 @dataclass(frozen=True)
 class SACConfig:
-    total_steps: int = 300_000
+    total_steps: int = 150_000
     """env steps of a run (RunConfig.total_steps overrides)"""
-    learning_rate: float = 3e-4
-    """actor, critic and temperature learning rate"""
+    learning_rate: float = 1e-4
+    """actor, critic and temperature learning rate (3e-4 collapsed now and then on validation seeds)"""
     buffer_size: int = 100_000
     """replay capacity in transitions"""
     batch_size: int = 128
-    gamma: float = 0.999
+    gamma: float = 0.99
     """discount per env step (decision or WAIT); see D3QNConfig.gamma"""
     tau: float = 0.005
     """soft target-critic update rate, applied after every gradient update"""
@@ -157,6 +175,18 @@ class SACConfig:
     max_grad_norm: float = 10.0
     hidden: int = 32
     """width of every hidden layer of the per-slot scoring networks (RLScheduler/Decima-sized)"""
+    demo_policy: str = "sjf"
+    """heuristic whose decisions seed training (DQfD-style learning from demonstrations): its transitions on
+    `demo_episodes` training scenarios stay in a separate buffer, the agent pre-trains on them for
+    `demo_pretrain_updates` updates and keeps a supervised term on them; "" = pure RL"""
+    demo_episodes: int = 20
+    """training scenarios the demonstrator is run on (seeds from the training range, disjoint from eval)"""
+    demo_pretrain_updates: int = 5_000
+    """gradient updates on demonstrations alone before the agent first acts"""
+    demo_batch_size: int = 32
+    """demonstration transitions added to every training batch"""
+    demo_weight: float = 1.0
+    """weight of the behaviour-cloning loss (-log pi(demo action)) on demonstrations"""
     save_replay: bool = True
     """store the replay buffer beside the newest checkpoint so a resume need not refill it"""
 
@@ -177,7 +207,12 @@ class RunConfig:
     device: str = "auto"
     """auto | cpu | cuda"""
     total_steps: int | None = None
-    checkpoint_every_episodes: int = 50
+    checkpoint_every_episodes: int = 20
+    validation_seeds: tuple[int, ...] = (200, 201, 202, 203, 204)
+    """train: scenarios every checkpoint is scored on (avg JCT); the best is kept as <algo>_seed<S>_best.pt.
+    () = no validation. Keep them apart from the seeds you report results on (README uses 100-109)"""
+    model: str = "final"
+    """eval/compare: which checkpoint of a training seed to load when --checkpoint is not given (final | best)"""
     progress: bool = True
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)

@@ -20,6 +20,10 @@ def _int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def _int_list_or_none(text: str) -> tuple[int, ...]:
+    return () if text.strip().lower() == "none" else _int_list(text)
+
+
 def _name_list(text: str) -> tuple[str, ...]:
     return tuple(x.strip().lower() for x in text.split(",") if x.strip())
 
@@ -91,9 +95,28 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--window", type=int, default=e.window, help="K visible queued jobs in the env")
     g.add_argument(
         "--reward",
-        choices=("jct", "jct_at_start", "slowdown", "utilization"),
+        choices=("jct", "jct_at_start", "delay", "slowdown", "utilization"),
         default=None,
-        help=f"env reward (default: jct_at_start to train, {e.reward} otherwise; both return -sum(JCT)/scale)",
+        help=f"env reward (default: delay to train, {e.reward} otherwise); see the env docstring",
+    )
+    g.add_argument(
+        "--validation_seeds",
+        type=_int_list_or_none,
+        default=d.validation_seeds,
+        help="train: scenarios each checkpoint is scored on; the best is kept as models/<algo>_seed<S>_best.pt "
+        "('none' = no validation)",
+    )
+    g.add_argument(
+        "--model",
+        choices=("final", "best"),
+        default=d.model,
+        help="eval/compare: load models/<algo>_seed<S>_<model>.pt when --checkpoint is not given",
+    )
+    g.add_argument(
+        "--demo_policy",
+        default=None,
+        help="train: heuristic whose decisions the agent pre-trains on and keeps imitating where RL does not "
+        "find better (DQfD-style), or 'none' for pure RL (default: the agent config's)",
     )
     g.add_argument("--checkpoint_every", type=int, default=d.checkpoint_every_episodes, help="episodes")
     return p
@@ -115,6 +138,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         device=a.device,
         total_steps=a.total_steps,
         checkpoint_every_episodes=a.checkpoint_every,
+        validation_seeds=a.validation_seeds,
+        model=a.model,
         progress=not a.no_progress,
         cluster=ClusterConfig(a.cluster, a.cluster_path, a.uniform_speed, a.multi_node_factor),
         workload=WorkloadConfig(
@@ -134,9 +159,15 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info),
         env=replace(
-            d.env, window=a.window, reward=a.reward or ("jct_at_start" if a.mode == "train" else d.env.reward)
+            d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),
+        d3qn=d.d3qn if a.demo_policy is None else replace(d.d3qn, demo_policy=_demo(a.demo_policy)),
+        sac=d.sac if a.demo_policy is None else replace(d.sac, demo_policy=_demo(a.demo_policy)),
     )
+
+
+def _demo(name: str) -> str:
+    return "" if name.lower() == "none" else name.lower()
 
 
 def validate(cfg: RunConfig) -> None:

@@ -76,16 +76,17 @@ def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress
 
 
 def find_checkpoint(cfg: RunConfig, algo: str) -> str:
-    """--checkpoint, else models/<algo>_seed<seed>_final.pt, else the only final checkpoint of that algo."""
+    """--checkpoint, else models/<algo>_seed<seed>_<model>.pt, else the only such checkpoint of that algo
+    (<model> = final or best, --model)."""
     if cfg.checkpoint and cfg.mode == "eval":
         if not Path(cfg.checkpoint).exists():
             raise UserError(f"--checkpoint {cfg.checkpoint}: no such file")
         return cfg.checkpoint
     models = Path(cfg.models_dir)
-    own = models / f"{algo}_seed{cfg.seed}_final.pt"
+    own = models / f"{algo}_seed{cfg.seed}_{cfg.model}.pt"
     if own.exists():
         return str(own)
-    finals = sorted(models.glob(f"{algo}_seed*_final.pt"))
+    finals = sorted(models.glob(f"{algo}_seed*_{cfg.model}.pt"))
     if len(finals) == 1:
         return str(finals[0])
     if not finals:

@@ -15,7 +15,7 @@ from config import D3QNConfig, SACConfig
 def measure(algo: str, window: int, steps: int, **overrides) -> float:
     """Steps/s of `steps` training steps (default config, learning from step 1000), one thread, CPU."""
     cfg = D3QNConfig() if algo == "d3qn" else SACConfig()
-    cfg = dataclasses.replace(cfg, learning_starts=1000, **overrides)
+    cfg = dataclasses.replace(cfg, learning_starts=1000, demo_policy="", **overrides)
     num_jobs = min(window, 20)
     with tempfile.TemporaryDirectory() as tmp:
         result = train(

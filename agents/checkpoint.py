@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,19 @@ import torch
 CHECKPOINT_FORMAT = 1
 
 
-def checkpoint_path(models_dir: str | os.PathLike, algo: str, seed: int, episode: int | None) -> Path:
-    """models/<algo>_seed<S>_ep<N>.pt, or models/<algo>_seed<S>_final.pt when `episode` is None."""
-    tag = "final" if episode is None else f"ep{episode}"
+def checkpoint_path(models_dir: str | os.PathLike, algo: str, seed: int, episode: int | str | None) -> Path:
+    """models/<algo>_seed<S>_ep<N>.pt; models/<algo>_seed<S>_final.pt when `episode` is None; a str `episode`
+    is used as the tag itself (e.g. "best")."""
+    tag = "final" if episode is None else episode if isinstance(episode, str) else f"ep{episode}"
     return Path(models_dir) / f"{algo}_seed{seed}_{tag}.pt"
+
+
+def copy_checkpoint(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Copy a checkpoint file atomically (tmp file + os.replace)."""
+    target = Path(target)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
 
 
 def replay_path(checkpoint: str | os.PathLike) -> Path:

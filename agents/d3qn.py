@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from agents.networks import DuelingQNetwork, ObsSpec, init_linear
-from agents.replay import ReplayBuffer
+from agents.replay import Batch, ReplayBuffer, concat_batches
 from config import D3QNConfig
 
 
@@ -71,7 +71,11 @@ class D3QNAgent:
         )
 
     def epsilon(self, global_step: int) -> float:
-        return linear_schedule(self.cfg.eps_start, self.cfg.eps_end, self.eps_decay_steps, global_step)
+        cfg = self.cfg
+        demos = bool(cfg.demo_policy)
+        start = cfg.eps_start if cfg.eps_start is not None else (0.05 if demos else 1.0)
+        end = cfg.eps_end if cfg.eps_end is not None else (0.01 if demos else 0.05)
+        return linear_schedule(start, end, self.eps_decay_steps, global_step)
 
     def schedule_values(self, global_step: int) -> dict[str, float]:
         """Scalars worth charting at this step."""
@@ -89,14 +93,46 @@ class D3QNAgent:
             mask_1A = torch.as_tensor(mask, device=self.device).unsqueeze(0)
             return int(self.q_network.greedy(obs_1D, mask_1A)[0])
 
-    def update(self, buffer: ReplayBuffer, global_step: int) -> dict[str, torch.Tensor]:
-        """One gradient step on a sampled batch, then the target update if it is due.
+    def update(
+        self, buffer: ReplayBuffer, global_step: int, demos: ReplayBuffer | None = None
+    ) -> dict[str, torch.Tensor]:
+        """One gradient step on a sampled batch (plus `demo_batch_size` demonstrations), then the target
+        update if it is due.
 
         Returns 0-d tensors to chart (converted only when logged, so a GPU is not synchronised every update).
         """
-        cfg, dev = self.cfg, self.device
+        cfg = self.cfg
         beta = linear_schedule(cfg.per_beta_start, 1.0, self.schedule_steps, global_step)
         batch = buffer.sample(cfg.batch_size, beta)
+        if demos is not None:
+            batch = concat_batches(batch, demos.sample(cfg.demo_batch_size))
+        losses = self._learn(batch, cfg.batch_size, buffer if buffer.prioritized else None)
+        if global_step - self.last_target_update_step >= cfg.target_update_every:
+            self.last_target_update_step = global_step
+            self._update_target()
+        return losses
+
+    def pretrain(self, demos: ReplayBuffer, num_updates: int) -> dict[str, torch.Tensor]:
+        """`num_updates` steps on demonstrations alone (TD + large margin), with the usual target period."""
+        cfg, losses = self.cfg, {}
+        period = max(1, cfg.target_update_every // cfg.train_every)
+        for u in range(num_updates):
+            losses = self._learn(demos.sample(cfg.batch_size), 0, None)
+            if (u + 1) % period == 0:
+                self._update_target()
+        self._update_target()
+        return losses
+
+    def _update_target(self) -> None:
+        with torch.no_grad():
+            torch._foreach_lerp_(self._target_params, self._online_params, self.cfg.tau)
+
+    def _learn(
+        self, batch: Batch, num_agent_rows: int, prioritized: ReplayBuffer | None
+    ) -> dict[str, torch.Tensor]:
+        """Double-DQN Huber loss on every row; rows from `num_agent_rows` on are demonstrations and also get
+        DQfD's large-margin loss: max over legal a of [Q(s, a) + margin * (a != a_demo)] - Q(s, a_demo)."""
+        cfg, dev = self.cfg, self.device
         obs_BD = torch.from_numpy(batch.obs_BD).to(dev)
         next_obs_BD = torch.from_numpy(batch.next_obs_BD).to(dev)
         actions_B = torch.from_numpy(batch.actions_B).to(dev)
@@ -112,12 +148,23 @@ class D3QNAgent:
             next_q_B = next_q_BA.gather(1, next_actions_B.unsqueeze(1)).squeeze(1)
             td_target_B = rewards_B + bootstrap_B * next_q_B
 
-        q_B = self.q_network(obs_BD, masks_BA).gather(1, actions_B.unsqueeze(1)).squeeze(1)
+        q_BA = self.q_network(obs_BD, masks_BA)
+        q_B = q_BA.gather(1, actions_B.unsqueeze(1)).squeeze(1)
         elementwise_loss_B = F.smooth_l1_loss(q_B, td_target_B, reduction="none")
-        if buffer.prioritized:
-            loss = (torch.from_numpy(batch.weights_B).to(dev) * elementwise_loss_B).mean()
-        else:
-            loss = elementwise_loss_B.mean()
+        if prioritized is not None:
+            elementwise_loss_B = torch.from_numpy(batch.weights_B).to(dev) * elementwise_loss_B
+        loss = td_loss = elementwise_loss_B.mean()
+        margin_loss = torch.zeros((), device=dev)
+        if num_agent_rows < len(actions_B):
+            demo_q_BA, demo_actions_B = q_BA[num_agent_rows:], actions_B[num_agent_rows:]
+            others_BA = torch.arange(q_BA.shape[1], device=dev) != demo_actions_B.unsqueeze(1)
+            best_B = torch.where(
+                masks_BA[num_agent_rows:],
+                demo_q_BA + cfg.demo_margin * others_BA,
+                torch.finfo(q_BA.dtype).min,
+            ).amax(-1)
+            margin_loss = (best_B - q_B[num_agent_rows:]).mean()
+            loss = loss + cfg.demo_weight * margin_loss
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -125,13 +172,14 @@ class D3QNAgent:
         self.optimizer.step()
         self.num_updates += 1
 
-        if buffer.prioritized:
-            buffer.update_priorities(batch.indices_B, (q_B - td_target_B).detach().cpu().numpy())
-        if global_step - self.last_target_update_step >= cfg.target_update_every:
-            self.last_target_update_step = global_step
-            with torch.no_grad():
-                torch._foreach_lerp_(self._target_params, self._online_params, cfg.tau)
-        return {"td_loss": loss.detach(), "q_values": q_B.detach().mean()}
+        if prioritized is not None:
+            td_errors = (q_B - td_target_B)[:num_agent_rows].detach().cpu().numpy()
+            prioritized.update_priorities(batch.indices_B[:num_agent_rows], td_errors)
+        return {
+            "td_loss": td_loss.detach(),
+            "margin_loss": margin_loss.detach(),
+            "q_values": q_B.detach().mean(),
+        }
 
     # ---- checkpointing ----
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -215,3 +215,10 @@ class ReplayBuffer:
                 else:
                     self.tree.set(np.arange(size), np.full(size, self.max_priority))
         self._pending.clear()
+
+
+def concat_batches(first: Batch, second: Batch) -> Batch:
+    """`first` rows, then `second` rows (indices of `second` are its own buffer's; keep track of the split)."""
+    return Batch(
+        **{f.name: np.concatenate([getattr(first, f.name), getattr(second, f.name)]) for f in fields(Batch)}
+    )

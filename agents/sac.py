@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from agents.networks import Actor, ObsSpec, TwinCritic, init_linear
-from agents.replay import ReplayBuffer
+from agents.replay import Batch, ReplayBuffer, concat_batches
 from config import SACConfig
 
 
@@ -87,10 +87,27 @@ class SACAgent:
             probs_1A, _ = self.actor(obs_1D, mask_1A)
             return int(torch.multinomial(probs_1A, 1, generator=self.sample_generator)[0, 0])
 
-    def update(self, buffer: ReplayBuffer, global_step: int) -> dict[str, torch.Tensor]:
-        """Critic, actor and temperature steps on one batch, then the soft target update; 0-d tensors out."""
+    def update(
+        self, buffer: ReplayBuffer, global_step: int, demos: ReplayBuffer | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Critic, actor and temperature steps on one batch (plus `demo_batch_size` demonstrations), then the
+        soft target update; 0-d tensors out."""
+        batch = buffer.sample(self.cfg.batch_size)
+        if demos is not None:
+            batch = concat_batches(batch, demos.sample(self.cfg.demo_batch_size))
+        return self._learn(batch, self.cfg.batch_size)
+
+    def pretrain(self, demos: ReplayBuffer, num_updates: int) -> dict[str, torch.Tensor]:
+        """`num_updates` steps on demonstrations alone: critic TD and behaviour cloning of the actor."""
+        losses = {}
+        for _ in range(num_updates):
+            losses = self._learn(demos.sample(self.cfg.batch_size), 0)
+        return losses
+
+    def _learn(self, batch: Batch, num_agent_rows: int) -> dict[str, torch.Tensor]:
+        """Rows from `num_agent_rows` on are demonstrations: TD targets for the critics like the others, and a
+        behaviour-cloning term -log pi(a_demo | s) for the actor instead of the soft policy loss."""
         cfg, dev = self.cfg, self.device
-        batch = buffer.sample(cfg.batch_size)
         obs_BD = torch.from_numpy(batch.obs_BD).to(dev)
         next_obs_BD = torch.from_numpy(batch.next_obs_BD).to(dev)
         actions_B1 = torch.from_numpy(batch.actions_B).to(dev).unsqueeze(1)
@@ -99,6 +116,7 @@ class SACAgent:
         masks_BA = torch.from_numpy(batch.masks_BA).to(dev)
         next_masks_BA = torch.from_numpy(batch.next_masks_BA).to(dev)
         alpha = self.log_alpha.detach().exp()
+        n = num_agent_rows
 
         # critics: V(s') = sum over legal a' of pi(a'|s') [min Q'(s', a') - alpha log pi(a'|s')]
         with torch.no_grad():
@@ -121,23 +139,29 @@ class SACAgent:
         # forward pass above (one step stale) are reused, detached, to save a forward pass
         min_q_BA = torch.where(masks_BA, torch.min(q1_BA, q2_BA).detach(), 0.0)
         probs_BA, log_probs_BA = self.actor(obs_BD, masks_BA)
-        actor_loss = (probs_BA * (alpha * log_probs_BA - min_q_BA)).sum(-1).mean()
+        actor_loss = bc_loss = torch.zeros((), device=dev)
+        if n > 0:
+            actor_loss = (probs_BA[:n] * (alpha * log_probs_BA[:n] - min_q_BA[:n])).sum(-1).mean()
+        if n < len(rewards_B):
+            bc_loss = -log_probs_BA[n:].gather(1, actions_B1[n:]).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
+        (actor_loss + cfg.demo_weight * bc_loss).backward()
         torch.nn.utils.clip_grad_norm_(self._actor_params, cfg.max_grad_norm, foreach=True)
         self.actor_optimizer.step()
 
-        # temperature: E_s sum over legal a of pi(a|s) (-alpha (log pi(a|s) + target entropy(s))), pi detached
+        # temperature: E_s sum over legal a of pi(a|s) (-alpha (log pi(a|s) + target entropy(s))), pi detached,
+        # over the agent's own states (not while pre-training on demonstrations alone)
         probs_BA, log_probs_BA = probs_BA.detach(), log_probs_BA.detach()
         entropy_B = -(probs_BA * log_probs_BA).sum(-1)
-        if cfg.autotune:
-            target_B1 = target_entropy(masks_BA, cfg.target_entropy_ratio).unsqueeze(1)
-            alpha_loss = (probs_BA * (-self.log_alpha.exp() * (log_probs_BA + target_B1))).sum(-1).mean()
+        alpha_loss = torch.zeros((), device=dev)
+        if cfg.autotune and n > 0:
+            target_B1 = target_entropy(masks_BA[:n], cfg.target_entropy_ratio).unsqueeze(1)
+            alpha_loss = (
+                (probs_BA[:n] * (-self.log_alpha.exp() * (log_probs_BA[:n] + target_B1))).sum(-1).mean()
+            )
             self.alpha_optimizer.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_optimizer.step()
-        else:
-            alpha_loss = torch.zeros((), device=dev)
 
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
@@ -147,6 +171,7 @@ class SACAgent:
             "qf2_loss": q2_loss.detach(),
             "qf1_values": q1_BA.detach().gather(1, actions_B1).mean(),
             "actor_loss": actor_loss.detach(),
+            "bc_loss": bc_loss.detach(),
             "alpha_loss": alpha_loss.detach(),
             "alpha": alpha,
             "entropy": entropy_B.mean(),

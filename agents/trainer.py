@@ -25,8 +25,10 @@ from agents.checkpoint import (
     save_checkpoint,
 )
 from agents.d3qn import D3QNAgent
+from agents.demos import Demonstrator, collect_demonstrations
 from agents.networks import ObsSpec
 from agents.policy import AgentPolicy
+from agents.replay import ReplayBuffer
 from agents.sac import SACAgent
 from config import D3QNConfig, SACConfig
 
@@ -48,6 +50,12 @@ def training_episode_seed(seed: int, episode: int) -> int:
     if not 0 <= episode < TRAIN_SEEDS_PER_RUN or seed < 0:
         raise ValueError(f"training seed {seed} / episode {episode} outside the reserved seed range")
     return TRAIN_SEED_BASE + seed * TRAIN_SEEDS_PER_RUN + episode
+
+
+def demonstration_seeds(seed: int, count: int) -> list[int]:
+    """Scenario seeds of the demonstration episodes of training seed `seed`: the last of its reserved range,
+    so they never coincide with the agent's own episodes (which count up from the first)."""
+    return [training_episode_seed(seed, TRAIN_SEEDS_PER_RUN - 1 - k) for k in range(count)]
 
 
 def is_training_seed(scenario_seed: int) -> bool:
@@ -116,6 +124,7 @@ def train(
     eval_fn: Callable[[AgentPolicy], Mapping[str, float]] | None = None,
     time_limit_s: float | None = None,
     num_threads: int = 1,
+    demonstrator: Demonstrator | None = None,
 ) -> TrainResult:
     """Train D3QN or SAC until `total_steps` env steps (counted across resumes) or `time_limit_s` seconds.
 
@@ -129,6 +138,11 @@ def train(
     saved beside the checkpoint; else it refills and learning_starts applies again) come from the checkpoint,
     and so do the agent config and seed; training then continues on a fresh episode. Resuming from a
     checkpoint written at an episode end reproduces the uninterrupted run exactly.
+
+    With `agent_cfg.demo_policy` set, `demonstrator(env) -> action` (that heuristic acting through the env) is
+    run on `demo_episodes` training scenarios first; its transitions form a separate, fixed buffer that the
+    agent pre-trains on (not again after a resume: the buffer is rebuilt, the networks come from the
+    checkpoint) and that contributes `demo_batch_size` rows to every later update.
 
     `eval_fn(policy)` runs after each checkpoint on the live greedy policy; its results go to eval/* in
     TensorBoard and to `TrainResult.eval_history`.
@@ -184,6 +198,23 @@ def train(
             )
 
     writer = SummaryWriter(run_dir)
+    demos: ReplayBuffer | None = None
+    if agent_cfg.demo_policy:
+        if demonstrator is None:
+            raise ValueError(f"demo_policy={agent_cfg.demo_policy!r} needs a demonstrator for this env")
+
+        def make_demo_buffer(capacity: int) -> ReplayBuffer:
+            return ReplayBuffer(
+                capacity, spec.obs_dim, spec.num_actions, rng, agent_cfg.gamma, n_step=agent_cfg.n_step
+            )
+
+        seeds = demonstration_seeds(seed, agent_cfg.demo_episodes)
+        demos, demo_returns = collect_demonstrations(make_env, demonstrator, seeds, make_demo_buffer)
+        writer.add_scalar("demos/mean_return", float(np.mean(demo_returns)), global_step)
+        writer.add_scalar("demos/transitions", len(demos), global_step)
+        if resumed is None:
+            for key, value in agent.pretrain(demos, agent_cfg.demo_pretrain_updates).items():
+                writer.add_scalar(f"pretrain/{key}", float(value), global_step)
     hparams = {
         "algo": algo,
         "seed": seed,
@@ -263,7 +294,8 @@ def train(
     episode_return, episode_length, last_bar_step = 0.0, 0, global_step
     while global_step < total_steps:
         learning = len(buffer) >= max(agent_cfg.learning_starts, agent_cfg.batch_size)
-        action = agent.act(obs, mask, global_step, random_phase=not learning)
+        # with demonstrations the pre-trained agent acts from the start instead of uniformly at random
+        action = agent.act(obs, mask, global_step, random_phase=not learning and demos is None)
         next_obs, reward, terminated, truncated, info = env.step(action)
         next_mask = info["action_mask"]
         buffer.add(obs, action, reward, next_obs, terminated, truncated, mask, next_mask)
@@ -273,7 +305,7 @@ def train(
         episode_length += 1
 
         if learning and global_step % agent_cfg.train_every == 0:
-            losses = agent.update(buffer, global_step)
+            losses = agent.update(buffer, global_step, demos)
             if agent.num_updates % LOG_LOSSES_EVERY_UPDATES == 0:
                 for key, value in losses.items():
                     writer.add_scalar(f"losses/{key}", float(value), global_step)

@@ -43,7 +43,7 @@ CONTEXT_FEATURES = (
 )
 _MAX_MIN = math.log1p(7 * 24 * 60)  # a week, in minutes
 _DAY_S = 86_400.0
-REWARDS = ("jct", "jct_at_start", "slowdown", "utilization")
+REWARDS = ("jct", "jct_at_start", "delay", "slowdown", "utilization")
 
 
 class GPUClusterEnv(gym.Env):
@@ -76,7 +76,11 @@ class GPUClusterEnv(gym.Env):
     is exactly -sum(JCT) / reward_scale_s. `jct_at_start`: the same return, assigned differently: waiting jobs
     cost -dt x (queued jobs) / scale as time passes, and a started job costs its whole run time on the GPUs it
     got (-duration / scale) at the step that starts it, so the price of a slow GPU or of a long job is seen at
-    once instead of hundreds of steps later (what the agents train on by default). `slowdown`: -dt x sum over jobs in system of 1/max(known runtime,
+    once instead of hundreds of steps later. `delay`: like `jct_at_start`, but a start is charged only the
+    time it loses to the GPU it got (duration - reference runtime on an A100; negative on a faster GPU), so
+    the return is -(sum(JCT) - sum(reference runtimes)) / scale: the policy-independent total of run times is
+    left out, a start is never dearer than a WAIT just because the job is long, and values stay small enough
+    for a discount below 1. `slowdown`: -dt x sum over jobs in system of 1/max(known runtime,
     10 s), i.e. -sum(bounded slowdown-like ratio). `utilization`: +dt x busy GPU share / (GPUs x scale).
 
     ## Starting State
@@ -160,6 +164,8 @@ class GPUClusterEnv(gym.Env):
             reward, done = self._to_decision_point()
             if self.reward_name == "jct_at_start":
                 reward -= self.sim.duration_s[i] / self.reward_scale_s
+            elif self.reward_name == "delay":  # only the time lost to a slower GPU or a multi-node split
+                reward -= (self.sim.duration_s[i] - self.sim.jobs.runtime_s[i]) / self.reward_scale_s
         self._done = done
         obs = self._observe()
         truncated = not done and self._steps >= self.max_steps
@@ -215,7 +221,7 @@ class GPUClusterEnv(gym.Env):
         sim = self.sim
         if self.reward_name == "jct":
             return -sim.jobs_in_system / self.reward_scale_s
-        if self.reward_name == "jct_at_start":  # running jobs were charged their whole run time when started
+        if self.reward_name in ("jct_at_start", "delay"):  # run time (or its excess) was charged at the start
             return -len(sim.queue) / self.reward_scale_s
         if self.reward_name == "slowdown":
             inv = self._inv_slowdown

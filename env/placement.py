@@ -61,16 +61,31 @@ def _place_one_node(free: FreeState, elig: Eligible, k: int) -> Placement | None
     return None if found is None else _gpus_on_node(free, found[0], k, found[1])
 
 
+def can_place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> bool:
+    """Whether `place` would find a placement (from free counts alone for whole-GPU shapes)."""
+    return fit_type(free, elig, num_gpus, milli, mem_mb) >= 0
+
+
 def fit_type(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> int:
-    """The GPU type index `place` would use now, or -1 if the job does not fit now (cheaper than `place`)."""
-    if milli < FULL or num_gpus > elig.max_node_gpus:
-        p = place(free, elig, num_gpus, milli, mem_mb)
+    """The GPU type index `place` would use now, or -1 if the job does not fit now (cheaper than `place`:
+    whole-GPU shapes are decided from free counts alone)."""
+    if milli < FULL:
+        p = _place_fraction(free, elig, milli, mem_mb)
         return -1 if p is None else p.type_idx
     tw = free.type_whole
     if len(elig.types) == 1:
         if tw[elig.types[0]] < num_gpus:
             return -1
     elif sum(map(tw.__getitem__, elig.types)) < num_gpus:
+        return -1
+    if num_gpus > elig.max_node_gpus:  # the multi-node rule's type: the fastest with enough free GPUs
+        pool_free = free.pool_free
+        for t in elig.types:
+            if tw[t] < num_gpus:
+                continue
+            by_cs = [pool_free[q] for q in elig.type_pools[t]]
+            if sum(c * len(by_c[c]) for by_c in by_cs for c in range(1, len(by_c))) >= num_gpus:
+                return t
         return -1
     found = _find_one_node(free, elig, num_gpus)
     return -1 if found is None else free.layout.node_type[found[0]]

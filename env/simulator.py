@@ -10,7 +10,7 @@ semantics as generator processes at half the per-job overhead.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -59,6 +59,9 @@ class View(NamedTuple):
     """What a policy sees at one decision instant. Read-only by contract: policies never mutate it.
 
     `queue` iterates waiting job indices in arrival order; `queue_by_runtime` is (known runtime, job) sorted;
+    `queue_by_shape` maps each job shape (`jobs.shape[i]`) present in the queue to its waiting jobs, ascending
+    (job indices follow arrival order, so this is arrival order within the shape), and
+    `queue_by_shape_runtime` to the same jobs as sorted (known runtime, job) pairs;
     `running` is (estimated end, job) sorted by estimated end (an end in the past means the job overran its
     estimate). `free` is the current free capacity; policies plan on `free.copy()`.
     """
@@ -66,6 +69,8 @@ class View(NamedTuple):
     now_s: float
     queue: Sequence[int]
     queue_by_runtime: Sequence[tuple[float, int]]
+    queue_by_shape: Mapping[tuple, Sequence[int]]
+    queue_by_shape_runtime: Mapping[tuple, Sequence[tuple[float, int]]]
     running: Sequence[tuple[float, int]]
     free: FreeState
     jobs: JobTable
@@ -113,6 +118,8 @@ class Simulator:
         self.free = FreeState(layout)
         self.queue: dict[int, None] = {}
         self.queue_by_runtime: list[tuple[float, int]] = []
+        self.queue_by_shape: dict[tuple, list[int]] = {}
+        self.queue_by_shape_runtime: dict[tuple, list[tuple[float, int]]] = {}
         self.running: list[tuple[float, int]] = []
         self.start_s = [float("nan")] * n
         self.end_s = [float("nan")] * n
@@ -159,10 +166,21 @@ class Simulator:
         known = self.jobs.known_runtime_s
         queue = self.queue
         qbr = self.queue_by_runtime
+        by_shape = self.queue_by_shape
+        by_shape_runtime = self.queue_by_shape_runtime
+        shape = self.jobs.shape
         jobs = event.value
         for i in jobs:
             queue[i] = None
             bisect.insort(qbr, (known[i], i))
+            s = shape[i]
+            members = by_shape.get(s)
+            if members is None:
+                by_shape[s] = [i]
+                by_shape_runtime[s] = [(known[i], i)]
+            else:
+                members.append(i)  # arrivals come in index order
+                bisect.insort(by_shape_runtime[s], (known[i], i))
         self.num_arrived += len(jobs)
 
     def _on_complete(self, event: simpy.Event) -> None:
@@ -229,6 +247,8 @@ class Simulator:
             self.env.now,
             self.queue.keys(),
             self.queue_by_runtime,
+            self.queue_by_shape,
+            self.queue_by_shape_runtime,
             self.running,
             self.free,
             self.jobs,
@@ -256,6 +276,15 @@ class Simulator:
         known = jt.known_runtime_s[i]
         qbr = self.queue_by_runtime
         qbr.pop(bisect.bisect_left(qbr, (known, i)))
+        s = jt.shape[i]
+        members = self.queue_by_shape[s]
+        if len(members) == 1:
+            del self.queue_by_shape[s]
+            del self.queue_by_shape_runtime[s]
+        else:
+            members.pop(bisect.bisect_left(members, i))
+            by_runtime = self.queue_by_shape_runtime[s]
+            by_runtime.pop(bisect.bisect_left(by_runtime, (known, i)))
         now = self.env.now
         speed = self.layout.type_speed[p.type_idx]
         if len(p.nodes) > 1:

@@ -12,66 +12,97 @@ its GPUs stay removed from the shadow state for the rest of the scan.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 
 from env.cluster import FreeState, Placement
-from env.placement import place
 from env.simulator import Decision, View
 from schedulers.plan import Plan
+from schedulers.shadow import CountShadow
+
+_AFTER_ALL = 1 << 62  # larger than any job index
 
 
 def easy_backfill(view: View) -> list[Decision]:
     jt = view.jobs
     now = view.now_s
     plan = Plan(view.free)
-    queue = iter(view.queue)
+    shape = jt.shape
     head = -1
-    for i in queue:
-        p = place(plan.free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
+    for i in view.queue:
+        p = plan.place(shape[i])
         if p is None:
             head = i
             break
         plan.add(i, p)
     if head < 0 or plan.exhausted():
         return plan.decisions
-    started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
-    shadow_s, shadow = reservation(view, plan.free, head, started)
-    h_elig, h_k, h_milli, h_mem = jt.elig[head], jt.num_gpus[head], jt.milli[head], jt.mem_mb[head]
-    shape = jt.shape
-    for i in queue:
-        if plan.exhausted():
-            break
-        p = plan.place(shape[i])
-        if p is None:
-            continue
-        if now + view.duration_on(i, p) > shadow_s:
-            shadow.take(p)
-            if place(shadow, h_elig, h_k, h_milli, h_mem) is None:
-                shadow.give(p)
+    shape_runtime = view.queue_by_shape_runtime
+    known = jt.known_runtime_s
+    type_speed = view.layout.type_speed
+    factor = view.multi_node_runtime_factor
+    groups = list(view.queue_by_shape.items())
+    # The scan in arrival order, done shape by shape: between two starts the plan and the shadow state do not
+    # change, so every job of one shape gets the same placement and the same verdict on test (b), and passing
+    # test (a) is monotone in the known runtime; the next job the arrival-order scan would start is the
+    # earliest, over all shapes, that passes (a) or (b). The reservation is computed only once some job fits.
+    shadow_s, shadow = -1.0, None
+    pos = head
+    while not plan.exhausted():
+        best, best_s, best_takes_shadow = _AFTER_ALL, None, False
+        for s, members in groups:
+            k = bisect_right(members, pos)
+            if k == len(members) or members[k] >= best:
                 continue
-        plan.add(i, p)
+            t = plan.fit_type(s)
+            if t < 0:
+                continue
+            if shadow is None:
+                started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
+                shadow_s, shadow = reservation(view, plan.snapshot(), head, started)
+            elig, k_gpus = s[0], s[1]
+            speed = type_speed[t]
+            if k_gpus > elig.max_node_gpus:  # placed across nodes
+                speed /= factor
+            first = members[k]
+            if now + known[first] / speed <= shadow_s:  # (a) ends by the shadow time
+                best, best_s, best_takes_shadow = first, s, False
+                continue
+            head_fits = shadow.head_fits_without_shape(s, t)
+            if head_fits is None:
+                head_fits = shadow.head_fits_without(plan.place(s))
+            if head_fits:  # (b) leaves room for the head at the shadow time
+                best, best_s, best_takes_shadow = first, s, True
+                continue
+            for runtime, j in shape_runtime[s]:  # later jobs of the shape can only pass (a): the shortest do
+                if now + runtime / speed > shadow_s:
+                    break
+                if pos < j < best:
+                    best, best_s, best_takes_shadow = j, s, False
+        if best_s is None:
+            break
+        best_p = plan.place(best_s)
+        plan.add(best, best_p)
+        if best_takes_shadow:
+            shadow.take(best_p)
+        pos = best
     return plan.decisions
 
 
 def reservation(
     view: View, free: FreeState, head: int, started: list[tuple[float, Placement]]
-) -> tuple[float, FreeState]:
+) -> tuple[float, CountShadow]:
     """(shadow time, free capacity at that time) for `head`, releasing jobs in order of estimated end.
 
-    `free` is the capacity after this instant's decisions; `started` are those decisions' (estimated end,
+    `free` is the capacity after this instant's decisions, and must not change while the shadow is used; `started` are those decisions' (estimated end,
     placement). Returns (inf, capacity with everything released) if the head never fits (it was rejected at
     the start of the run in that case, so this is defensive).
     """
-    jt = view.jobs
-    elig, k, milli, mem = jt.elig[head], jt.num_gpus[head], jt.milli[head], jt.mem_mb[head]
     now = view.now_s
-    shadow = free.copy()
+    shadow = CountShadow(free, view.jobs.shape[head])
     placements = view.placements
     running = ((end, placements[j]) for end, j in view.running)
     releases = (
         heapq.merge(running, sorted(started, key=lambda e: e[0]), key=lambda e: e[0]) if started else running
     )
-    for end, p in releases:
-        shadow.give(p)
-        if place(shadow, elig, k, milli, mem) is not None:
-            return max(end, now), shadow
-    return float("inf"), shadow
+    end = shadow.release_until_head_fits(iter(releases))
+    return (float("inf") if end is None else max(end, now)), shadow

@@ -7,7 +7,7 @@ one start per instant costs no copy.
 from __future__ import annotations
 
 from env.cluster import FreeState, Placement
-from env.placement import place
+from env.placement import fit_type, place
 from env.simulator import Decision
 
 
@@ -31,6 +31,15 @@ class Plan:
             self._no_fit.add(shape)
         return p
 
+    def fit_type(self, shape: tuple) -> int:
+        """`fit_type(free, *shape)` on the capacity left (-1: does not fit), sharing `place`'s no-fit memo."""
+        if shape in self._no_fit:
+            return -1
+        t = fit_type(self.free, *shape)
+        if t < 0:
+            self._no_fit.add(shape)
+        return t
+
     @property
     def free(self) -> FreeState:
         """Capacity left after every planned decision (never the live state once something is planned)."""
@@ -42,6 +51,12 @@ class Plan:
             self._free.take(p)
             self._pending = None
         return self._free
+
+    def snapshot(self) -> FreeState:
+        """The capacity left now, as an object this plan will never change (later decisions copy it first)."""
+        free = self.free
+        self._copied = False
+        return free
 
     def add(self, job: int, p: Placement) -> None:
         self.free  # noqa: B018 -- apply the previous pending placement first

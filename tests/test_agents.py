@@ -11,9 +11,17 @@ import torch
 
 from agents.checkpoint import load_checkpoint, replay_path
 from agents.d3qn import linear_schedule
+from agents.demos import collect_demonstrations
 from agents.policy import AgentPolicy, load_policy
+from agents.replay import ReplayBuffer
 from agents.toy_env import ToySJFEnv
-from agents.trainer import TRAIN_SEED_BASE, train
+from agents.trainer import (
+    TRAIN_SEED_BASE,
+    demonstration_seeds,
+    is_training_seed,
+    train,
+    training_episode_seed,
+)
 from config import D3QNConfig, RunConfig, SACConfig
 
 torch.set_num_threads(1)
@@ -21,6 +29,8 @@ torch.set_num_threads(1)
 EPISODE_STEPS = 8  # ToySJFEnv(window=4): 4 starts + 4 WAITs, always
 # settings that learn the toy env in a few thousand steps (the defaults are sized for the real env)
 TOY_D3QN = D3QNConfig(
+    demo_policy="",
+    gamma=0.99,
     learning_rate=1e-3,
     buffer_size=20_000,
     learning_starts=500,
@@ -28,7 +38,9 @@ TOY_D3QN = D3QNConfig(
     target_update_every=200,
     eps_fraction=0.5,
 )
-TOY_SAC = SACConfig(learning_rate=1e-3, buffer_size=20_000, learning_starts=500, train_every=2)
+TOY_SAC = SACConfig(
+    demo_policy="", gamma=0.99, learning_rate=1e-3, buffer_size=20_000, learning_starts=500, train_every=2
+)
 EVAL_SEEDS = range(100)  # below TRAIN_SEED_BASE: never trained on
 
 
@@ -185,3 +197,72 @@ def test_checkpoints_logs_and_scenario_seeds(tmp_path):
     assert checkpoint["rng"]["numpy"]["bit_generator"] == "PCG64"
     assert list((tmp_path / "run").glob("events.out.tfevents.*"))
     assert not list((tmp_path / "models").glob("*.tmp*"))
+
+
+def toy_sjf(env) -> int:
+    """The toy env's optimal demonstrator: start the shortest visible job when the machine is idle."""
+    toy = env.unwrapped
+    if toy.running_left_s > 0 or not toy.queue_s:
+        return toy.window
+    return int(np.argmin(toy.queue_s[: toy.window]))
+
+
+DEMO_SETTINGS = {"demo_policy": "toy-sjf", "demo_episodes": 20, "demo_pretrain_updates": 1500}
+
+
+@pytest.mark.parametrize(("algo", "cfg"), [("d3qn", TOY_D3QN), ("sac", TOY_SAC)])
+def test_pretraining_on_demonstrations_alone_reproduces_the_demonstrator(tmp_path, algo, cfg):
+    """No RL step to speak of (16 env steps, before learning starts): the policy comes from the demos."""
+    cfg = dataclasses.replace(cfg, **DEMO_SETTINGS)
+    result = run(tmp_path, algo, cfg, 2 * EPISODE_STEPS, demonstrator=toy_sjf)
+    rate, mean_return, optimal_return = shortest_job_rate_and_return(load_policy(result.final_checkpoint))
+    assert rate >= 0.95
+    assert mean_return >= optimal_return * 1.01
+
+
+def test_demonstrations_are_required_collected_deterministically_and_apart_from_agent_episodes(tmp_path):
+    cfg = dataclasses.replace(TOY_D3QN, **DEMO_SETTINGS)
+    with pytest.raises(ValueError, match="needs a demonstrator"):
+        run(tmp_path / "none", "d3qn", cfg, 8)
+    seeds = demonstration_seeds(0, 20)
+    assert not set(seeds) & {training_episode_seed(0, n) for n in range(10_000)}
+    assert all(is_training_seed(s) for s in seeds) and len(set(seeds)) == 20
+
+    def collect():
+        def make_buffer(capacity):
+            return ReplayBuffer(capacity, 4 * 2 + 3, 5, np.random.default_rng(0), 0.99, n_step=3)
+
+        return collect_demonstrations(toy_env, toy_sjf, seeds, make_buffer)
+
+    (first, returns), (second, _) = collect(), collect()
+    assert len(first) == 20 * EPISODE_STEPS  # every step of every episode, n-step tails flushed
+    np.testing.assert_array_equal(first.obs[: len(first)], second.obs[: len(second)])
+    np.testing.assert_array_equal(first.actions[: len(first)], second.actions[: len(second)])
+    optimal = []
+    for seed in seeds:
+        env = toy_env(seed)
+        env.reset(seed=seed)
+        optimal.append(env.optimal_return())
+    assert returns == pytest.approx(optimal)  # the demonstrator is SJF, optimal here
+
+
+@pytest.mark.parametrize(("algo", "cfg"), [("d3qn", TOY_D3QN), ("sac", TOY_SAC)])
+def test_resume_with_demonstrations_reproduces_the_uninterrupted_run(tmp_path, algo, cfg):
+    cfg = dataclasses.replace(
+        cfg,
+        learning_starts=100,
+        demo_pretrain_updates=200,
+        **{k: v for k, v in DEMO_SETTINGS.items() if k != "demo_pretrain_updates"},
+    )
+    if algo == "d3qn":
+        cfg = dataclasses.replace(cfg, eps_start=0.2, eps_end=0.2)
+    whole = run(tmp_path / "whole", algo, cfg, 400, demonstrator=toy_sjf)
+    first = run(tmp_path / "split", algo, cfg, 20 * EPISODE_STEPS, demonstrator=toy_sjf)
+    second = run(tmp_path / "split", algo, cfg, 400, resume=first.final_checkpoint, demonstrator=toy_sjf)
+    a, b = load_checkpoint(whole.final_checkpoint), load_checkpoint(second.final_checkpoint)
+    for name, state in a["agent"]["networks"].items():
+        other = b["agent"]["networks"][name]
+        if isinstance(state, torch.Tensor):
+            assert torch.equal(state, other), name
+        else:
+            assert all(torch.equal(state[key], other[key]) for key in state), name

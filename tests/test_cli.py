@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -150,6 +151,11 @@ def test_csv_workload_and_cluster_spec(tmp_path):
         (["--workload_type", "csv", "--workload_path", "/nonexistent.csv"], "no such file"),
         (["--algo", "magic"], "unknown --algo"),
         (["--mode", "train", "--algo", "fcfs"], "needs an RL --algo"),
+        (["--mode", "train", "--algo", "d3qn", "--demo_policy", "magic"], "--demo_policy 'magic'"),
+        (
+            ["--mode", "train", "--algo", "sac", "--validation_seeds", "1000000001"],
+            "--validation_seeds must be",
+        ),
         (
             ["--workload_type", "swf", "--workload_path", "x.swf", "--num_jobs", "5"],
             "synthetic generator only",
@@ -212,8 +218,19 @@ def test_train_then_eval_and_compare_an_agent_write_the_same_files(tmp_path):
     models = tmp_path / "models"
     common = ["--difficulty", "easy", "--num_jobs", "40", "--models_dir", str(models), "--no_progress"]
     code = main(["--mode", "train", "--algo", "d3qn", "--seed", "5", "--total_steps", "600", *common,
-                 "--log_dir", str(tmp_path / "train")])  # fmt: skip
+                 "--checkpoint_every", "2", "--log_dir", str(tmp_path / "train")])  # fmt: skip
     assert code == 0 and (models / "d3qn_seed5_final.pt").exists()
+    # the best checkpoint on the validation seeds is kept, and its recorded score is what eval measures
+    best = json.loads((models / "d3qn_seed5_best.json").read_text())
+    assert (models / "d3qn_seed5_best.pt").exists() and best["validation_seeds"] == [200, 201, 202, 203, 204]
+    val_scores = {}
+    for model in ("best", "final"):
+        val = tmp_path / f"val_{model}"
+        args = ["--mode", "compare", "--algos", "d3qn", "--seeds", "200,201,202,203,204", "--seed", "5"]
+        assert main([*args, "--model", model, *common, "--log_dir", str(val)]) == 0
+        val_scores[model] = pd.read_csv(val / "summary.csv")["avg_jct_s"].mean()
+    assert val_scores["best"] == pytest.approx(best["val_avg_jct_s"], rel=1e-6)
+    assert val_scores["best"] <= val_scores["final"] * (1 + 1e-9)
     out = tmp_path / "eval"
     assert main(["--mode", "eval", "--algo", "d3qn", "--seed", "5", *common, "--log_dir", str(out)]) == 0
     heur = tmp_path / "heur"

@@ -45,8 +45,9 @@ def random_rollout(env: GPUClusterEnv, seed: int, scenario_seed: int):
     return np.array(trace), total
 
 
-@pytest.mark.parametrize("reward", ["jct", "jct_at_start"])
+@pytest.mark.parametrize("reward", ["jct", "jct_at_start", "delay"])
 def test_same_seed_identical_rollout_and_return_is_minus_sum_jct(reward):
+    """jct and jct_at_start return -sum(JCT)/scale; delay leaves out the reference run times' sum."""
     cfg = small_config(reward=reward)
     a, ret_a = random_rollout(GPUClusterEnv(cfg), 1, 5)
     b, ret_b = random_rollout(GPUClusterEnv(cfg), 1, 5)
@@ -57,6 +58,9 @@ def test_same_seed_identical_rollout_and_return_is_minus_sum_jct(reward):
     done = np.asarray(r.status) == "completed"
     assert done.sum() + (np.asarray(r.status) == "rejected").sum() == len(r.status)
     sum_jct = float(np.sum(r.end_s[done] - np.array([j.arrival_s for j in r.jobs])[done]))
+    if reward == "delay":  # sum of (JCT - reference runtime): the waiting plus the time lost to slower GPUs
+        sum_jct -= float(np.sum(np.array([j.runtime_s for j in r.jobs])[done]))
+        assert sum_jct > 0
     assert ret == pytest.approx(-sum_jct / cfg.env.reward_scale_s, rel=1e-9)
 
 

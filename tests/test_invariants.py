@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from config import RunConfig, WorkloadConfig
 from env.catalog import CATALOG
 from env.cluster import FULL, ClusterLayout
 from env.cluster_spec import ClusterSpec, NodeSpec
+from env.scenario import build_scenario
 from env.simulator import Simulator
 from schedulers import POLICIES
+from tests.easy_reference import easy_reference
 from workloads.job import Job, Workload
 
 TYPES = ("A100-80GB", "V100-16GB", "H100", "T4")
@@ -138,3 +142,44 @@ def test_with_infinitely_many_gpus_nobody_waits():
         sim.run(policy)
         r = sim.result("x", 0)
         assert np.allclose(r.start_s, [j.arrival_s for j in jobs])
+
+
+def _same_schedule(a: Simulator, b: Simulator) -> bool:
+    return a.placements == b.placements and np.array_equal(
+        np.array(a.start_s), np.array(b.start_s), equal_nan=True
+    )
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.integers(0, 2**32 - 1), st.booleans())
+def test_easy_by_shape_equals_the_plain_arrival_order_scan(spec, workload, seed, noisy):
+    """EASY scans the queue shape by shape for speed; it must take exactly the decisions of the plain scan
+    (tests/easy_reference.py), with exact and with overrunning estimates. The simulator's per-shape index of
+    the queue is checked against the queue at every decision instant on the way."""
+    layout = ClusterLayout(spec)
+    rng = np.random.default_rng(seed)
+    known = np.array([j.runtime_s for j in workload.jobs])
+    if noisy:
+        known = known * rng.lognormal(0.0, 0.8, len(workload.jobs))
+
+    def checked_easy(view):
+        by_shape = defaultdict(list)
+        for i in view.queue:
+            by_shape[view.jobs.shape[i]].append(i)
+        assert {s: list(m) for s, m in view.queue_by_shape.items()} == dict(by_shape)
+        return POLICIES["easy"](view)
+
+    fast, plain = Simulator(workload, layout, known, 1.2), Simulator(workload, layout, known, 1.2)
+    fast.run(checked_easy)
+    plain.run(easy_reference)
+    assert _same_schedule(fast, plain)
+
+
+@pytest.mark.parametrize(("difficulty", "seed"), [("medium", 100), ("hard", 0), ("hard", 1)])
+def test_easy_by_shape_equals_the_plain_scan_on_synthetic_scenarios(difficulty, seed):
+    """Larger cases than Hypothesis draws: seed 100 once exposed a shadow that shared the plan's free state."""
+    cfg = RunConfig(workload=WorkloadConfig(difficulty=difficulty))
+    fast, plain = build_scenario(cfg, seed).simulator(), build_scenario(cfg, seed).simulator()
+    fast.run(POLICIES["easy"])
+    plain.run(easy_reference)
+    assert _same_schedule(fast, plain)

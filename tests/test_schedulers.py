@@ -57,6 +57,20 @@ def test_easy_extra_gpus_are_consumed_by_earlier_backfills():
     assert times(r) == {"A": (0, 100), "B": (100, 110), "C": (2, 502), "F": (4, 24), "D": (110, 610)}
 
 
+def test_easy_backfills_a_later_short_job_of_the_same_shape_as_a_refused_long_one():
+    # A holds 6 of 8 GPUs until 100; B (head) needs all 8 at t=100, so nothing may outlast t=100. C, D and E
+    # arrive together with the same shape: C (500 s) is refused, D and E (50 s, 30 s) end in time and start.
+    jobs = [
+        job("A", 0, 100, 6),
+        job("B", 1, 10, 8),
+        job("C", 2, 500),
+        job("D", 2, 50),
+        job("E", 2, 30),
+    ]
+    _, r = run("1xA100:8", jobs, "easy")
+    assert times(r) == {"A": (0, 100), "B": (100, 110), "C": (110, 610), "D": (2, 52), "E": (2, 32)}
+
+
 def test_easy_reservation_respects_gpu_type():
     # Head B only accepts V100; the A100 node frees first but does not help B. C (long) may use the A100
     # node since it cannot delay B's reservation on the V100 node.

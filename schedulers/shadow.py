@@ -1,0 +1,151 @@
+"""EASY's shadow state: the free capacity the reserved head job will find, kept as whole-GPU counts.
+
+Releasing and taking whole-GPU placements only moves whole-GPU counts per node and per pool, and whether a
+whole-GPU head fits depends on those counts alone (env/placement.py: one node with k free GPUs, or k free GPUs
+on the eligible pools of one type). So the shadow keeps count deltas on top of the live free state instead of
+copying per-GPU arrays. The base must not change while the shadow is in use (Plan.snapshot). A fractional head or a fractional placement turns it into a full FreeState copy
+(`materialize`), which is always exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from env.cluster import FULL, FreeState, Placement
+from env.placement import can_place
+
+
+class CountShadow:
+    __slots__ = ("base", "shape", "k", "multi", "types", "eligible_pools", "delta", "pool_sum", "fit_nodes",
+                 "full", "log", "one_type", "whole_type", "avail")  # fmt: skip
+
+    def __init__(self, base: FreeState, head_shape: tuple):
+        elig, k, milli, _ = head_shape
+        self.base, self.shape, self.k = base, head_shape, k
+        self.multi = k > elig.max_node_gpus
+        self.types = [(t, elig.type_pools[t]) for t in elig.types]
+        self.eligible_pools = frozenset(q for _, pools in self.types for q in pools)
+        self.delta: dict[int, int] = {}
+        self.pool_sum = [sum(c * len(by_c[c]) for c in range(1, len(by_c))) for by_c in base.pool_free]
+        self.fit_nodes = 0
+        if not self.multi:
+            pool_free = base.pool_free
+            self.fit_nodes = sum(
+                len(pool_free[q][c]) for q in self.eligible_pools for c in range(k, len(pool_free[q]))
+            )
+        # a multi-node head of one type needs only that type's free GPUs on its eligible pools: one integer
+        self.one_type, self.whole_type, self.avail = -1, False, 0
+        if self.multi and len(self.types) == 1:
+            t, pools = self.types[0]
+            self.one_type, self.avail = t, sum(self.pool_sum[q] for q in pools)
+            self.whole_type = len(pools) == sum(1 for pt in base.layout.pool_type if pt == t)
+        self.log: list[tuple[int, Placement]] = []
+        self.full: FreeState | None = None
+        if milli < FULL:
+            self.materialize()
+
+    def materialize(self) -> FreeState:
+        """Switch to a full per-GPU copy of the base with every logged change applied."""
+        if self.full is None:
+            full = self.base.copy()
+            for sign, p in self.log:
+                (full.give if sign > 0 else full.take)(p)
+            self.full = full
+        return self.full
+
+    def _apply(self, p: Placement, sign: int) -> None:
+        if self.one_type >= 0:
+            if p.type_idx == self.one_type:
+                if self.whole_type:
+                    self.avail += sign * len(p.gpus)
+                else:
+                    node_pool, eligible = self.base.layout.node_pool, self.eligible_pools
+                    counts = p.node_counts or (len(p.gpus),)
+                    self.avail += sign * sum(
+                        c for n, c in zip(p.nodes, counts, strict=True) if node_pool[n] in eligible
+                    )
+            return
+        base_whole, delta, pool_sum = self.base.node_whole, self.delta, self.pool_sum
+        node_pool = self.base.layout.node_pool
+        k, track = self.k, not self.multi
+        for n, c in zip(p.nodes, p.node_counts or (len(p.gpus),), strict=True):
+            before = base_whole[n] + delta.get(n, 0)
+            after = before + sign * c
+            delta[n] = after - base_whole[n]
+            q = node_pool[n]
+            pool_sum[q] += sign * c
+            if track and q in self.eligible_pools:
+                self.fit_nodes += (after >= k) - (before >= k)
+
+    def _change(self, p: Placement, sign: int) -> None:
+        if self.full is None and p.milli < FULL:
+            self.materialize()
+        if self.full is not None:
+            (self.full.give if sign > 0 else self.full.take)(p)
+            return
+        self._apply(p, sign)
+        self.log.append((sign, p))
+
+    def give(self, p: Placement) -> None:
+        self._change(p, 1)
+
+    def take(self, p: Placement) -> None:
+        self._change(p, -1)
+
+    def release_until_head_fits(self, releases: Iterator[tuple[float, Placement]]) -> float | None:
+        """Give back `releases` ((time, placement), in time order) until the head fits; that time, or None if
+        it never does. The one-type whole-GPU case runs as a plain counting loop."""
+        if self.one_type >= 0 and self.whole_type and self.full is None:
+            t, k, avail, log = self.one_type, self.k, self.avail, self.log
+            for end, p in releases:
+                if p.milli < FULL:  # needs per-GPU state from here on
+                    self.avail = avail
+                    self.give(p)
+                    if self.head_fits():
+                        return end
+                    break
+                log.append((1, p))
+                if p.type_idx == t:
+                    avail += len(p.gpus)
+                    if avail >= k:
+                        self.avail = avail
+                        return end
+            else:
+                self.avail = avail
+                return None
+        for end, p in releases:
+            self.give(p)
+            if self.head_fits():
+                return end
+        return None
+
+    def head_fits(self) -> bool:
+        if self.full is not None:
+            return can_place(self.full, *self.shape)
+        if self.one_type >= 0:
+            return self.avail >= self.k
+        if not self.multi:
+            return self.fit_nodes > 0
+        k, pool_sum = self.k, self.pool_sum
+        return any(sum(pool_sum[q] for q in pools) >= k for _, pools in self.types)
+
+    def head_fits_without_shape(self, shape: tuple, type_idx: int) -> bool | None:
+        """Like `head_fits_without` for any placement of `shape` on type `type_idx`, when the counts alone
+        decide it (a one-type multi-node head on all pools of its type); None when a placement is needed."""
+        if self.full is not None or not self.whole_type or shape[2] < FULL:
+            return None
+        taken = shape[1] if type_idx == self.one_type else 0
+        return self.avail - taken >= self.k
+
+    def head_fits_without(self, p: Placement) -> bool:
+        """Whether the head would still fit after `p` is taken (the shadow is left unchanged)."""
+        if self.full is None and p.milli == FULL:
+            self._apply(p, -1)
+            fits = self.head_fits()
+            self._apply(p, 1)
+            return fits
+        full = self.materialize()
+        full.take(p)
+        fits = can_place(full, *self.shape)
+        full.give(p)
+        return fits
