@@ -72,6 +72,8 @@ class View(NamedTuple):
     queue_by_shape: Mapping[tuple, Sequence[int]]
     queue_by_shape_runtime: Mapping[tuple, Sequence[tuple[float, int]]]
     running: Sequence[tuple[float, int]]
+    running_whole_gpus: Sequence[int]
+    """aligned with `running`: the whole GPUs each holds (0 for a fractional job)"""
     free: FreeState
     jobs: JobTable
     layout: ClusterLayout
@@ -121,6 +123,7 @@ class Simulator:
         self.queue_by_shape: dict[tuple, list[int]] = {}
         self.queue_by_shape_runtime: dict[tuple, list[tuple[float, int]]] = {}
         self.running: list[tuple[float, int]] = []
+        self.running_whole_gpus: list[int] = []
         self.start_s = [float("nan")] * n
         self.end_s = [float("nan")] * n
         self.duration_s = [float("nan")] * n
@@ -189,7 +192,9 @@ class Simulator:
         self.free.give(p)
         self.end_s[i] = self.env.now
         running = self.running
-        running.pop(bisect.bisect_left(running, (self._est_end[i], i)))
+        k = bisect.bisect_left(running, (self._est_end[i], i))
+        running.pop(k)
+        self.running_whole_gpus.pop(k)
         share = p.milli * len(p.gpus)
         self._busy_milli -= share
         self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
@@ -250,6 +255,7 @@ class Simulator:
             self.queue_by_shape,
             self.queue_by_shape_runtime,
             self.running,
+            self.running_whole_gpus,
             self.free,
             self.jobs,
             self.layout,
@@ -295,7 +301,9 @@ class Simulator:
         self.duration_s[i] = duration
         est_end = now + known / speed
         self._est_end[i] = est_end
-        bisect.insort(self.running, (est_end, i))
+        k = bisect.bisect_right(self.running, (est_end, i))
+        self.running.insert(k, (est_end, i))
+        self.running_whole_gpus.insert(k, len(p.gpus) if p.milli == FULL else 0)
         share = p.milli * len(p.gpus)
         self._busy_milli += share
         self._busy_tflops_x10k += share * self.layout.type_tflops_x10[p.type_idx]

@@ -12,9 +12,10 @@ its GPUs stay removed from the shadow state for the rest of the scan.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, islice
 
-from env.cluster import FreeState, Placement
+from env.cluster import FULL, FreeState, Placement
 from env.simulator import Decision, View
 from schedulers.plan import Plan
 from schedulers.shadow import CountShadow
@@ -49,7 +50,11 @@ def easy_backfill(view: View) -> list[Decision]:
     pos = head
     while not plan.exhausted():
         best, best_s, best_takes_shadow = _AFTER_ALL, None, False
+        free = plan.free
+        whole_left = sum(free.type_whole)  # no whole-GPU shape larger than this can fit
         for s, members in groups:
+            if s[1] > whole_left and s[2] == FULL:
+                continue
             k = bisect_right(members, pos)
             if k == len(members) or members[k] >= best:
                 continue
@@ -73,11 +78,10 @@ def easy_backfill(view: View) -> list[Decision]:
             if head_fits:  # (b) leaves room for the head at the shadow time
                 best, best_s, best_takes_shadow = first, s, True
                 continue
-            for runtime, j in shape_runtime[s]:  # later jobs of the shape can only pass (a): the shortest do
-                if now + runtime / speed > shadow_s:
-                    break
-                if pos < j < best:
-                    best, best_s, best_takes_shadow = j, s, False
+            # later jobs of the shape can only pass (a), and those that do are its shortest
+            j = _earliest_passing(members, k + 1, shape_runtime[s], pos, best, known, now, speed, shadow_s)
+            if j < best:
+                best, best_s, best_takes_shadow = j, s, False
         if best_s is None:
             break
         best_p = plan.place(best_s)
@@ -88,17 +92,48 @@ def easy_backfill(view: View) -> list[Decision]:
     return plan.decisions
 
 
+def _earliest_passing(members, k, by_runtime, pos, best, known, now, speed, shadow_s) -> int:
+    """The earliest job after `pos` (and before `best`, else `best`) whose run ends by `shadow_s`.
+
+    Two exact searches run in lockstep and the first to finish answers: walking `members` (ascending) from
+    index k until a job passes, and walking the passing prefix of `by_runtime` (runtime order) in full. Either
+    can be long (short jobs cluster at the end of a long queue; or many pass), rarely both.
+    """
+    n_pass = bisect_left(by_runtime, True, key=lambda e: now + e[0] / speed > shadow_s)
+    if not n_pass:
+        return best
+    found = best
+    walk = islice(members, k, None)
+    for (_, i), j in zip(islice(by_runtime, n_pass), walk, strict=False):
+        if pos < i < found:
+            found = i
+        if j >= found:
+            return found
+        if now + known[j] / speed <= shadow_s:
+            return j
+    # one of the two ran out: finish the member walk if the prefix did not
+    for _, i in islice(by_runtime, n_pass):
+        if pos < i < found:
+            found = i
+    return found
+
+
 def reservation(
     view: View, free: FreeState, head: int, started: list[tuple[float, Placement]]
 ) -> tuple[float, CountShadow]:
     """(shadow time, free capacity at that time) for `head`, releasing jobs in order of estimated end.
 
-    `free` is the capacity after this instant's decisions, and must not change while the shadow is used; `started` are those decisions' (estimated end,
-    placement). Returns (inf, capacity with everything released) if the head never fits (it was rejected at
-    the start of the run in that case, so this is defensive).
+    `free` is the capacity after this instant's decisions, and must not change while the shadow is used;
+    `started` are those decisions' (estimated end, placement); on equal ends, running jobs are released first.
+    Returns (inf, capacity with everything released) if the head never fits (it was rejected at the start of
+    the run in that case, so this is defensive).
     """
     now = view.now_s
     shadow = CountShadow(free, view.jobs.shape[head])
+    if shadow.counts_one_type and len(view.layout.type_names) == 1:
+        end = _release_by_counts(view, shadow, started)
+        if end is not _FRACTIONAL:
+            return (float("inf") if end is None else max(end, now)), shadow
     placements = view.placements
     running = ((end, placements[j]) for end, j in view.running)
     releases = (
@@ -106,3 +141,36 @@ def reservation(
     )
     end = shadow.release_until_head_fits(iter(releases))
     return (float("inf") if end is None else max(end, now)), shadow
+
+
+_FRACTIONAL = -1.0
+
+
+def _release_by_counts(view: View, shadow: CountShadow, started: list[tuple[float, Placement]]):
+    """The release walk as a prefix sum over whole-GPU counts, for a one-type cluster whose running jobs all
+    hold whole GPUs (every released GPU then counts for the head): the time the head fits, None if never,
+    or _FRACTIONAL when a fractional job is involved (the caller then walks job by job)."""
+    running, counts = view.running, view.running_whole_gpus
+    if 0 in counts or any(p.milli < FULL for _, p in started):
+        return _FRACTIONAL
+    merged, merged_counts = running, counts
+    if started:
+        merged, merged_counts, prev = [], [], 0
+        for end, p in sorted(started, key=lambda e: e[0]):
+            r = bisect_right(running, (end, _AFTER_ALL))
+            merged += running[prev:r]
+            merged_counts += counts[prev:r]
+            merged.append((end, p))
+            merged_counts.append(len(p.gpus))
+            prev = r
+        merged += running[prev:]
+        merged_counts += counts[prev:]
+    totals = list(accumulate(merged_counts))
+    n = bisect_left(totals, shadow.k - shadow.avail)
+    placements = view.placements
+
+    def released() -> list[Placement]:
+        return [x if isinstance(x, Placement) else placements[x] for _, x in merged[: n + 1]]
+
+    shadow.release_in_bulk(totals[min(n, len(totals) - 1)] if totals else 0, released)
+    return merged[n][0] if n < len(merged) else None

@@ -9,7 +9,7 @@ copying per-GPU arrays. The base must not change while the shadow is in use (Pla
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from env.cluster import FULL, FreeState, Placement
 from env.placement import can_place
@@ -17,7 +17,7 @@ from env.placement import can_place
 
 class CountShadow:
     __slots__ = ("base", "shape", "k", "multi", "types", "eligible_pools", "delta", "pool_sum", "fit_nodes",
-                 "full", "log", "one_type", "whole_type", "avail")  # fmt: skip
+                 "full", "log", "one_type", "whole_type", "avail", "lazy_log")  # fmt: skip
 
     def __init__(self, base: FreeState, head_shape: tuple):
         elig, k, milli, _ = head_shape
@@ -40,6 +40,7 @@ class CountShadow:
             self.one_type, self.avail = t, sum(self.pool_sum[q] for q in pools)
             self.whole_type = len(pools) == sum(1 for pt in base.layout.pool_type if pt == t)
         self.log: list[tuple[int, Placement]] = []
+        self.lazy_log: Callable[[], list[Placement]] | None = None  # releases before `log` (release_in_bulk)
         self.full: FreeState | None = None
         if milli < FULL:
             self.materialize()
@@ -48,6 +49,8 @@ class CountShadow:
         """Switch to a full per-GPU copy of the base with every logged change applied."""
         if self.full is None:
             full = self.base.copy()
+            for p in self.lazy_log() if self.lazy_log is not None else ():
+                full.give(p)
             for sign, p in self.log:
                 (full.give if sign > 0 else full.take)(p)
             self.full = full
@@ -91,6 +94,18 @@ class CountShadow:
 
     def take(self, p: Placement) -> None:
         self._change(p, -1)
+
+    @property
+    def counts_one_type(self) -> bool:
+        """True while the head needs only a count of free GPUs of its one type (all its pools eligible)."""
+        return self.one_type >= 0 and self.whole_type and self.full is None and not self.log
+
+    def release_in_bulk(self, whole_gpus_released: int, placements: Callable[[], list[Placement]]) -> None:
+        """Record the placements `placements()` lists (whole-GPU, of the head's type) as released, together
+        `whole_gpus_released` GPUs. Only while `counts_one_type`; the list is built, and applied per GPU, only
+        if the shadow is materialized."""
+        self.avail += whole_gpus_released
+        self.lazy_log = placements
 
     def release_until_head_fits(self, releases: Iterator[tuple[float, Placement]]) -> float | None:
         """Give back `releases` ((time, placement), in time order) until the head fits; that time, or None if

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -180,6 +181,19 @@ def test_easy_by_shape_equals_the_plain_scan_on_synthetic_scenarios(difficulty, 
     """Larger cases than Hypothesis draws: seed 100 once exposed a shadow that shared the plan's free state."""
     cfg = RunConfig(workload=WorkloadConfig(difficulty=difficulty))
     fast, plain = build_scenario(cfg, seed).simulator(), build_scenario(cfg, seed).simulator()
+    fast.run(POLICIES["easy"])
+    plain.run(easy_reference)
+    assert _same_schedule(fast, plain)
+
+
+RICC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "swf-pwa" / "RICC-2010-2.swf.gz"
+
+
+@pytest.mark.skipif(not RICC.exists(), reason="needs ../shared/traces")
+def test_easy_by_shape_equals_the_plain_scan_on_the_first_ricc_jobs():
+    """Multi-node whole-GPU heads on a one-type cluster: the prefix-sum reservation path."""
+    cfg = RunConfig(workload=WorkloadConfig(workload_type="swf", workload_path=str(RICC), max_jobs=4000))
+    fast, plain = build_scenario(cfg, 0).simulator(), build_scenario(cfg, 0).simulator()
     fast.run(POLICIES["easy"])
     plain.run(easy_reference)
     assert _same_schedule(fast, plain)
