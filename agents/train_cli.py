@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.checkpoint import checkpoint_path
+from agents.checkpoint import checkpoint_path, load_checkpoint
 from agents.trainer import AGENTS, is_training_seed, train
 from agents.validation import BestCheckpoint
 from config import RunConfig
 from env.gym_env import GPUClusterEnv, heuristic_action
 from env.scenario import UserError
 from schedulers import POLICIES
+
+# A demonstrator acts through the env, so each of its decisions must be visible in the window: the window shows
+# startable jobs shortest-first (SJF's pick is always slot 0) or oldest-first (FCFS's pick is always slot 0).
+DEMO_POLICIES = {"runtime": ("sjf",), "arrival": ("fcfs",)}
 
 
 def heuristic_demonstrator(name: str):
@@ -27,21 +31,29 @@ def train_from_config(cfg: RunConfig) -> Path:
         raise UserError(f"--mode train needs --algo {' or '.join(AGENTS)}, got {cfg.algo!r}")
     if cfg.resume and not Path(cfg.resume).exists():
         raise UserError(f"--resume {cfg.resume}: no such file")
-    demo_policy = getattr(cfg, cfg.algo).demo_policy
-    if demo_policy and demo_policy not in POLICIES:
-        raise UserError(f"--demo_policy {demo_policy!r}: choose one of {', '.join(POLICIES)} or none")
+    demo_policy, seed = getattr(cfg, cfg.algo).demo_policy, cfg.seed
+    if cfg.resume:  # a resumed run keeps its own settings (agents.trainer.train reads them from the file)
+        resumed = load_checkpoint(cfg.resume)
+        demo_policy, seed = resumed["config"].get("demo_policy", ""), resumed["seed"]
+    allowed = DEMO_POLICIES[cfg.env.window_order]
+    if demo_policy and demo_policy not in allowed:
+        raise UserError(
+            f"--demo_policy {demo_policy!r}: with window order {cfg.env.window_order!r} only "
+            f"{', '.join(allowed)} (or none) can act through the window"
+        )
     if any(is_training_seed(s) for s in cfg.validation_seeds):
         raise UserError("--validation_seeds must be below 1,000,000,000 (the training scenarios' range)")
     run_dir = default_log_dir(cfg)
-    validation = None
-    if cfg.validation_seeds:
-        best = checkpoint_path(cfg.models_dir, cfg.algo, cfg.seed, "best")
-        validation = BestCheckpoint(cfg, best, resume=cfg.resume is not None)
+    best = checkpoint_path(cfg.models_dir, cfg.algo, seed, "best")
+    if not cfg.resume:  # a fresh run never leaves an earlier run's best model behind to be loaded by mistake
+        best.unlink(missing_ok=True)
+        best.with_suffix(".json").unlink(missing_ok=True)
+    validation = BestCheckpoint(cfg, best, resume=cfg.resume is not None) if cfg.validation_seeds else None
     result = train(
         cfg.algo,
         lambda scenario_seed: GPUClusterEnv(cfg),
         cfg,
-        seed=cfg.seed,
+        seed=seed,
         total_steps=cfg.total_steps,
         device=cfg.device,
         models_dir=cfg.models_dir,

@@ -160,7 +160,9 @@ def train(
             warnings.warn(
                 f"resuming seed {resumed['seed']} from {resume} (ignoring seed={seed})", stacklevel=2
             )
-        agent_cfg, seed = config_cls(**resumed["config"]), resumed["seed"]
+        # checkpoints written before demonstrations existed were pure RL runs
+        agent_cfg = config_cls(**({"demo_policy": ""} | resumed["config"]))
+        seed = resumed["seed"]
     total_steps = total_steps if total_steps is not None else agent_cfg.total_steps
     dev = resolve_device(device)
     if dev.type == "cpu":

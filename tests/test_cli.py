@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from main import main
 
@@ -152,6 +153,7 @@ def test_csv_workload_and_cluster_spec(tmp_path):
         (["--algo", "magic"], "unknown --algo"),
         (["--mode", "train", "--algo", "fcfs"], "needs an RL --algo"),
         (["--mode", "train", "--algo", "d3qn", "--demo_policy", "magic"], "--demo_policy 'magic'"),
+        (["--mode", "train", "--algo", "sac", "--demo_policy", "easy"], "only sjf (or none) can act"),
         (
             ["--mode", "train", "--algo", "sac", "--validation_seeds", "1000000001"],
             "--validation_seeds must be",
@@ -258,6 +260,26 @@ def test_train_then_eval_and_compare_an_agent_write_the_same_files(tmp_path):
     )
     summary = pd.read_csv(cmp_dir / "summary.csv")
     assert sorted(set(summary["scheduler"])) == ["d3qn", "fcfs"] and len(summary) == 4
+
+
+def test_fresh_training_removes_a_stale_best_model_and_old_checkpoints_resume_as_pure_rl(tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "sac_seed2_best.pt").write_text("an earlier run's model")
+    (models / "sac_seed2_best.json").write_text("{}")
+    common = ["--difficulty", "easy", "--num_jobs", "30", "--models_dir", str(models), "--no_progress"]
+    args = ["--mode", "train", "--algo", "sac", "--seed", "2", "--validation_seeds", "none", *common]
+    assert main([*args, "--total_steps", "300", "--log_dir", str(tmp_path / "a")]) == 0
+    assert not (models / "sac_seed2_best.pt").exists() and not (models / "sac_seed2_best.json").exists()
+    # a checkpoint from before demonstrations existed (no demo_* keys) resumes as the pure RL run it was
+    final = models / "sac_seed2_final.pt"
+    ckpt = torch.load(final, weights_only=True)
+    ckpt["config"] = {k: v for k, v in ckpt["config"].items() if not k.startswith("demo_")}
+    torch.save(ckpt, final)
+    assert (
+        main([*args, "--total_steps", "400", "--resume", str(final), "--log_dir", str(tmp_path / "b")]) == 0
+    )
+    assert torch.load(final, weights_only=True)["config"]["demo_policy"] == ""
 
 
 def test_eval_of_an_untrained_agent_says_how_to_train(tmp_path, capsys):
