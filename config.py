@@ -90,7 +90,25 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class D3QNConfig:
+class DemonstrationConfig:
+    """Learning from a heuristic's demonstrations (DQfD-style), shared by the agent configs."""
+
+    demo_policy: str = "sjf"
+    """heuristic whose decisions seed training: its transitions on `demo_episodes` training scenarios stay in
+    a separate buffer, the agent pre-trains on them for `demo_pretrain_updates` updates and keeps a supervised
+    term on them; "" = pure RL"""
+    demo_episodes: int = 20
+    """training scenarios the demonstrator is run on (seeds from the training range, disjoint from eval)"""
+    demo_pretrain_updates: int = 5_000
+    """gradient updates on demonstrations alone before the agent first acts"""
+    demo_batch_size: int = 32
+    """demonstration transitions added to every training batch"""
+    demo_weight: float = 1.0
+    """weight of the supervised term on demonstrations (D3QN: large-margin loss; SAC: -log pi(demo action))"""
+
+
+@dataclass(frozen=True)
+class D3QNConfig(DemonstrationConfig):
     total_steps: int = 400_000
     """env steps of a run (RunConfig.total_steps overrides)"""
     learning_rate: float = 3e-4
@@ -128,18 +146,6 @@ class D3QNConfig:
     max_grad_norm: float = 10.0
     hidden: int = 32
     """width of every hidden layer of the per-slot scoring network (RLScheduler/Decima-sized)"""
-    demo_policy: str = "sjf"
-    """heuristic whose decisions seed training (DQfD-style learning from demonstrations): its transitions on
-    `demo_episodes` training scenarios stay in a separate buffer, the agent pre-trains on them for
-    `demo_pretrain_updates` updates and keeps a supervised term on them; "" = pure RL"""
-    demo_episodes: int = 20
-    """training scenarios the demonstrator is run on (seeds from the training range, disjoint from eval)"""
-    demo_pretrain_updates: int = 5_000
-    """gradient updates on demonstrations alone before the agent first acts"""
-    demo_batch_size: int = 32
-    """demonstration transitions added to every training batch"""
-    demo_weight: float = 1.0
-    """weight of the supervised demonstration loss"""
     demo_margin: float = 0.8
     """large-margin loss: the demonstrator's action must beat every other legal action's Q by this much
     (in return units, i.e. reward_scale_s seconds of JCT)"""
@@ -148,7 +154,7 @@ class D3QNConfig:
 
 
 @dataclass(frozen=True)
-class SACConfig:
+class SACConfig(DemonstrationConfig):
     total_steps: int = 150_000
     """env steps of a run (RunConfig.total_steps overrides)"""
     learning_rate: float = 1e-4
@@ -175,18 +181,6 @@ class SACConfig:
     max_grad_norm: float = 10.0
     hidden: int = 32
     """width of every hidden layer of the per-slot scoring networks (RLScheduler/Decima-sized)"""
-    demo_policy: str = "sjf"
-    """heuristic whose decisions seed training (DQfD-style learning from demonstrations): its transitions on
-    `demo_episodes` training scenarios stay in a separate buffer, the agent pre-trains on them for
-    `demo_pretrain_updates` updates and keeps a supervised term on them; "" = pure RL"""
-    demo_episodes: int = 20
-    """training scenarios the demonstrator is run on (seeds from the training range, disjoint from eval)"""
-    demo_pretrain_updates: int = 5_000
-    """gradient updates on demonstrations alone before the agent first acts"""
-    demo_batch_size: int = 32
-    """demonstration transitions added to every training batch"""
-    demo_weight: float = 1.0
-    """weight of the behaviour-cloning loss (-log pi(demo action)) on demonstrations"""
     save_replay: bool = True
     """store the replay buffer beside the newest checkpoint so a resume need not refill it"""
 

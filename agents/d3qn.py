@@ -51,6 +51,10 @@ class D3QNAgent:
         self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=cfg.learning_rate, fused=True)
         self.schedule_steps = schedule_steps
         self.eps_decay_steps = int(cfg.eps_fraction * schedule_steps)
+        # None = the default for the run's kind: a pre-trained agent (demonstrations) already acts well
+        demos = bool(cfg.demo_policy)
+        self.eps_start = cfg.eps_start if cfg.eps_start is not None else (0.05 if demos else 1.0)
+        self.eps_end = cfg.eps_end if cfg.eps_end is not None else (0.01 if demos else 0.05)
         self.num_updates = 0
         self.last_target_update_step = 0
         self._online_params = list(self.q_network.parameters())
@@ -71,11 +75,7 @@ class D3QNAgent:
         )
 
     def epsilon(self, global_step: int) -> float:
-        cfg = self.cfg
-        demos = bool(cfg.demo_policy)
-        start = cfg.eps_start if cfg.eps_start is not None else (0.05 if demos else 1.0)
-        end = cfg.eps_end if cfg.eps_end is not None else (0.01 if demos else 0.05)
-        return linear_schedule(start, end, self.eps_decay_steps, global_step)
+        return linear_schedule(self.eps_start, self.eps_end, self.eps_decay_steps, global_step)
 
     def schedule_values(self, global_step: int) -> dict[str, float]:
         """Scalars worth charting at this step."""

@@ -24,15 +24,31 @@ def place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: in
     """A placement for the job shape on `free` now, or None if it does not fit now."""
     if milli < FULL:
         return _place_fraction(free, elig, milli, mem_mb)
-    tw = free.type_whole
-    if len(elig.types) == 1:
-        if tw[elig.types[0]] < num_gpus:
-            return None
-    elif sum(map(tw.__getitem__, elig.types)) < num_gpus:
+    if _too_few_whole(free.type_whole, elig, num_gpus):
         return None
     if num_gpus <= elig.max_node_gpus:
         return _place_one_node(free, elig, num_gpus)
-    return _place_multi_node(free, elig, num_gpus)
+    t = _multi_node_type(free, elig, num_gpus)
+    return None if t < 0 else _place_multi_node(free, elig, num_gpus, t)
+
+
+def _too_few_whole(type_whole: list[int], elig: Eligible, k: int) -> bool:
+    """Fewer than k whole GPUs free over all acceptable types (the cheap test that rejects most shapes)."""
+    if len(elig.types) == 1:
+        return type_whole[elig.types[0]] < k
+    return sum(map(type_whole.__getitem__, elig.types)) < k
+
+
+def _multi_node_type(free: FreeState, elig: Eligible, k: int) -> int:
+    """The type the multi-node rule uses: the fastest with k whole GPUs free on acceptable nodes; -1 if none."""
+    tw, pool_free = free.type_whole, free.pool_free
+    for t in elig.types:  # type indices are ordered by speed
+        if tw[t] < k:
+            continue
+        by_cs = [pool_free[q] for q in elig.type_pools[t]]
+        if sum(c * len(by_c[c]) for by_c in by_cs for c in range(1, len(by_c))) >= k:
+            return t
+    return -1
 
 
 def _find_one_node(free: FreeState, elig: Eligible, k: int) -> tuple[int, int] | None:
@@ -72,21 +88,10 @@ def fit_type(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb:
     if milli < FULL:
         p = _place_fraction(free, elig, milli, mem_mb)
         return -1 if p is None else p.type_idx
-    tw = free.type_whole
-    if len(elig.types) == 1:
-        if tw[elig.types[0]] < num_gpus:
-            return -1
-    elif sum(map(tw.__getitem__, elig.types)) < num_gpus:
+    if _too_few_whole(free.type_whole, elig, num_gpus):
         return -1
-    if num_gpus > elig.max_node_gpus:  # the multi-node rule's type: the fastest with enough free GPUs
-        pool_free = free.pool_free
-        for t in elig.types:
-            if tw[t] < num_gpus:
-                continue
-            by_cs = [pool_free[q] for q in elig.type_pools[t]]
-            if sum(c * len(by_c[c]) for by_c in by_cs for c in range(1, len(by_c))) >= num_gpus:
-                return t
-        return -1
+    if num_gpus > elig.max_node_gpus:
+        return _multi_node_type(free, elig, num_gpus)
     found = _find_one_node(free, elig, num_gpus)
     return -1 if found is None else free.layout.node_type[found[0]]
 
@@ -102,36 +107,30 @@ def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placemen
     return Placement(tuple(gpus), (node,), FULL, 0, layout.node_type[node], first)
 
 
-def _place_multi_node(free: FreeState, elig: Eligible, k: int) -> Placement | None:
+def _place_multi_node(free: FreeState, elig: Eligible, k: int, t: int) -> Placement:
+    """k GPUs on acceptable nodes of type t (which has them: `_multi_node_type`)."""
     layout = free.layout
-    pool_free = free.pool_free
     fm = free.free_milli
-    for t in elig.types:  # fastest type first (type indices are ordered by speed)
-        if free.type_whole[t] < k:
-            continue
-        pools = elig.type_pools[t]
-        by_cs = [pool_free[q] for q in pools]
-        if sum(c * len(by_c[c]) for by_c in by_cs for c in range(1, len(by_c))) < k:
-            continue
-        gpus: list[int] = []
-        nodes: list[int] = []
-        counts: list[int] = []
-        # nodes with the most free GPUs first (fewest nodes), ties -> lower node index
-        for c in range(max(len(by_c) for by_c in by_cs) - 1, 0, -1):
-            same = sorted(n for by_c in by_cs if c < len(by_c) for n in by_c[c])
-            for n in same:
-                a = layout.node_first_gpu[n]
-                take = min(c, k - len(gpus))
-                gpus.extend(
-                    [a + g for g, m in enumerate(fm[a : a + layout.node_num_gpus[n]].tolist()) if m == FULL][
-                        :take
-                    ]
-                )
-                nodes.append(n)
-                counts.append(take)
-                if len(gpus) == k:
-                    return Placement(tuple(gpus), tuple(nodes), FULL, 0, t, -1, tuple(counts))
-    return None
+    by_cs = [free.pool_free[q] for q in elig.type_pools[t]]
+    gpus: list[int] = []
+    nodes: list[int] = []
+    counts: list[int] = []
+    # nodes with the most free GPUs first (fewest nodes), ties -> lower node index
+    for c in range(max(len(by_c) for by_c in by_cs) - 1, 0, -1):
+        same = sorted(n for by_c in by_cs if c < len(by_c) for n in by_c[c])
+        for n in same:
+            a = layout.node_first_gpu[n]
+            take = min(c, k - len(gpus))
+            gpus.extend(
+                [a + g for g, m in enumerate(fm[a : a + layout.node_num_gpus[n]].tolist()) if m == FULL][
+                    :take
+                ]
+            )
+            nodes.append(n)
+            counts.append(take)
+            if len(gpus) == k:
+                return Placement(tuple(gpus), tuple(nodes), FULL, 0, t, -1, tuple(counts))
+    raise AssertionError(f"type {t} has fewer than {k} free GPUs on acceptable nodes")
 
 
 def _place_fraction(free: FreeState, elig: Eligible, milli: int, mem_mb: int) -> Placement | None:

@@ -103,16 +103,16 @@ def _earliest_passing(members, k, by_runtime, pos, best, known, now, speed, shad
     if not n_pass:
         return best
     found = best
-    walk = islice(members, k, None)
-    for (_, i), j in zip(islice(by_runtime, n_pass), walk, strict=False):
+    prefix = islice(by_runtime, n_pass)
+    # members first: when they run out, zip stops before taking (and losing) a prefix entry
+    for j, (_, i) in zip(islice(members, k, None), prefix, strict=False):
         if pos < i < found:
             found = i
         if j >= found:
             return found
         if now + known[j] / speed <= shadow_s:
             return j
-    # one of the two ran out: finish the member walk if the prefix did not
-    for _, i in islice(by_runtime, n_pass):
+    for _, i in prefix:  # the member walk ran out first: the rest of the prefix decides
         if pos < i < found:
             found = i
     return found
@@ -130,29 +130,31 @@ def reservation(
     """
     now = view.now_s
     shadow = CountShadow(free, view.jobs.shape[head])
-    if shadow.counts_one_type and len(view.layout.type_names) == 1:
+    if (
+        shadow.counts_one_type
+        and len(view.layout.type_names) == 1
+        and 0 not in view.running_whole_gpus  # no fractional job running or starting
+        and all(p.milli == FULL for _, p in started)
+    ):
         end = _release_by_counts(view, shadow, started)
-        if end is not _FRACTIONAL:
-            return (float("inf") if end is None else max(end, now)), shadow
-    placements = view.placements
-    running = ((end, placements[j]) for end, j in view.running)
-    releases = (
-        heapq.merge(running, sorted(started, key=lambda e: e[0]), key=lambda e: e[0]) if started else running
-    )
-    end = shadow.release_until_head_fits(iter(releases))
+    else:
+        placements = view.placements
+        running = ((end, placements[j]) for end, j in view.running)
+        releases = (
+            heapq.merge(running, sorted(started, key=lambda e: e[0]), key=lambda e: e[0])
+            if started
+            else running
+        )
+        end = shadow.release_until_head_fits(releases)
     return (float("inf") if end is None else max(end, now)), shadow
 
 
-_FRACTIONAL = -1.0
-
-
-def _release_by_counts(view: View, shadow: CountShadow, started: list[tuple[float, Placement]]):
+def _release_by_counts(
+    view: View, shadow: CountShadow, started: list[tuple[float, Placement]]
+) -> float | None:
     """The release walk as a prefix sum over whole-GPU counts, for a one-type cluster whose running jobs all
-    hold whole GPUs (every released GPU then counts for the head): the time the head fits, None if never,
-    or _FRACTIONAL when a fractional job is involved (the caller then walks job by job)."""
+    hold whole GPUs (every released GPU then counts for the head): the time the head fits, None if never."""
     running, counts = view.running, view.running_whole_gpus
-    if 0 in counts or any(p.milli < FULL for _, p in started):
-        return _FRACTIONAL
     merged, merged_counts = running, counts
     if started:
         merged, merged_counts, prev = [], [], 0

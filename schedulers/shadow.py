@@ -9,7 +9,7 @@ copying per-GPU arrays. The base must not change while the shadow is in use (Pla
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 
 from env.cluster import FULL, FreeState, Placement
 from env.placement import can_place
@@ -107,27 +107,9 @@ class CountShadow:
         self.avail += whole_gpus_released
         self.lazy_log = placements
 
-    def release_until_head_fits(self, releases: Iterator[tuple[float, Placement]]) -> float | None:
+    def release_until_head_fits(self, releases: Iterable[tuple[float, Placement]]) -> float | None:
         """Give back `releases` ((time, placement), in time order) until the head fits; that time, or None if
-        it never does. The one-type whole-GPU case runs as a plain counting loop."""
-        if self.one_type >= 0 and self.whole_type and self.full is None:
-            t, k, avail, log = self.one_type, self.k, self.avail, self.log
-            for end, p in releases:
-                if p.milli < FULL:  # needs per-GPU state from here on
-                    self.avail = avail
-                    self.give(p)
-                    if self.head_fits():
-                        return end
-                    break
-                log.append((1, p))
-                if p.type_idx == t:
-                    avail += len(p.gpus)
-                    if avail >= k:
-                        self.avail = avail
-                        return end
-            else:
-                self.avail = avail
-                return None
+        it never does."""
         for end, p in releases:
             self.give(p)
             if self.head_fits():

@@ -1,15 +1,5 @@
-"""The plain arrival-order EASY scan, kept as the reference the faster schedulers/easy.py must match.
-
-EASY backfilling: FCFS plus one reservation for the first blocked job; later jobs start only if they cannot delay it.
-
-At each decision instant: start jobs in arrival order while they fit. The first job that does not fit (the
-head) gets a reservation: walking running jobs in order of estimated end (jobs that overran their estimate are
-treated as ending now), the shadow time is the first estimated end at which the head can be placed with the
-core's placement rule, and the shadow state is the free capacity at that time. A later job that fits now is
-backfilled if (a) it is estimated to end by the shadow time, or (b) the head still fits in the shadow state
-after the job's GPUs are removed from it (the heterogeneous generalisation of EASY's "extra nodes"); in case (b)
-its GPUs stay removed from the shadow state for the rest of the scan.
-"""
+"""The plain arrival-order EASY scan (the rule is in schedulers/easy.py's docstring), kept unoptimised as the
+reference the shape-by-shape schedulers/easy.py must match decision for decision."""
 
 from __future__ import annotations
 

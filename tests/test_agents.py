@@ -56,6 +56,16 @@ def run(tmp_path: Path, algo: str, cfg, total_steps: int, **kwargs):
     )
 
 
+def assert_same_networks(a: dict, b: dict) -> None:
+    """Every network (state dict or tensor) in checkpoint `a` equals the one in checkpoint `b`, weight for weight."""
+    for name, state in a["agent"]["networks"].items():
+        other = b["agent"]["networks"][name]
+        if isinstance(state, torch.Tensor):
+            assert torch.equal(state, other), name
+        else:
+            assert all(torch.equal(state[key], other[key]) for key in state), name
+
+
 def shortest_job_rate_and_return(policy: AgentPolicy) -> tuple[float, float, float]:
     """(share of decision states with >= 2 jobs where the policy starts the shortest, return, SJF return)."""
     hits = decisions = 0
@@ -136,12 +146,7 @@ def test_resume_continues_exactly_where_training_stopped(tmp_path, algo, cfg):
     assert b["agent"]["schedule"]["schedule_steps"] == 40 * EPISODE_STEPS
     same = {key: value for key, value in a["agent"]["schedule"].items() if not key.endswith("_steps")}
     assert same == {key: b["agent"]["schedule"][key] for key in same}
-    for name, state in a["agent"]["networks"].items():
-        other = b["agent"]["networks"][name]
-        if isinstance(state, torch.Tensor):
-            assert torch.equal(state, other), name
-        else:
-            assert all(torch.equal(state[key], other[key]) for key in state), name
+    assert_same_networks(a, b)
 
 
 def test_resume_continues_the_epsilon_schedule_and_step_count(tmp_path):
@@ -260,9 +265,4 @@ def test_resume_with_demonstrations_reproduces_the_uninterrupted_run(tmp_path, a
     first = run(tmp_path / "split", algo, cfg, 20 * EPISODE_STEPS, demonstrator=toy_sjf)
     second = run(tmp_path / "split", algo, cfg, 400, resume=first.final_checkpoint, demonstrator=toy_sjf)
     a, b = load_checkpoint(whole.final_checkpoint), load_checkpoint(second.final_checkpoint)
-    for name, state in a["agent"]["networks"].items():
-        other = b["agent"]["networks"][name]
-        if isinstance(state, torch.Tensor):
-            assert torch.equal(state, other), name
-        else:
-            assert all(torch.equal(state[key], other[key]) for key in state), name
+    assert_same_networks(a, b)
