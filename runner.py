@@ -151,14 +151,19 @@ def _json_default(x):
     raise TypeError(f"not JSON serialisable: {type(x)}")
 
 
+def _fraction(x: float) -> str:
+    """3 decimals, or 3 significant digits below 0.1 so a tiny load or utilization does not print as 0.000."""
+    return f"{x:.3f}" if not abs(x) < 0.1 else f"{x:.3g}"
+
+
 def _print_summary(row: SummaryRow) -> None:
     print(
         f"{row.scheduler} on {row.workload} seed {row.seed}: "
-        f"GPU util {row.gpu_utilization_arrival_window:.3f} within the arrival window "
-        f"({row.gpu_utilization:.3f} over the makespan), FLOPS util {row.flops_utilization:.3f} | "
+        f"GPU util {_fraction(row.gpu_utilization_arrival_window)} within the arrival window "
+        f"({_fraction(row.gpu_utilization)} over the makespan), FLOPS util {_fraction(row.flops_utilization)} | "
         f"{row.completed}/{row.num_jobs} completed, {row.unfinished} unfinished, {row.rejected} rejected | "
-        f"load by GPU count at A100 speed {row.load_factor:.3f}, by capacity (A100-equivalent GPUs) "
-        f"{row.load_factor_capacity:.3f} | "
+        f"load by GPU count at A100 speed {_fraction(row.load_factor)}, by capacity (A100-equivalent GPUs) "
+        f"{_fraction(row.load_factor_capacity)} | "
         f"avg JCT {row.avg_jct_s:.1f} s, p95 {row.p95_jct_s:.1f} s, avg wait {row.avg_wait_s:.1f} s, "
         f"bounded slowdown {row.avg_bounded_slowdown:.2f}, reference slowdown {row.avg_reference_slowdown:.2f} | "
         f"makespan {row.makespan_s:.0f} s"

@@ -473,3 +473,43 @@ def test_workload_report_histogram_sorts_gpu_counts_numerically(tmp_path):
     assert main(argv) == 0
     report = json.loads((out / "workload_report.json").read_text())
     assert list(report["gpu_count_histogram"].items()) == [("0.5", 1), ("1", 1), ("2", 2), ("16", 1)]
+
+
+def test_long_titles_wrap_instead_of_being_cut():
+    from metrics.plots import _wrap
+
+    text = "easy on alibaba-openb:openb_pod_list_default_with_a_much_longer_name.csv (seed 0) (y axis zoomed)"
+    wrapped = _wrap(text, width_in=3.0, fontsize=10)
+    lines = wrapped.splitlines()
+    assert len(lines) > 1 and all(len(line) <= 36 for line in lines)  # 3 in x 72 pt / (0.6 x 10 pt)
+    assert "".join(wrapped.split()) == "".join(text.split())  # every character kept
+
+
+def test_utilization_axis_zooms_when_utilization_is_tiny():
+    from metrics.plots import _figure, _utilization_axis
+
+    result = make_result()  # busy GPUs peak at 6 of 6
+    fig, axes = _figure()
+    assert _utilization_axis(axes[0, 0], result, np.array([0.1, 1.0])) == ""
+    assert axes[0, 0].get_ylim() == (0, 1.05)
+    fig, axes = _figure()
+    note = _utilization_axis(axes[0, 0], result, np.array([0.001, 0.004, 0.002]))
+    assert "zoomed" in note and "0.004" in note
+    assert axes[0, 0].get_ylim() == pytest.approx((0, 0.004 * 1.15))
+
+
+def test_compare_figure_names_the_workload_and_whiskers_stay_at_or_above_zero():
+    from metrics.plots import compare_figure
+
+    # avg wait over three seeds 0, 0, 300: mean 100, sample std 173 would reach -73; min-max whiskers stay >= 0
+    rows = [
+        dataclasses.replace(summarize(make_result("fcfs", seed)), avg_wait_s=wait)
+        for seed, wait in ((0, 0.0), (1, 0.0), (2, 300.0))
+    ]
+    fig = compare_figure(rows)
+    assert fig.get_suptitle().startswith("hand: ")
+    assert "seeds 0, 1, 2" in fig.get_suptitle()
+    wait_ax = fig.axes[1]
+    assert wait_ax.get_ylabel() == "avg wait (s)" and wait_ax.get_ylim()[0] == 0
+    whisker = wait_ax.collections[0].get_segments()[0]
+    np.testing.assert_allclose(whisker[:, 1], [0.0, 300.0])
