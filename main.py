@@ -6,7 +6,16 @@ import argparse
 import sys
 from dataclasses import replace
 
-from config import DIFFICULTIES, ClusterConfig, EnvConfig, RunConfig, SimConfig, WorkloadConfig
+from config import (
+    DIFFICULTIES,
+    ClusterConfig,
+    D3QNConfig,
+    EnvConfig,
+    RunConfig,
+    SACConfig,
+    SimConfig,
+    WorkloadConfig,
+)
 from env.scenario import WORKLOAD_TYPES, UserError
 
 HEURISTICS = ("fcfs", "sjf", "easy")
@@ -28,20 +37,44 @@ def _name_list(text: str) -> tuple[str, ...]:
     return tuple(x.strip().lower() for x in text.split(",") if x.strip())
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to an option's help unless the help already states its default or there is none
+    to show (None, or off for a flag); tuples are shown as the comma-separated text the option accepts."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        nothing = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if "default" in text or nothing or not action.option_strings:
+            return text
+        shown = (
+            ",".join(map(str, action.default)) if isinstance(action.default, tuple) else str(action.default)
+        )
+        return f"{text} (default: {shown.replace('%', '%%')})".lstrip()
+
+
+def _per_preset(field: str) -> str:
+    return ", ".join(f"{name} {getattr(p, field):g}" for name, p in DIFFICULTIES.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
     d, w, c, s, e = RunConfig(), WorkloadConfig(), ClusterConfig(), SimConfig(), EnvConfig()
     p = argparse.ArgumentParser(
         prog="main.py",
         description="Simulate GPU-cluster scheduling: evaluate heuristics, train/evaluate RL agents, compare them.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     g = p.add_argument_group("run")
-    g.add_argument("--mode", choices=("train", "eval", "compare"), default=d.mode)
+    g.add_argument(
+        "--mode",
+        choices=("train", "eval", "compare"),
+        default=d.mode,
+        help="train an agent, evaluate one algorithm, or compare several on the same jobs",
+    )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
     g.add_argument(
         "--algos", type=_name_list, default=d.algos, help="compare mode: comma-separated algorithms"
     )
-    g.add_argument("--seed", type=int, default=d.seed)
+    g.add_argument("--seed", type=int, default=d.seed, help="scenario seed (and training seed of an agent)")
     g.add_argument(
         "--seeds", type=_int_list, default=None, help="compare mode: comma-separated seeds (default --seed)"
     )
@@ -49,20 +82,43 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("workload")
     g.add_argument("--workload_type", default=w.workload_type, help=" | ".join(WORKLOAD_TYPES))
-    g.add_argument("--workload_path", default=None)
-    g.add_argument("--difficulty", default=w.difficulty, choices=tuple(DIFFICULTIES))
-    g.add_argument("--num_jobs", type=int, default=None, help="synthetic: override the preset's job count")
     g.add_argument(
-        "--load_factor", type=float, default=None, help="synthetic: override the preset's target load"
+        "--workload_path", default=None, help="jobs CSV or trace file/folder (required unless synthetic)"
     )
     g.add_argument(
-        "--trace_start", type=float, default=None, help="trace: keep jobs arriving at/after this (s)"
+        "--difficulty",
+        default=w.difficulty,
+        choices=tuple(DIFFICULTIES),
+        help="synthetic preset: cluster, job count and target load (the cluster is also the default for a CSV)",
     )
-    g.add_argument("--trace_end", type=float, default=None, help="trace: keep jobs arriving before this (s)")
+    g.add_argument(
+        "--num_jobs",
+        type=int,
+        default=None,
+        help=f"synthetic: number of jobs (default: the difficulty preset's: {_per_preset('num_jobs')})",
+    )
+    g.add_argument(
+        "--load_factor",
+        type=float,
+        default=None,
+        help=f"synthetic: target offered load (default: the difficulty preset's: {_per_preset('load_factor')})",
+    )
+    g.add_argument(
+        "--trace_start",
+        type=float,
+        default=None,
+        help="trace: keep jobs arriving at/after this (s on the trace's clock; default: from the first job)",
+    )
+    g.add_argument(
+        "--trace_end",
+        type=float,
+        default=None,
+        help="trace: keep jobs arriving before this (s; default: up to the last job)",
+    )
     g.add_argument(
         "--time_scale", type=float, default=w.time_scale, help="trace: divide arrival times by this"
     )
-    g.add_argument("--max_jobs", type=int, default=None, help="trace: keep the first N jobs")
+    g.add_argument("--max_jobs", type=int, default=None, help="trace: keep the first N jobs (default: all)")
     g.add_argument("--exclude_failed", action="store_true", help="trace: drop failed/killed jobs")
     g.add_argument("--round_fractional", action="store_true", help="round fractional GPU requests up")
     g.add_argument(
@@ -71,27 +127,56 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--recorded_gpu_type",
         default=None,
-        help="trace: GPU type its durations were measured on (default: most common)",
+        help="trace: GPU type its durations were measured on (default: the cluster's most common type)",
     )
     g = p.add_argument_group("cluster")
     g.add_argument(
-        "--cluster", default=None, help="e.g. 2xA100-80GB:8,4xV100:4 (default: the difficulty preset)"
+        "--cluster",
+        default=None,
+        help="e.g. 2xA100-80GB:8,4xV100:4 (default: the difficulty preset's; for a trace, one sized to it)",
     )
     g.add_argument(
-        "--cluster_path", default=None, help="CSV node_id,gpu_type,num_gpus[,gpu_mem_gb] or machine file"
+        "--cluster_path",
+        default=None,
+        help="CSV node_id,gpu_type,num_gpus[,gpu_mem_gb] or a trace's machine file (default: none, --cluster is used)",
     )
     g.add_argument("--uniform_speed", action="store_true", help="every GPU type runs at speed 1.0")
-    g.add_argument("--multi_node_factor", type=float, default=c.multi_node_runtime_factor)
+    g.add_argument(
+        "--multi_node_factor",
+        type=float,
+        default=c.multi_node_runtime_factor,
+        help="runtime multiplier of a job spread over several nodes",
+    )
     g = p.add_argument_group("policy information")
-    g.add_argument("--runtime_info", choices=("oracle", "estimate"), default=s.runtime_info)
+    g.add_argument(
+        "--runtime_info",
+        choices=("oracle", "estimate"),
+        default=s.runtime_info,
+        help="what policies and agents know of runtimes: the true one, or the user estimate (else a noisy one)",
+    )
     g = p.add_argument_group("agents")
-    g.add_argument("--total_steps", type=int, default=None, help="training budget in env steps")
+    g.add_argument(
+        "--total_steps",
+        type=int,
+        default=None,
+        help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,})",
+    )
     g.add_argument(
         "--checkpoint", default=None, help="eval: checkpoint file (default models/<algo>_seed<S>_final.pt)"
     )
-    g.add_argument("--resume", default=None, help="train: continue from this checkpoint")
-    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device)
-    g.add_argument("--models_dir", default=d.models_dir)
+    g.add_argument("--resume", default=None, help="train: continue from this checkpoint (default: a new run)")
+    g.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default=d.device,
+        help="torch device of agents (auto: cuda if available)",
+    )
+    g.add_argument(
+        "--models_dir",
+        default=d.models_dir,
+        help="folder where training writes <algo>_seed<S>_final.pt, _best.pt, _ep<N>.pt and where eval/compare "
+        "looks for them",
+    )
     g.add_argument("--window", type=int, default=e.window, help="K visible queued jobs in the env")
     g.add_argument(
         "--reward",
@@ -116,9 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--demo_policy",
         default=None,
         help="train: heuristic whose decisions the agent pre-trains on and keeps imitating where RL does not "
-        "find better (DQfD-style), or 'none' for pure RL (default: the agent config's)",
+        f"find better (DQfD-style), or 'none' for pure RL (default: {D3QNConfig().demo_policy or 'none'})",
     )
-    g.add_argument("--checkpoint_every", type=int, default=d.checkpoint_every_episodes, help="episodes")
+    g.add_argument(
+        "--checkpoint_every",
+        type=int,
+        default=d.checkpoint_every_episodes,
+        help="train: save a checkpoint every N episodes",
+    )
     return p
 
 

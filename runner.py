@@ -15,7 +15,7 @@ from env.records import REJECTED, RunResult
 from env.scenario import Scenario, UserError, build_scenario
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
-from metrics.summary import SummaryRow, summarize
+from metrics.summary import SummaryRow, capacity_load_factor, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
 from schedulers import POLICIES
 
@@ -122,10 +122,14 @@ def workload_report(sc: Scenario, result: RunResult) -> dict:
         filtered=filtered,
         time_span_s=(max(arrivals) - min(arrivals)) if arrivals else 0.0,
         load_factor=result.load_factor,
+        load_factor_capacity=capacity_load_factor(result),
         cluster=sc.cluster.name,
         cluster_note=sc.cluster_note,
         cluster_gpus=sc.layout.num_gpus,
-        gpu_count_histogram={f"{k:g}": v for k, v in sorted(hist.items())},
+        # numeric keys (int where whole) so json's sort_keys orders them 0.5, 1, 2, 16 rather than "16" < "2"
+        gpu_count_histogram={
+            (int(k) if float(k).is_integer() else float(k)): v for k, v in sorted(hist.items())
+        },
     )
     return report
 
@@ -147,13 +151,22 @@ def _json_default(x):
     raise TypeError(f"not JSON serialisable: {type(x)}")
 
 
+def _fraction(x: float) -> str:
+    """3 decimals, or 3 significant digits below 0.1 so a tiny load or utilization does not print as 0.000."""
+    return f"{x:.3f}" if not abs(x) < 0.1 else f"{x:.3g}"
+
+
 def _print_summary(row: SummaryRow) -> None:
     print(
-        f"{row.scheduler} on {row.workload} seed {row.seed}: {row.completed}/{row.num_jobs} completed, "
-        f"{row.unfinished} unfinished, {row.rejected} rejected | load {row.load_factor:.3f} | "
+        f"{row.scheduler} on {row.workload} seed {row.seed}: "
+        f"GPU util {_fraction(row.gpu_utilization_arrival_window)} within the arrival window "
+        f"({_fraction(row.gpu_utilization)} over the makespan), FLOPS util {_fraction(row.flops_utilization)} | "
+        f"{row.completed}/{row.num_jobs} completed, {row.unfinished} unfinished, {row.rejected} rejected | "
+        f"load by GPU count at A100 speed {_fraction(row.load_factor)}, by capacity (A100-equivalent GPUs) "
+        f"{_fraction(row.load_factor_capacity)} | "
         f"avg JCT {row.avg_jct_s:.1f} s, p95 {row.p95_jct_s:.1f} s, avg wait {row.avg_wait_s:.1f} s, "
-        f"bounded slowdown {row.avg_bounded_slowdown:.2f} | makespan {row.makespan_s:.0f} s | "
-        f"GPU util {row.gpu_utilization:.3f}, FLOPS util {row.flops_utilization:.3f}"
+        f"bounded slowdown {row.avg_bounded_slowdown:.2f}, reference slowdown {row.avg_reference_slowdown:.2f} | "
+        f"makespan {row.makespan_s:.0f} s"
     )
 
 

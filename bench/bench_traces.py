@@ -13,6 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.trace_dir import DEFAULT_TRACES, require_paths  # noqa: E402
 from config import WorkloadConfig  # noqa: E402
 from main import main as cli_main  # noqa: E402
 from workloads.traces import load_trace  # noqa: E402
@@ -30,16 +31,19 @@ def timed_load(kind: str, path: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
+    p.add_argument("--traces", default=str(DEFAULT_TRACES))
     p.add_argument("--log_dir", default="logs/bench_ricc_easy")
     p.add_argument("--max_jobs", type=int, default=None, help="replay only the first N RICC jobs")
     a = p.parse_args()
     t = Path(a.traces)
     ricc = t / "swf-pwa" / "RICC-2010-2.swf.gz"
+    google, openb = t / "google-2011", t / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv"
+    itp = t / "microsoft-itp-elasticflow-2021"
+    require_paths(t, ricc, google, openb, itp)
     timed_load("swf", ricc)
-    timed_load("google", t / "google-2011")
-    timed_load("alibaba", t / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv")
-    timed_load("itp", t / "microsoft-itp-elasticflow-2021")
+    timed_load("google", google)
+    timed_load("alibaba", openb)
+    timed_load("itp", itp)
     t0 = time.perf_counter()
     limit = ["--max_jobs", str(a.max_jobs)] if a.max_jobs else []
     cli_main(["--mode", "eval", "--algo", "easy", "--workload_type", "swf", "--workload_path", str(ricc),

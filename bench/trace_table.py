@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.trace_dir import DEFAULT_TRACES, require_paths  # noqa: E402
 from env.scenario import build_scenario  # noqa: E402
 from main import build_parser, config_from_args  # noqa: E402
 from metrics.summary import summarize  # noqa: E402
@@ -42,8 +43,12 @@ CASES = (
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
+    p.add_argument("--traces", default=str(DEFAULT_TRACES))
     a = p.parse_args()
+    require_paths(
+        Path(a.traces),
+        *(Path(x) for _, opts in CASES for x in opts.format(t=a.traces).split() if x.startswith(a.traces)),
+    )
     print("| trace | command options | jobs | FCFS avg JCT / wait / util | SJF | EASY |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, opts in CASES:

@@ -46,6 +46,9 @@ class AggregateRow:
     makespan_s: MeanStd
     gpu_utilization: MeanStd
     flops_utilization: MeanStd
+    gpu_utilization_arrival_window: MeanStd
+    avg_reference_slowdown: MeanStd
+    load_factor_capacity: MeanStd
     avg_jct_s_by_priority: tuple[tuple[int, MeanStd], ...] = ()
 
 
@@ -140,13 +143,16 @@ def _fmt(ms: MeanStd, digits: int, width: int) -> str:
 
 
 def format_table(agg: Sequence[AggregateRow]) -> str:
-    """A fixed-width text table, one line per (scheduler, workload): mean±std over seeds ('-' for NaN)."""
+    """A fixed-width text table, one line per (scheduler, workload): mean±std over seeds ('-' for NaN).
+
+    Columns: avg/p95 JCT, avg wait, bounded and reference slowdown, GPU utilization within the arrival window
+    ("util arr win") and over the makespan ("GPU util"), job counts."""
     workloads = {a.workload for a in agg}
     names = [a.scheduler if len(workloads) <= 1 else f"{a.scheduler} [{a.workload}]" for a in agg]
     name_w = max([len("scheduler"), *map(len, names)])
     header = (
         f"{'scheduler':<{name_w}}  {'seeds':>5}  {'avg JCT (s)':>21}  {'p95 JCT (s)':>21}  {'avg wait (s)':>21}"
-        f"  {'bnd slowdown':>15}  {'GPU util':>13}  {'done/unfin/rej':>20}"
+        f"  {'bnd slowdown':>15}  {'ref slowdown':>15}  {'util arr win':>13}  {'GPU util':>13}  {'done/unfin/rej':>20}"
     )
     lines = [header, "-" * len(header)]
     for name, a in zip(names, agg, strict=True):
@@ -154,6 +160,7 @@ def format_table(agg: Sequence[AggregateRow]) -> str:
         lines.append(
             f"{name:<{name_w}}  {a.n_seeds:>5}  {_fmt(a.avg_jct_s, 1, 21)}  {_fmt(a.p95_jct_s, 1, 21)}"
             f"  {_fmt(a.avg_wait_s, 1, 21)}  {_fmt(a.avg_bounded_slowdown, 2, 15)}"
+            f"  {_fmt(a.avg_reference_slowdown, 2, 15)}  {_fmt(a.gpu_utilization_arrival_window, 3, 13)}"
             f"  {_fmt(a.gpu_utilization, 3, 13)}  {counts:>20}"
         )
     return "\n".join(lines)

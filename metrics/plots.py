@@ -3,10 +3,15 @@
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no display, no global state). Long timelines
 are downsampled to MAX_PLOT_POINTS time bins holding each bin's exact time-weighted mean, so a 200,000-sample
 timeline plots as fast as a short one; CDFs are drawn through at most MAX_PLOT_POINTS order statistics.
+Titles are wrapped to the figure's width, never cut. The utilization plot shades the arrival window and zooms its
+y axis to the peak when utilization stays below ZOOM_BELOW (saying so in the title) instead of drawing a flat line
+on a 0-1 axis. compare.png names the workload and shows, per scheduler, the mean over seeds (bar), the min-max
+range over seeds (whisker) and every seed (dot), so whiskers never go below 0 for metrics that cannot.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +27,8 @@ from metrics.timeline import step_bin_means
 
 MAX_PLOT_POINTS = 2000
 DPI = 100
+TITLE_FONTSIZE = 10
+ZOOM_BELOW = 0.25  # peak utilization under which the utilization plot's y axis is zoomed to the peak
 
 
 def _figure(width_in: float = 6.4, height_in: float = 4.0, nrows: int = 1, ncols: int = 1):
@@ -34,6 +41,17 @@ def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", metadata={"Software": None})
     return path
+
+
+def _wrap(text: str, width_in: float, fontsize: float = TITLE_FONTSIZE) -> str:
+    """`text` broken into lines that fit `width_in` inches at `fontsize` points (about 0.6 em per character)."""
+    chars = max(20, int(width_in * 72 / (0.6 * fontsize)))
+    return "\n".join(textwrap.wrap(text, chars, break_long_words=True, break_on_hyphens=False))
+
+
+def _set_title(ax: Axes, text: str) -> None:
+    width_in = ax.figure.get_figwidth() * ax.get_position().width
+    ax.set_title(_wrap(text, width_in), fontsize=TITLE_FONTSIZE)
 
 
 def _no_data(ax: Axes, text: str) -> None:
@@ -84,18 +102,16 @@ def plot_run(result: RunResult, out_dir: str | Path) -> tuple[Path, Path, Path]:
         ax.set_xscale("log")
     else:
         _no_data(ax, "no completed jobs")
-    ax.set(xlabel="JCT (s)", ylabel="fraction of completed jobs", ylim=(0, 1.02), title=f"JCT CDF: {title}")
+    ax.set(xlabel="JCT (s)", ylabel="fraction of completed jobs", ylim=(0, 1.02))
+    _set_title(ax, f"JCT CDF: {title}")
     ax.grid(True, which="both", alpha=0.3)
     cdf_path = _save(fig, out_dir / "jct_cdf.png")
 
     t_s = np.asarray(result.timeline_t_s, dtype=float)
+    util = np.asarray(result.timeline_busy_gpus, dtype=float) / max(result.total_gpus, 1)
     paths = [cdf_path]
     for name, series, ylabel in (
-        (
-            "utilization.png",
-            np.asarray(result.timeline_busy_gpus, dtype=float) / max(result.total_gpus, 1),
-            "busy GPUs / total GPUs",
-        ),
+        ("utilization.png", util, "busy GPUs / total GPUs"),
         ("queue_length.png", np.asarray(result.timeline_queue_len, dtype=float), "queued jobs"),
     ):
         fig, axes = _figure()
@@ -103,39 +119,83 @@ def plot_run(result: RunResult, out_dir: str | Path) -> tuple[Path, Path, Path]:
         note = _draw_step(ax, t_s, series) if len(t_s) else ""
         if not len(t_s):
             _no_data(ax, "empty timeline")
-        ax.set(xlabel="time (h)", ylabel=ylabel, title=f"{title}{note}")
-        ax.title.set_fontsize(9)
-        ax.grid(True, alpha=0.3)
         if name == "utilization.png":
-            ax.set_ylim(0, 1.05)
+            note += _utilization_axis(ax, result, util)
+        ax.set(xlabel="time (h)", ylabel=ylabel)
+        _set_title(ax, f"{title}{note}")
+        ax.grid(True, alpha=0.3)
         paths.append(_save(fig, out_dir / name))
     return paths[0], paths[1], paths[2]
 
 
+def _utilization_axis(ax: Axes, result: RunResult, util: np.ndarray) -> str:
+    """Shade the arrival window, set the y range (0-1, or 0 to just above the peak when the peak is below
+    ZOOM_BELOW); returns a note for the title when zoomed."""
+    arrivals_s = [j.arrival_s for j in result.jobs]
+    if arrivals_s and max(arrivals_s) > min(arrivals_s):
+        ax.axvspan(min(arrivals_s) / 3600.0, max(arrivals_s) / 3600.0, color="C1", alpha=0.12, lw=0)
+        ax.plot([], [], color="C1", alpha=0.3, lw=8, label="arrival window")  # legend proxy for the span
+        ax.legend(fontsize=8, loc="best")
+    peak = float(util.max()) if len(util) else 0.0
+    if peak >= ZOOM_BELOW or peak <= 0.0:
+        ax.set_ylim(0, 1.05)
+        return ""
+    ax.set_ylim(0, peak * 1.15)
+    return f" (y axis zoomed: peak utilization {peak:.3g})"
+
+
+def _rows_by_scheduler(rows: Sequence[SummaryRow]) -> list[list[SummaryRow]]:
+    """Rows grouped by (scheduler, workload) in the order `compare.aggregate` uses (first appearance)."""
+    groups: dict[tuple[str, str], list[SummaryRow]] = {}
+    for r in rows:
+        groups.setdefault((r.scheduler, r.workload), []).append(r)
+    return list(groups.values())
+
+
 def plot_compare(rows: Sequence[SummaryRow], out_dir: str | Path) -> Path:
-    """Write compare.png: one bar per scheduler (mean over seeds, error bar = std) for avg JCT, avg wait,
-    avg bounded slowdown and GPU utilization."""
+    """Write compare.png (see `compare_figure`); returns its path."""
+    return _save(compare_figure(rows), Path(out_dir) / "compare.png")
+
+
+def compare_figure(rows: Sequence[SummaryRow]) -> Figure:
+    """Per scheduler, the mean over seeds (bar), the min-max range over seeds (whisker) and each seed (dot) of
+    avg JCT, avg wait, bounded and reference slowdown, and GPU utilization within the arrival window and over
+    the makespan. The title names the workload(s) and the seeds."""
     agg = aggregate(rows)
-    workloads = {a.workload for a in agg}
+    groups = _rows_by_scheduler(rows)
+    workloads = list(dict.fromkeys(a.workload for a in agg))
     labels = [a.scheduler if len(workloads) <= 1 else f"{a.scheduler}\n[{a.workload}]" for a in agg]
     panels = (
         ("avg_jct_s", "avg JCT (s)"),
         ("avg_wait_s", "avg wait (s)"),
         ("avg_bounded_slowdown", "avg bounded slowdown"),
-        ("gpu_utilization", "GPU utilization"),
+        ("avg_reference_slowdown", "avg reference slowdown"),
+        ("gpu_utilization_arrival_window", "GPU util, arrival window"),
+        ("gpu_utilization", "GPU util, makespan"),
     )
-    fig, axes = _figure(max(6.4, 1.2 * len(agg) + 3), 6.0, 2, 2)
+    width_in = max(9.0, 1.2 * len(agg) * 3 / 2 + 3)
+    fig, axes = _figure(width_in, 6.5, 2, 3)
     x = np.arange(len(agg))
+    colors = [f"C{i % 10}" for i in range(len(agg))]
     for ax, (name, ylabel) in zip(axes.ravel(), panels, strict=True):
         mean = np.array([getattr(a, name).mean for a in agg], dtype=float)
-        std = np.nan_to_num(np.array([getattr(a, name).std for a in agg], dtype=float))  # one seed: no bar
-        ax.bar(x, np.nan_to_num(mean), yerr=std, capsize=4, color=[f"C{i % 10}" for i in range(len(agg))])
+        ax.bar(x, np.nan_to_num(mean), color=colors, alpha=0.8)
+        for i, group in enumerate(groups):
+            values = np.array([getattr(r, name) for r in group], dtype=float)
+            values = values[np.isfinite(values)]
+            if len(values) > 1:
+                ax.vlines(i, values.min(), values.max(), color="black", lw=1.2)
+                ax.hlines([values.min(), values.max()], i - 0.12, i + 0.12, color="black", lw=1.2)
+            ax.plot(np.full(len(values), i), values, "o", color="black", ms=2.5, alpha=0.6)
         ax.set_xticks(x, labels, fontsize=8)
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.set_ylim(bottom=0)
         ax.grid(True, axis="y", alpha=0.3)
-    n_seeds = sorted({a.n_seeds for a in agg})
-    fig.suptitle(f"mean ± std over seeds (n = {', '.join(map(str, n_seeds))})")
-    return _save(fig, Path(out_dir) / "compare.png")
+    seeds = sorted({r.seed for r in rows})
+    seed_text = ", ".join(map(str, seeds[:12])) + (f", … ({len(seeds)} seeds)" if len(seeds) > 12 else "")
+    title = f"{', '.join(workloads)}: bar = mean over seeds {seed_text}; whisker = min-max over seeds; dot = one seed"
+    fig.suptitle(_wrap(title, width_in, 11), fontsize=11)
+    return fig
 
 
 def plot_compare_cdf(results: Sequence[RunResult], out_path: str | Path) -> Path:
@@ -150,6 +210,7 @@ def plot_compare_cdf(results: Sequence[RunResult], out_path: str | Path) -> Path
     else:
         _no_data(ax, "no completed jobs")
     title = f"JCT CDF on {results[0].workload} (seed {results[0].seed})" if results else "JCT CDF"
-    ax.set(xlabel="JCT (s)", ylabel="fraction of completed jobs", ylim=(0, 1.02), title=title)
+    ax.set(xlabel="JCT (s)", ylabel="fraction of completed jobs", ylim=(0, 1.02))
+    _set_title(ax, title)
     ax.grid(True, which="both", alpha=0.3)
     return _save(fig, Path(out_path))

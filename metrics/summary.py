@@ -1,4 +1,4 @@
-"""Per-job and per-run scheduling metrics of one RunResult: JCT, wait, bounded slowdown, makespan, utilization.
+"""Per-job and per-run scheduling metrics of one RunResult: JCT, wait, slowdowns, makespan, utilization, load.
 
 Definitions (all times in seconds of simulated time):
 
@@ -7,6 +7,10 @@ Definitions (all times in seconds of simulated time):
   silently. Percentiles use numpy's default (linear interpolation).
 - bounded slowdown = max(1, JCT / max(runtime_actual, 10 s)) (Feitelson's bound, 10 s threshold), where
   runtime_actual is the run time on the GPU type the job got; averaged over completed jobs.
+- reference slowdown = JCT / max(reference runtime, 10 s), where the reference runtime is the job's `runtime_s`
+  (its duration on one A100, speed 1.0, without the multi-node factor); averaged over completed jobs as
+  avg_reference_slowdown. Unlike bounded slowdown it charges a job for the slow GPU it was given (a job started
+  at once on a T4, speed 0.2, has 5.0) and is not clamped at 1 (the same job on an H100 has 0.5).
 - makespan = last completion - first arrival (first arrival over all jobs, rejected included); NaN if nothing
   completed.
 - gpu_utilization = integral of `timeline_busy_gpus` over the window [first arrival, last completion] divided by
@@ -15,6 +19,15 @@ Definitions (all times in seconds of simulated time):
   for the time they were running inside the window. NaN if nothing completed or the window has zero length.
 - flops_utilization = integral of `timeline_busy_tflops` (busy share x peak TFLOPS of the GPU type it runs on)
   over the same window divided by (sum over all GPUs of peak TFLOPS x window length).
+- gpu_utilization_arrival_window = the same integral of `timeline_busy_gpus` over [first arrival, last arrival]
+  (all jobs, rejected included) divided by (total GPUs x (last arrival - first arrival)): utilization while work
+  still arrives, without the drain tail after the last arrival. NaN when that window has zero length (a single
+  arrival instant) or the run has no jobs.
+- load_factor (offered, from the simulator) = sum(GPU demand x reference runtime) / (total GPUs x arrival
+  window): load by GPU count at A100 speed. load_factor_capacity = the same work divided by the cluster's
+  capacity in A100-equivalent GPUs (sum over GPUs of their speed) instead of its GPU count, i.e. load_factor x
+  total GPUs / sum of speeds; on a one-type cluster it equals the load by GPU count at that type's durations
+  (ITP on V100s, speed 0.5: twice load_factor). With --uniform_speed both are equal.
 - avg_jct_s by priority: mean JCT of the completed jobs of each priority class present among all jobs of the
   run (NaN for a class with no completed job).
 
@@ -37,6 +50,7 @@ STATUSES = (COMPLETED, UNFINISHED, REJECTED)
 # numeric per-run metrics that compare.aggregate averages over seeds (SummaryRow field names, in order)
 METRIC_FIELDS = (
     "load_factor",
+    "load_factor_capacity",
     "avg_jct_s",
     "p50_jct_s",
     "p95_jct_s",
@@ -46,6 +60,8 @@ METRIC_FIELDS = (
     "makespan_s",
     "gpu_utilization",
     "flops_utilization",
+    "gpu_utilization_arrival_window",
+    "avg_reference_slowdown",
 )
 
 
@@ -57,6 +73,7 @@ class JobMetrics:
     wait_s: np.ndarray
     jct_s: np.ndarray
     bounded_slowdown: np.ndarray
+    reference_slowdown: np.ndarray  # JCT / max(reference runtime, 10 s); completed jobs only
     gpu_demand: np.ndarray  # GPUs requested, a fractional share counted as its fraction
     priority: np.ndarray  # int64
     completed: np.ndarray  # bool
@@ -85,6 +102,9 @@ class SummaryRow:
     makespan_s: float
     gpu_utilization: float
     flops_utilization: float
+    gpu_utilization_arrival_window: float
+    avg_reference_slowdown: float
+    load_factor_capacity: float
     avg_jct_s_by_priority: tuple[tuple[int, float], ...] = ()
     """(priority, mean JCT of its completed jobs), sorted by priority; written as columns avg_jct_s_prio{p}"""
 
@@ -122,8 +142,19 @@ def per_job(result: RunResult) -> JobMetrics:
     with np.errstate(invalid="ignore"):
         slowdown = np.maximum(1.0, jct_s / np.maximum(runtime_s, SLOWDOWN_BOUND_S))
     slowdown = np.where(completed, slowdown, np.nan)  # np.maximum(1, NaN) is NaN, kept explicit
+    reference_s = np.fromiter((j.runtime_s for j in result.jobs), dtype=float, count=n)
+    reference_slowdown = jct_s / np.maximum(reference_s, SLOWDOWN_BOUND_S)  # NaN where not completed
     return JobMetrics(
-        submit_s, wait_s, jct_s, slowdown, gpu_demand, priority, completed, unfinished, rejected
+        submit_s,
+        wait_s,
+        jct_s,
+        slowdown,
+        reference_slowdown,
+        gpu_demand,
+        priority,
+        completed,
+        unfinished,
+        rejected,
     )
 
 
@@ -133,6 +164,15 @@ def _mean(x: np.ndarray) -> float:
 
 def _percentile(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
+
+
+def capacity_load_factor(result: RunResult) -> float:
+    """The offered load relative to the cluster's capacity in A100-equivalent GPUs (sum of GPU speeds):
+    result.load_factor x total GPUs / sum of speeds (see the module docstring); NaN for a cluster of no GPUs."""
+    capacity_gpus = sum(node.num_gpus * node.speed for node in result.nodes)
+    if not capacity_gpus > 0:
+        return float("nan")
+    return float(result.load_factor) * result.total_gpus / capacity_gpus
 
 
 def summarize(result: RunResult) -> SummaryRow:
@@ -152,6 +192,14 @@ def summarize(result: RunResult) -> SummaryRow:
             gpu_util = busy_gpu_s / (result.total_gpus * makespan_s) if result.total_gpus else nan
             peak = result.total_peak_tflops
             flops_util = busy_tflop / (peak * makespan_s) if peak else nan
+
+    arrival_util = nan
+    if len(m.submit_s) and result.total_gpus:
+        first_arrival_s, last_arrival_s = float(m.submit_s.min()), float(m.submit_s.max())
+        if last_arrival_s > first_arrival_s:
+            t_s = np.asarray(result.timeline_t_s, dtype=float)
+            busy_gpu_s = step_integral(t_s, result.timeline_busy_gpus, first_arrival_s, last_arrival_s)
+            arrival_util = busy_gpu_s / (result.total_gpus * (last_arrival_s - first_arrival_s))
 
     by_priority = tuple(
         (int(p), _mean(m.jct_s[m.completed & (m.priority == p)])) for p in np.unique(m.priority)
@@ -174,5 +222,8 @@ def summarize(result: RunResult) -> SummaryRow:
         makespan_s=makespan_s,
         gpu_utilization=gpu_util,
         flops_utilization=flops_util,
+        gpu_utilization_arrival_window=arrival_util,
+        avg_reference_slowdown=_mean(m.reference_slowdown[m.completed]),
+        load_factor_capacity=capacity_load_factor(result),
         avg_jct_s_by_priority=by_priority,
     )

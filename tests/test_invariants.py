@@ -189,7 +189,7 @@ def test_easy_by_shape_equals_the_plain_scan_on_synthetic_scenarios(difficulty, 
 RICC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "swf-pwa" / "RICC-2010-2.swf.gz"
 
 
-@pytest.mark.skipif(not RICC.exists(), reason="needs ../shared/traces")
+@pytest.mark.skipif(not RICC.exists(), reason=f"shared trace copy absent: {RICC}")
 def test_easy_by_shape_equals_the_plain_scan_on_the_first_ricc_jobs():
     """Multi-node whole-GPU heads on a one-type cluster: the prefix-sum reservation path."""
     cfg = RunConfig(workload=WorkloadConfig(workload_type="swf", workload_path=str(RICC), max_jobs=4000))

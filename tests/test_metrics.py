@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -11,7 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from env.cluster import ClusterLayout
+from env.cluster_spec import parse_cluster_spec
 from env.records import COMPLETED, REJECTED, UNFINISHED, NodeInfo, RunResult
+from env.simulator import Simulator
 from metrics.compare import (
     AggregateRow,
     aggregate,
@@ -23,7 +27,9 @@ from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.summary import METRIC_FIELDS, SummaryRow, per_job, summarize
 from metrics.timeline import step_bin_means, step_integral
 from metrics.writers import JOB_COLUMNS, write_cluster_csv, write_jobs_csv, write_summary_csv
-from workloads.job import Job
+from schedulers import POLICIES
+from tests.helpers import job
+from workloads.job import Job, Workload
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAN = float("nan")
@@ -131,6 +137,57 @@ def test_summary_hand_computed():
     assert prio[0] == pytest.approx(100.0)  # j4 (unfinished) is not averaged in
     assert prio[1] == pytest.approx((14 + 120) / 2)
     assert math.isnan(prio[2])  # only the rejected j3
+    # arrival window [0, 50] (j4 arrives last): busy 2 on [0, 20), 2.5 on [20, 24) (j1's half GPU), 2 on [24, 50)
+    assert row.gpu_utilization_arrival_window == pytest.approx((2 * 20 + 2.5 * 4 + 2 * 26) / (6 * 50))
+    # reference runtimes 100, 2 (bound 10), 50: JCT 100, 14, 120 -> 1, 1.4, 2.4 (j1 ran on the V100)
+    assert row.avg_reference_slowdown == pytest.approx((1 + 1.4 + 2.4) / 3)
+    # 6 GPUs at load 0.7 = 4.2 A100-GPUs of work; capacity 4 x 1.0 + 2 x 0.5 = 5 A100-equivalent GPUs
+    assert row.load_factor_capacity == pytest.approx(4.2 / 5)
+
+
+def _tiny_run(uniform_speed: bool = False, arrivals=(0.0, 10.0, 20.0)) -> RunResult:
+    """FCFS on one 2-GPU A100 node and one 2-GPU T4 node (speed 0.2) of
+    a: 2 GPUs, 100 s; b: 2 GPUs, 50 s; c: 1 GPU, 5 s (reference runtimes), arriving at `arrivals`."""
+    jobs = [
+        job("a", arrivals[0], 100.0, 2),
+        job("b", arrivals[1], 50.0, 2),
+        job("c", arrivals[2], 5.0, 1),
+    ]
+    layout = ClusterLayout(parse_cluster_spec("1xA100-80GB:2,1xT4:2"), uniform_speed=uniform_speed)
+    sim = Simulator(Workload("tiny", tuple(jobs)), layout, None, 1.2)
+    sim.run(POLICIES["fcfs"])
+    return sim.result("fcfs", 0)
+
+
+def test_new_metrics_hand_computed_through_the_simulator():
+    """a takes the A100 node 0-100; b gets the T4 node at 10 and runs 50 / 0.2 = 250 s (ends 260); c waits for
+    the A100 node, 100-105."""
+    result = _tiny_run()
+    np.testing.assert_allclose(result.start_s, [0, 10, 100])
+    np.testing.assert_allclose(result.end_s, [100, 260, 105])
+    row = summarize(result)
+    # JCT / max(reference runtime, 10 s): 100 / 100, 250 / 50, 85 / 10
+    assert row.avg_reference_slowdown == pytest.approx((1.0 + 5.0 + 8.5) / 3)
+    # bounded slowdown uses the T4 run time and cannot see b's loss: 1, 250 / 250, 85 / 10
+    assert row.avg_bounded_slowdown == pytest.approx((1.0 + 1.0 + 8.5) / 3)
+    # arrival window [0, 20]: 2 GPUs busy on [0, 10), 4 on [10, 20)
+    assert row.gpu_utilization_arrival_window == pytest.approx((2 * 10 + 4 * 10) / (4 * 20))
+    # over the makespan [0, 260]: 2 x 100 + 2 x 250 + 1 x 5 busy GPU-s
+    assert row.gpu_utilization == pytest.approx(705 / (4 * 260))
+    # work 2 x 100 + 2 x 50 + 1 x 5 = 305 A100-GPU-s over a 20 s window: per GPU and per A100-equivalent GPU
+    assert row.load_factor == pytest.approx(305 / (4 * 20))
+    assert row.load_factor_capacity == pytest.approx(305 / ((2 * 1.0 + 2 * 0.2) * 20))
+
+
+def test_new_metrics_uniform_speed_and_zero_length_arrival_window():
+    row = summarize(_tiny_run(uniform_speed=True))
+    assert row.load_factor_capacity == pytest.approx(row.load_factor)
+    # b now runs 50 s on the T4 node (10-60): reference slowdown 1 like a; c starts there at 60 (JCT 65 - 20)
+    assert row.avg_reference_slowdown == pytest.approx((1.0 + 1.0 + 45 / 10) / 3)
+    # every job arrives at 0: no arrival window, so no utilization within it (NaN, not 0 or inf)
+    row = summarize(_tiny_run(arrivals=(0.0, 0.0, 0.0)))
+    assert math.isnan(row.gpu_utilization_arrival_window)
+    assert row.completed == 3 and row.gpu_utilization > 0
 
 
 def test_per_job_values():
@@ -152,8 +209,9 @@ def test_empty_and_all_rejected_runs():
     row = summarize(empty_result())
     assert (row.num_jobs, row.completed, row.rejected, row.unfinished) == (0, 0, 0, 0)
     assert row.avg_jct_s_by_priority == ()
-    for name in METRIC_FIELDS[1:]:
-        assert math.isnan(getattr(row, name)), name
+    for name in METRIC_FIELDS:
+        if not name.startswith("load_factor"):  # the result's load (0.0 here), not computed from jobs
+            assert math.isnan(getattr(row, name)), name
 
     row = summarize(empty_result(JOBS[:3]))
     assert (row.num_jobs, row.completed, row.rejected, row.unfinished) == (3, 0, 3, 0)
@@ -387,3 +445,71 @@ def _big_result(num_jobs: int, rng: np.random.Generator) -> RunResult:
         timeline_queue_len=rng.integers(0, 100, len(t)),
         load_factor=1.0,
     )
+
+
+# ---------------------------------------------------------------- printed line and workload report
+
+
+def test_printed_summary_leads_with_arrival_window_utilization_and_names_both_loads(capsys):
+    from runner import _print_summary
+
+    _print_summary(summarize(_tiny_run()))
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(
+        "fcfs on tiny seed 0: GPU util 0.750 within the arrival window (0.678 over the makespan)"
+    )
+    assert "load by GPU count at A100 speed 3.812, by capacity (A100-equivalent GPUs) 6.354" in line
+    assert "reference slowdown 4.83" in line
+
+
+def test_workload_report_histogram_sorts_gpu_counts_numerically(tmp_path):
+    from main import main
+
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_time,runtime,gpus\n0,10,16\n1,10,2\n2,10,1\n3,10,0.5\n4,10,2\n")
+    out = tmp_path / "run"
+    argv = ["--mode", "eval", "--algo", "fcfs", "--workload_type", "csv", "--workload_path", str(jobs),
+            "--cluster", "1xA100-80GB:16", "--log_dir", str(out), "--no_progress"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads((out / "workload_report.json").read_text())
+    assert list(report["gpu_count_histogram"].items()) == [("0.5", 1), ("1", 1), ("2", 2), ("16", 1)]
+
+
+def test_long_titles_wrap_instead_of_being_cut():
+    from metrics.plots import _wrap
+
+    text = "easy on alibaba-openb:openb_pod_list_default_with_a_much_longer_name.csv (seed 0) (y axis zoomed)"
+    wrapped = _wrap(text, width_in=3.0, fontsize=10)
+    lines = wrapped.splitlines()
+    assert len(lines) > 1 and all(len(line) <= 36 for line in lines)  # 3 in x 72 pt / (0.6 x 10 pt)
+    assert "".join(wrapped.split()) == "".join(text.split())  # every character kept
+
+
+def test_utilization_axis_zooms_when_utilization_is_tiny():
+    from metrics.plots import _figure, _utilization_axis
+
+    result = make_result()  # busy GPUs peak at 6 of 6
+    fig, axes = _figure()
+    assert _utilization_axis(axes[0, 0], result, np.array([0.1, 1.0])) == ""
+    assert axes[0, 0].get_ylim() == (0, 1.05)
+    fig, axes = _figure()
+    note = _utilization_axis(axes[0, 0], result, np.array([0.001, 0.004, 0.002]))
+    assert "zoomed" in note and "0.004" in note
+    assert axes[0, 0].get_ylim() == pytest.approx((0, 0.004 * 1.15))
+
+
+def test_compare_figure_names_the_workload_and_whiskers_stay_at_or_above_zero():
+    from metrics.plots import compare_figure
+
+    # avg wait over three seeds 0, 0, 300: mean 100, sample std 173 would reach -73; min-max whiskers stay >= 0
+    rows = [
+        dataclasses.replace(summarize(make_result("fcfs", seed)), avg_wait_s=wait)
+        for seed, wait in ((0, 0.0), (1, 0.0), (2, 300.0))
+    ]
+    fig = compare_figure(rows)
+    assert fig.get_suptitle().startswith("hand: ")
+    assert "seeds 0, 1, 2" in fig.get_suptitle()
+    wait_ax = fig.axes[1]
+    assert wait_ax.get_ylabel() == "avg wait (s)" and wait_ax.get_ylim()[0] == 0
+    whisker = wait_ax.collections[0].get_segments()[0]
+    np.testing.assert_allclose(whisker[:, 1], [0.0, 300.0])
