@@ -195,6 +195,8 @@ class RunConfig:
     seeds: tuple[int, ...] = (0,)
     log_dir: str | None = None
     """put the run's files directly here (default: a descriptive folder under logs/)"""
+    overwrite: bool = False
+    """replace another run held in the run folder (its files are removed first); see run_folder.RunFolder"""
     models_dir: str = "models"
     checkpoint: str | None = None
     resume: str | None = None

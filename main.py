@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds", type=_int_list, default=None, help="compare mode: comma-separated seeds (default --seed)"
     )
     g.add_argument("--log_dir", default=None, help="put the run's files directly here (default: under logs/)")
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace another run's files in the run folder (never files no run writes)",
+    )
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("workload")
     g.add_argument("--workload_type", default=w.workload_type, help=" | ".join(WORKLOAD_TYPES))
@@ -132,6 +137,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         seed=a.seed,
         seeds=a.seeds if a.seeds else (a.seed,),
         log_dir=a.log_dir,
+        overwrite=a.overwrite,
         models_dir=a.models_dir,
         checkpoint=a.checkpoint,
         resume=a.resume,
