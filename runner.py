@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from dataclasses import replace
@@ -167,13 +168,19 @@ def find_checkpoint(cfg: RunConfig, algo: str) -> str:
     if own.is_file():
         return str(own)
     train = f"python main.py --mode train --algo {algo} --seed {cfg.seed}"
-    others = sorted(p.name for p in models.glob(f"{algo}_seed*.pt")) if models.is_dir() else []
-    if not others:
+    found = sorted(p.name for p in models.glob(f"{algo}_seed*.pt")) if models.is_dir() else []
+    if not found:
         raise UserError(f"no trained {algo} model in {models}/ (looked for {own.name}); train one: {train}")
-    listed = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    same_kind = [n for n in found if n.endswith(f"_{cfg.model}.pt")] or found
+    others = len(found) - len(same_kind)
+    listed = ", ".join(same_kind[:6]) + (f" and {len(same_kind) - 6} more" if len(same_kind) > 6 else "")
+    listed += f" (and {others} other {algo} checkpoints)" if others else ""
+    seed = re.fullmatch(rf"{algo}_seed(\d+)_{cfg.model}\.pt", same_kind[0])
     raise UserError(
-        f"no {own.name} in {models}/ (the {cfg.model} model of training seed {cfg.seed}); there are {listed}. "
-        f"Evaluate one of them with --checkpoint {models / others[0]}, or train seed {cfg.seed}: {train}"
+        f"no {own.name} in {models}/ (the {cfg.model} model of training seed {cfg.seed}, chosen by --seed); "
+        f"there is {listed}. Evaluate it with --checkpoint {models / same_kind[0]}"
+        + (f" (or --seed {seed.group(1)})" if seed else "")
+        + f", or train seed {cfg.seed}: {train}"
     )
 
 
@@ -318,11 +325,11 @@ def mode_compare(cfg: RunConfig) -> Path:
 
 
 def mode_train(cfg: RunConfig) -> Path:
-    from agents.train_cli import train_from_config
-
     folder = open_run_folder(cfg, {})
     folder.claim()
     try:
+        from agents.train_cli import train_from_config
+
         run_dir = train_from_config(replace(cfg, log_dir=str(folder.path)))
     except UserError:
         folder.abandon()
