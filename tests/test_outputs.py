@@ -322,3 +322,18 @@ def test_a_fresh_training_into_a_folder_holding_a_training_run_is_refused(traine
                  str(trained), "--log_dir", str(train_dir)])  # fmt: skip
     assert code == 2 and "continue it with --resume" in capsys.readouterr().err
     assert snapshot(train_dir) == before
+
+
+def test_a_resumed_training_continues_in_the_folder_its_checkpoint_records(trained, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a default folder would appear under ./logs
+    train_dir = trained.parent / "train"
+    events_before = {p.name for p in train_dir.glob("events.out.tfevents.*")}
+    code = main(["--mode", "train", "--algo", "d3qn", "--seed", "0", "--total_steps", "150", "--demo_policy",
+                 "none", "--validation_seeds", "none", "--checkpoint_every", "1000", *TINY, "--models_dir",
+                 str(trained), "--resume", str(trained / "d3qn_seed0_final.pt")])  # fmt: skip
+    assert code == 0 and not (tmp_path / "logs").exists()
+    events_after = {p.name for p in train_dir.glob("events.out.tfevents.*")}
+    assert events_before < events_after  # appended beside the first part's curves (TensorBoard's convention)
+    recorded = json.loads((train_dir / "run_config.json").read_text())
+    assert recorded["run"]["options"]["resume"] == str(trained / "d3qn_seed0_final.pt")
+    assert sorted(recorded["outputs"]) == sorted(events_after)
