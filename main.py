@@ -92,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("agents")
     g.add_argument("--total_steps", type=int, default=None, help="training budget in env steps")
     g.add_argument(
-        "--checkpoint", default=None, help="eval: checkpoint file (default models/<algo>_seed<S>_final.pt)"
+        "--checkpoint",
+        default=None,
+        help="eval/compare: the agent's checkpoint file, or ALGO=PATH[,ALGO=PATH] for several agents in compare "
+        "(default models/<algo>_seed<S>_<model>.pt)",
     )
     g.add_argument("--resume", default=None, help="train: continue from this checkpoint")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device)

@@ -173,7 +173,10 @@ class RunFolder:
             raise UserError(f"--log_dir {self.path} is a file, not a folder")
         if not self.path.exists():
             return
-        ours, unknown = run_files(self.path)
+        try:
+            ours, unknown = run_files(self.path)
+        except OSError as err:
+            raise UserError(f"--log_dir {self.path}: cannot read it ({err.strerror})") from None
         if unknown:
             listed = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
             raise UserError(
@@ -187,14 +190,14 @@ class RunFolder:
         if self.cfg.mode == "train" and self.cfg.resume:
             if previous is None or previous.get("run", {}).get("options", {}).get("mode") == "train":
                 return  # a resumed training appends to its own folder (TensorBoard's convention)
-        elif previous is not None and previous.get("run") == self.identity and not fresh_train:
+        elif previous is not None and self._same_run(previous) and not fresh_train:
             return  # the same run again: every file is rewritten with the same bytes
         if self.cfg.overwrite:
             self._replaced = [self.path / name for name in ours]
             return
         if previous is None:
             why = "the files of a run without run_config.json (interrupted, or written by an older version)"
-        elif previous.get("run") == self.identity:
+        elif self._same_run(previous):
             why = "a training run of the same configuration (continue it with --resume)"
         else:
             why = "another run (" + differences(previous.get("run", {}), self.identity) + ")"
@@ -203,8 +206,17 @@ class RunFolder:
             "--log_dir"
         )
 
+    def _same_run(self, previous: dict[str, Any]) -> bool:
+        return _canonical(previous.get("run")) == _canonical(self.identity)  # NaN-safe, unlike ==
+
     def claim(self) -> None:
         """Remove the run being replaced (--overwrite), create the folder and record this run as started."""
+        try:
+            self._claim()
+        except OSError as err:
+            raise UserError(f"--log_dir {self.path}: cannot write there ({err.strerror})") from None
+
+    def _claim(self) -> None:
         for p in self._replaced:
             p.unlink(missing_ok=True)
         for d in sorted({p.parent for p in self._replaced}, key=lambda d: -len(d.parts)):
