@@ -71,6 +71,8 @@ def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
     check_inputs_outside(path, cfg, checkpoints)
     folder = RunFolder(path, cfg, identity)
     folder.check()
+    for algo, checkpoint in checkpoints.items():
+        _load_agent(algo, checkpoint)  # a wrong or unreadable file is reported before any work
     return folder
 
 
@@ -98,15 +100,9 @@ def run_heuristic(sc: Scenario, algo: str, progress: bool = False) -> RunResult:
 
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
     """Run a trained agent greedily through the Gymnasium env on the scenario."""
-    import torch
-
-    from agents.policy import load_policy
     from env.gym_env import run_policy_in_env
 
-    torch.set_num_threads(1)  # small nets: more threads are slower on a shared 2-core machine
-    policy = load_policy(checkpoint, device="cpu")
-    if policy.algo != algo:
-        raise UserError(f"checkpoint {checkpoint} holds a {policy.algo} agent, not {algo}")
+    policy = _load_agent(algo, checkpoint)
     return run_policy_in_env(cfg, sc, lambda obs, mask: policy.act(obs, mask), name=algo)
 
 
@@ -153,6 +149,19 @@ def checkpoint_option(cfg: RunConfig) -> dict[str, str]:
 def checkpoint_choice(cfg: RunConfig) -> dict[str, str]:
     """agent -> the checkpoint file this eval/compare run evaluates (find_checkpoint for each agent)."""
     return {algo: find_checkpoint(cfg, algo) for algo in run_agents(cfg)}
+
+
+def _load_agent(algo: str, checkpoint: str):
+    """The greedy policy stored in `checkpoint`, which must hold an `algo` agent."""
+    import torch
+
+    from agents.policy import load_policy
+
+    torch.set_num_threads(1)  # small nets: more threads are slower on a shared 2-core machine
+    policy = load_policy(checkpoint, device="cpu")
+    if policy.algo != algo:
+        raise UserError(f"checkpoint {checkpoint} holds a {policy.algo} agent, not {algo}")
+    return policy
 
 
 def find_checkpoint(cfg: RunConfig, algo: str) -> str:
@@ -277,11 +286,7 @@ def mode_eval(cfg: RunConfig) -> Path:
     )
     folder.resolved.append(_resolved(sc))
     folder.claim()
-    try:
-        result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo))
-    except UserError:
-        folder.abandon()
-        raise
+    result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo))
     row = summarize(result)
     write_run(result, sc, out, [row])
     folder.finish()
@@ -302,11 +307,7 @@ def mode_compare(cfg: RunConfig) -> Path:
             folder.claim()  # after the first scenario loaded: a bad input never costs the run it would replace
         results = []
         for algo in cfg.algos:
-            try:
-                result = run_one(cfg, sc, algo, cfg.progress, checkpoints.get(algo))
-            except UserError:
-                folder.abandon()
-                raise
+            result = run_one(cfg, sc, algo, cfg.progress, checkpoints.get(algo))
             results.append(result)
             row = summarize(result)
             rows.append(row)

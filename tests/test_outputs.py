@@ -303,6 +303,7 @@ def test_eval_records_the_default_checkpoint_of_its_seed(trained, tmp_path, caps
         ("d3qn,sac", "d3qn={ckpt},d3qn={ckpt}", "'d3qn' is given twice"),
         ("fcfs,d3qn", "d3qn=", "'d3qn=' names no file"),
         ("fcfs,d3qn", "d3qn=missing.pt", "--checkpoint missing.pt: no such file"),
+        ("fcfs,sac", "sac={ckpt}", "holds a d3qn agent, not sac"),  # found before any file is written
     ],
 )
 def test_ambiguous_or_wrong_compare_checkpoints_are_errors(trained, tmp_path, capsys, algos, given, message):
