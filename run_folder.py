@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from config import RunConfig
 from env.scenario import UserError
 
 RUN_CONFIG = "run_config.json"
+LOCK = ".run.lock"
+"""held (pid and host inside) while a run writes into its folder; hidden, so never one of the run's files"""
 RUN_CONFIG_FORMAT = 1
 ROOT = Path(__file__).resolve().parent
 
@@ -158,7 +161,8 @@ class RunFolder:
     The rule: a folder is used when it is absent or empty, or holds the run with the same identity (a rerun then
     rewrites the same bytes; a training run is resumed in its own folder). A folder holding another run, an
     interrupted run or files no run writes is refused; `--overwrite` replaces another run (its files are removed
-    first, so old and new results never mix) but never removes files that no run wrote."""
+    first, so old and new results never mix) but never removes files that no run wrote. While a run writes, its
+    folder holds LOCK: a second live run into it is refused."""
 
     def __init__(self, path: Path, cfg: RunConfig, identity: dict[str, Any]):
         self.path = path
@@ -173,6 +177,7 @@ class RunFolder:
             raise UserError(f"--log_dir {self.path} is a file, not a folder")
         if not self.path.exists():
             return
+        _refuse_if_locked(self.path)
         try:
             ours, unknown = run_files(self.path)
         except OSError as err:
@@ -217,13 +222,14 @@ class RunFolder:
             raise UserError(f"--log_dir {self.path}: cannot write there ({err.strerror})") from None
 
     def _claim(self) -> None:
+        self._created = not self.path.exists()
+        self.path.mkdir(parents=True, exist_ok=True)
+        _lock(self.path)
         for p in self._replaced:
             p.unlink(missing_ok=True)
         for d in sorted({p.parent for p in self._replaced}, key=lambda d: -len(d.parts)):
             if d != self.path and d.is_dir() and not any(d.iterdir()):
                 d.rmdir()
-        self._created = not self.path.exists()
-        self.path.mkdir(parents=True, exist_ok=True)
         self._write(outputs=None)
 
     def abandon(self) -> None:
@@ -231,12 +237,14 @@ class RunFolder:
         ours, unknown = run_files(self.path) if self.path.is_dir() else ([], [])
         if ours == [RUN_CONFIG] and not unknown:
             (self.path / RUN_CONFIG).unlink()
-            if self._created:
-                self.path.rmdir()
+        (self.path / LOCK).unlink(missing_ok=True)
+        if self._created and self.path.is_dir() and not any(self.path.iterdir()):
+            self.path.rmdir()
 
     def finish(self) -> None:
         ours, _ = run_files(self.path)
         self._write(outputs=[name for name in ours if name != RUN_CONFIG])
+        (self.path / LOCK).unlink(missing_ok=True)
 
     def _write(self, outputs: list[str] | None) -> None:
         record = {
@@ -249,6 +257,50 @@ class RunFolder:
         tmp = self.path / f".{RUN_CONFIG}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
         os.replace(tmp, self.path / RUN_CONFIG)
+
+
+def _lock_holder(folder: Path) -> str | None:
+    """'pid N on HOST' of another live run writing into `folder`, else None (no lock, or a stale one left by a
+    run that was killed: its process is gone)."""
+    try:
+        pid_text, _, host = (folder / LOCK).read_text().partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    if host == socket.gethostname():
+        if pid == os.getpid():
+            return None  # left by an earlier run of this process (runs in one process are sequential)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # alive, another user's
+    return f"pid {pid} on {host}"
+
+
+def _refuse_if_locked(folder: Path) -> None:
+    holder = _lock_holder(folder)
+    if holder:
+        raise UserError(
+            f"{folder}/ is being written by another run ({holder}); wait for it or choose another --log_dir "
+            f"(if no such run exists, delete {folder / LOCK})"
+        )
+
+
+def _lock(folder: Path) -> None:
+    """Take the folder's lock (exclusive create; a stale lock is replaced)."""
+    mine = f"{os.getpid()} {socket.gethostname()}"
+    try:
+        fd = os.open(folder / LOCK, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        _refuse_if_locked(folder)
+        tmp = folder / f"{LOCK}.{os.getpid()}.tmp"
+        tmp.write_text(mine)
+        os.replace(tmp, folder / LOCK)
+        return
+    with os.fdopen(fd, "w") as fh:
+        fh.write(mine)
 
 
 def read_run_config(folder: Path) -> dict[str, Any] | None:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +173,23 @@ def test_rerunning_the_same_run_into_its_folder_rewrites_the_same_bytes(tmp_path
     # run_config.json holds nothing about where or when: a run elsewhere records the same bytes
     assert main([*args, "--log_dir", str(tmp_path / "b")]) == 0
     assert snapshot(tmp_path / "b") == first
+
+
+def test_a_folder_another_live_run_writes_into_is_refused_and_a_stale_lock_is_taken_over(tmp_path, capsys):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    host = socket.gethostname()
+    (exp / ".run.lock").write_text(f"{os.getppid()} {host}")  # a live process that is not this one
+    args = ["--mode", "eval", "--algo", "fcfs", *TINY, "--log_dir", str(exp)]
+    assert main([*args, "--overwrite"]) == 2
+    assert f"is being written by another run (pid {os.getppid()} on {host})" in capsys.readouterr().err
+    assert [p.name for p in exp.iterdir()] == [".run.lock"]
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    (exp / ".run.lock").write_text(f"{int(finished.stdout)} {host}")  # left by a run that was killed
+    assert main(args) == 0
+    assert not (exp / ".run.lock").exists() and (exp / "summary.csv").exists()
 
 
 def test_a_failed_run_leaves_no_folder_behind(tmp_path):
