@@ -194,7 +194,9 @@ class RunConfig:
     seed: int = 0
     seeds: tuple[int, ...] = (0,)
     log_dir: str | None = None
-    """put the run's files directly here (default: a descriptive folder under logs/)"""
+    """put the run's files directly here (default: logs/<descriptive name>_<hash of the run>, runner.default_log_dir)"""
+    overwrite: bool = False
+    """replace another run held in the run folder (its files are removed first); see run_folder.RunFolder"""
     models_dir: str = "models"
     checkpoint: str | None = None
     resume: str | None = None

@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds", type=_int_list, default=None, help="compare mode: comma-separated seeds (default --seed)"
     )
     g.add_argument("--log_dir", default=None, help="put the run's files directly here (default: under logs/)")
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace another run's files in the run folder (never files no run writes)",
+    )
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("workload")
     g.add_argument("--workload_type", default=w.workload_type, help=" | ".join(WORKLOAD_TYPES))
@@ -162,7 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,})",
     )
     g.add_argument(
-        "--checkpoint", default=None, help="eval: checkpoint file (default models/<algo>_seed<S>_final.pt)"
+        "--checkpoint",
+        default=None,
+        help="eval/compare: the agent's checkpoint file, or ALGO=PATH[,ALGO=PATH] for several agents in compare "
+        "(default models/<algo>_seed<S>_<model>.pt)",
     )
     g.add_argument("--resume", default=None, help="train: continue from this checkpoint (default: a new run)")
     g.add_argument(
@@ -222,6 +230,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         seed=a.seed,
         seeds=a.seeds if a.seeds else (a.seed,),
         log_dir=a.log_dir,
+        overwrite=a.overwrite,
         models_dir=a.models_dir,
         checkpoint=a.checkpoint,
         resume=a.resume,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ from metrics.compare import aggregate, assert_same_jobs, format_table, write_com
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.summary import SummaryRow, capacity_load_factor, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
+from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
 from schedulers import POLICIES
 
 AGENTS = ("d3qn", "sac")
@@ -29,14 +32,48 @@ def workload_tag(cfg: RunConfig) -> str:
     return f"{w.workload_type}-{Path(w.workload_path).name.split('.')[0]}"
 
 
-def default_log_dir(cfg: RunConfig) -> Path:
+def default_log_dir(cfg: RunConfig, checkpoints: dict[str, str] | None = None) -> Path:
+    """--log_dir, else logs/<mode>_<algo(s)>_<workload>_seed(s)<S>_<hash>: the hash covers every option, the
+    inputs' and checkpoints' contents and the code version (run_folder.run_identity), so runs that can differ
+    never share a default folder. A resumed training continues in the folder its checkpoint records."""
     if cfg.log_dir:
         return Path(cfg.log_dir)
+    if cfg.mode == "train" and cfg.resume:
+        recorded = _resumed_run_dir(cfg.resume)
+        if recorded:
+            return Path(recorded)
     if cfg.mode == "compare":
         name = f"compare_{'-'.join(cfg.algos)}_{workload_tag(cfg)}_seeds{'-'.join(map(str, cfg.seeds))}"
     else:
         name = f"{cfg.mode}_{cfg.algo}_{workload_tag(cfg)}_seed{cfg.seed}"
-    return Path("logs") / name
+    if checkpoints is None:
+        checkpoints = checkpoint_choice(cfg)
+    return Path("logs") / f"{name}_{short_hash(run_identity(cfg, checkpoints))}"
+
+
+def _resumed_run_dir(checkpoint: str) -> str | None:
+    """The run folder recorded in a training checkpoint (None when it records none or cannot be read here; loading
+    it for training reports a bad file)."""
+    try:
+        from agents.checkpoint import load_checkpoint
+
+        run_config = load_checkpoint(checkpoint).get("run_config") or {}
+    except Exception:  # noqa: BLE001 - any unreadable file: the trainer's own load names the problem
+        return None
+    log_dir = run_config.get("log_dir") if isinstance(run_config, dict) else None
+    return log_dir if isinstance(log_dir, str) and log_dir else None
+
+
+def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
+    """The run's folder, checked before any work: it holds no input and no other run (run_folder.RunFolder)."""
+    identity = run_identity(cfg, checkpoints)
+    path = default_log_dir(cfg, checkpoints)
+    check_inputs_outside(path, cfg, checkpoints)
+    folder = RunFolder(path, cfg, identity)
+    folder.check()
+    for algo, checkpoint in checkpoints.items():
+        _load_agent(algo, checkpoint)  # a wrong or unreadable file is reported before any work
+    return folder
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -63,45 +100,104 @@ def run_heuristic(sc: Scenario, algo: str, progress: bool = False) -> RunResult:
 
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
     """Run a trained agent greedily through the Gymnasium env on the scenario."""
+    from env.gym_env import run_policy_in_env
+
+    policy = _load_agent(algo, checkpoint)
+    return run_policy_in_env(cfg, sc, lambda obs, mask: policy.act(obs, mask), name=algo)
+
+
+def run_agents(cfg: RunConfig) -> tuple[str, ...]:
+    """The RL agents this eval/compare run evaluates."""
+    if cfg.mode == "eval":
+        return (cfg.algo,) if cfg.algo in AGENTS else ()
+    if cfg.mode == "compare":
+        return tuple(a for a in cfg.algos if a in AGENTS)
+    return ()
+
+
+def checkpoint_option(cfg: RunConfig) -> dict[str, str]:
+    """--checkpoint as agent -> path: PATH (the one agent evaluated) or ALGO=PATH[,ALGO=PATH] (compare with
+    several agents). Empty when not given or when no agent is evaluated."""
+    agents = run_agents(cfg)
+    text = cfg.checkpoint
+    if not text or not agents:
+        return {}
+    if "=" not in text or Path(text).exists():
+        if len(agents) > 1:
+            raise UserError(
+                f"--checkpoint {text}: --algos has several agents ({', '.join(agents)}); name each one's file: "
+                f"--checkpoint {','.join(f'{a}=PATH' for a in agents)}"
+            )
+        return {agents[0]: text}
+    chosen: dict[str, str] = {}
+    for part in text.split(","):
+        algo, _, path = (x.strip() for x in part.partition("="))
+        algo = algo.lower()
+        if not path or algo not in agents or algo in chosen:
+            problem = (
+                f"{algo!r} is given twice"
+                if algo in chosen
+                else f"{algo!r} is not an agent of this run ({', '.join(agents)})"
+                if path
+                else f"{part.strip()!r} names no file"
+            )
+            raise UserError(f"--checkpoint {text}: {problem}; expected PATH or ALGO=PATH[,ALGO=PATH]")
+        chosen[algo] = path
+    return chosen
+
+
+def checkpoint_choice(cfg: RunConfig) -> dict[str, str]:
+    """agent -> the checkpoint file this eval/compare run evaluates (find_checkpoint for each agent)."""
+    return {algo: find_checkpoint(cfg, algo) for algo in run_agents(cfg)}
+
+
+def _load_agent(algo: str, checkpoint: str):
+    """The greedy policy stored in `checkpoint`, which must hold an `algo` agent."""
     import torch
 
     from agents.policy import load_policy
-    from env.gym_env import run_policy_in_env
 
     torch.set_num_threads(1)  # small nets: more threads are slower on a shared 2-core machine
     policy = load_policy(checkpoint, device="cpu")
     if policy.algo != algo:
         raise UserError(f"checkpoint {checkpoint} holds a {policy.algo} agent, not {algo}")
-    return run_policy_in_env(cfg, sc, lambda obs, mask: policy.act(obs, mask), name=algo)
+    return policy
 
 
 def find_checkpoint(cfg: RunConfig, algo: str) -> str:
-    """--checkpoint, else models/<algo>_seed<seed>_<model>.pt, else the only such checkpoint of that algo
-    (<model> = final or best, --model)."""
-    if cfg.checkpoint and cfg.mode == "eval":
-        if not Path(cfg.checkpoint).exists():
-            raise UserError(f"--checkpoint {cfg.checkpoint}: no such file")
-        return cfg.checkpoint
+    """--checkpoint (PATH or ALGO=PATH), else models/<algo>_seed<seed>_<model>.pt (<model> = final or best,
+    --model). Never another seed's model: that is an error listing the files there are."""
+    explicit = checkpoint_option(cfg).get(algo)
+    if explicit:
+        if not Path(explicit).is_file():
+            raise UserError(f"--checkpoint {explicit}: no such file")
+        return explicit
     models = Path(cfg.models_dir)
     own = models / f"{algo}_seed{cfg.seed}_{cfg.model}.pt"
-    if own.exists():
+    if own.is_file():
         return str(own)
-    finals = sorted(models.glob(f"{algo}_seed*_{cfg.model}.pt"))
-    if len(finals) == 1:
-        return str(finals[0])
-    if not finals:
-        raise UserError(
-            f"no trained {algo} model in {models}/ (looked for {own.name}); "
-            f"train one: python main.py --mode train --algo {algo} --seed {cfg.seed}"
-        )
+    train = f"python main.py --mode train --algo {algo} --seed {cfg.seed}"
+    found = sorted(p.name for p in models.glob(f"{algo}_seed*.pt")) if models.is_dir() else []
+    if not found:
+        raise UserError(f"no trained {algo} model in {models}/ (looked for {own.name}); train one: {train}")
+    same_kind = [n for n in found if n.endswith(f"_{cfg.model}.pt")] or found
+    others = len(found) - len(same_kind)
+    listed = ", ".join(same_kind[:6]) + (f" and {len(same_kind) - 6} more" if len(same_kind) > 6 else "")
+    listed += f" (and {others} other {algo} checkpoints)" if others else ""
+    seed = re.fullmatch(rf"{algo}_seed(\d+)_{cfg.model}\.pt", same_kind[0])
     raise UserError(
-        f"several {algo} models in {models}/ ({', '.join(f.name for f in finals)}); pick one with --checkpoint"
+        f"no {own.name} in {models}/ (the {cfg.model} model of training seed {cfg.seed}, chosen by --seed); "
+        f"there is {listed}. Evaluate it with --checkpoint {models / same_kind[0]}"
+        + (f" (or --seed {seed.group(1)})" if seed else "")
+        + f", or train seed {cfg.seed}: {train}"
     )
 
 
-def run_one(cfg: RunConfig, sc: Scenario, algo: str, progress: bool) -> RunResult:
+def run_one(
+    cfg: RunConfig, sc: Scenario, algo: str, progress: bool, checkpoint: str | None = None
+) -> RunResult:
     if algo in AGENTS:
-        return run_agent(cfg, sc, algo, find_checkpoint(cfg, algo), progress)
+        return run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
     return run_heuristic(sc, algo, progress)
 
 
@@ -170,30 +266,61 @@ def _print_summary(row: SummaryRow) -> None:
     )
 
 
+def _checkpoints_used(cfg: RunConfig) -> dict[str, str]:
+    """Resolve and print which checkpoint each agent of the run evaluates (before any work)."""
+    checkpoints = checkpoint_choice(cfg)
+    for algo, path in checkpoints.items():
+        size = Path(path).stat().st_size
+        print(f"{algo}: evaluating checkpoint {path} ({size:,} bytes, sha256 {sha256_of(Path(path))[:12]})")
+    return checkpoints
+
+
+def _resolved(sc: Scenario) -> dict:
+    """What the options resolved to for one scenario, recorded in run_config.json."""
+    return {
+        "seed": sc.seed,
+        "workload": sc.workload.name,
+        "num_jobs": len(sc.workload.jobs),
+        "cluster": sc.cluster.name,
+        "cluster_gpus": sc.layout.num_gpus,
+        "cluster_nodes": sc.layout.num_nodes,
+        "cluster_note": sc.cluster_note,
+    }
+
+
 def mode_eval(cfg: RunConfig) -> Path:
-    out = default_log_dir(cfg)
+    checkpoints = _checkpoints_used(cfg)
+    folder = open_run_folder(cfg, checkpoints)
+    out = folder.path
     t0 = time.perf_counter()
     sc = build_scenario(cfg, cfg.seed)
     print(
         f"cluster: {sc.cluster.name} ({sc.layout.num_gpus} GPUs, {sc.layout.num_nodes} nodes) [{sc.cluster_note}]"
     )
-    result = run_one(cfg, sc, cfg.algo, cfg.progress)
+    folder.resolved.append(_resolved(sc))
+    folder.claim()
+    result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo))
     row = summarize(result)
     write_run(result, sc, out, [row])
+    folder.finish()
     _print_summary(row)
     print(f"wrote {out}/ in {time.perf_counter() - t0:.1f} s")
     return out
 
 
 def mode_compare(cfg: RunConfig) -> Path:
-    out = default_log_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
+    checkpoints = _checkpoints_used(cfg)
+    folder = open_run_folder(cfg, checkpoints)
+    out = folder.path
     rows: list[SummaryRow] = []
-    for seed in cfg.seeds:
+    for i, seed in enumerate(cfg.seeds):
         sc = build_scenario(cfg, seed)
+        folder.resolved.append(_resolved(sc))
+        if i == 0:
+            folder.claim()  # after the first scenario loaded: a bad input never costs the run it would replace
         results = []
         for algo in cfg.algos:
-            result = run_one(cfg, sc, algo, cfg.progress)
+            result = run_one(cfg, sc, algo, cfg.progress, checkpoints.get(algo))
             results.append(result)
             row = summarize(result)
             rows.append(row)
@@ -205,15 +332,24 @@ def mode_compare(cfg: RunConfig) -> Path:
     agg = aggregate(rows)
     write_compare_csv(agg, out / "compare.csv")
     plot_compare(rows, out)
+    folder.finish()
     print(format_table(agg))
     print(f"wrote {out}/")
     return out
 
 
 def mode_train(cfg: RunConfig) -> Path:
-    from agents.train_cli import train_from_config
+    folder = open_run_folder(cfg, {})
+    folder.claim()
+    try:
+        from agents.train_cli import train_from_config
 
-    return train_from_config(cfg)
+        run_dir = train_from_config(replace(cfg, log_dir=str(folder.path)))
+    except UserError:
+        folder.abandon()
+        raise
+    folder.finish()
+    return run_dir
 
 
 def run_mode(cfg: RunConfig) -> Path:

@@ -47,7 +47,7 @@ def main() -> None:
     t0 = time.perf_counter()
     limit = ["--max_jobs", str(a.max_jobs)] if a.max_jobs else []
     cli_main(["--mode", "eval", "--algo", "easy", "--workload_type", "swf", "--workload_path", str(ricc),
-              "--log_dir", a.log_dir, "--no_progress", *limit])  # fmt: skip
+              "--log_dir", a.log_dir, "--overwrite", "--no_progress", *limit])  # fmt: skip
     what = f"first {a.max_jobs:,} jobs" if a.max_jobs else "all jobs"
     print(f"RICC-2010 EASY replay ({what}), CLI end to end: {time.perf_counter() - t0:.1f} s")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")

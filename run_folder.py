@@ -1,0 +1,371 @@
+"""Run folders: the default name, which folder a run may write into (never over an input or another run), and the
+run_config.json each run leaves there."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from config import RunConfig
+from env.scenario import UserError
+
+RUN_CONFIG = "run_config.json"
+LOCK = ".run.lock"
+"""held (pid and host inside) while a run writes into its folder; hidden, so never one of the run's files"""
+RUN_CONFIG_FORMAT = 1
+ROOT = Path(__file__).resolve().parent
+
+# Files a run of any mode may write, used to recognise a run folder without a usable manifest (a run that was
+# interrupted before it finished, or one written before run_config.json existed).
+RUN_FILE_NAMES = frozenset(
+    {
+        RUN_CONFIG,
+        "jobs.csv",
+        "cluster.csv",
+        "summary.csv",
+        "workload_report.json",
+        "jct_cdf.png",
+        "utilization.png",
+        "queue_length.png",
+        "compare.csv",
+        "compare.png",
+    }
+)
+RUN_FILE_PATTERNS = (re.compile(r"jct_cdf_seed\d+\.png"), re.compile(r"events\.out\.tfevents\..+"))
+RUN_SUBDIR = re.compile(r"[a-z0-9]+_seed\d+")
+"""compare mode: one subfolder per (algorithm, seed), e.g. fcfs_seed0/"""
+
+# Options that say where and how visibly a run writes, not what it computes: left out of run_config.json.
+NOT_RECORDED = ("log_dir", "progress", "overwrite")
+VERSIONED_PACKAGES = ("numpy", "simpy", "gymnasium", "pandas", "matplotlib", "torch")
+
+
+def sha256_of(path: Path) -> str:
+    """sha256 of a file; of a folder: of its files' relative names and contents, in sorted order."""
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        if f != path:
+            digest.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def file_record(path: str) -> dict[str, Any]:
+    """What identifies an input file or folder: its path as given, size and sha256 (None when it does not exist;
+    loading it reports that)."""
+    p = Path(path)
+    if not p.exists():
+        return {"path": path, "size_bytes": None, "sha256": None}
+    size = p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    return {"path": path, "size_bytes": size, "sha256": sha256_of(p)}
+
+
+def input_paths(cfg: RunConfig) -> dict[str, str]:
+    """Option name -> path of every input file or folder the run reads (checkpoints of agents come separately)."""
+    named = {
+        "--workload_path": cfg.workload.workload_path,
+        "--cluster_path": cfg.cluster.path,
+        "--resume": cfg.resume if cfg.mode == "train" else None,
+    }
+    return {k: v for k, v in named.items() if v}
+
+
+@functools.cache
+def code_version() -> dict[str, Any]:
+    """Python and package versions, and the git commit of this checkout (None outside a git checkout)."""
+    versions: dict[str, Any] = {"python": platform.python_version()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    versions["git_commit"] = _git("rev-parse", "HEAD")
+    return versions
+
+
+@functools.cache
+def git_dirty() -> bool | None:
+    """Whether tracked files of this checkout differ from its commit (recorded, not part of a run's identity)."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status)
+
+
+def _git(*args: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def run_identity(cfg: RunConfig, checkpoints: dict[str, str]) -> dict[str, Any]:
+    """Everything a run's results depend on: every option, the inputs' and checkpoints' contents, the code version.
+    Two runs with the same identity write byte-identical files."""
+    options = dataclasses.asdict(cfg)
+    for key in NOT_RECORDED:
+        options.pop(key, None)
+    identity = {
+        "options": options,
+        "inputs": {name: file_record(path) for name, path in input_paths(cfg).items()},
+        "checkpoints": {algo: file_record(path) for algo, path in sorted(checkpoints.items())},
+        "versions": code_version(),
+    }
+    return json.loads(_canonical(identity))  # as read back from run_config.json (tuples become lists)
+
+
+def short_hash(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(_canonical(identity).encode()).hexdigest()[:8]
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def check_inputs_outside(folder: Path, cfg: RunConfig, checkpoints: dict[str, str]) -> None:
+    """A run folder must not hold any input (its outputs or --overwrite could replace it), nor lie inside an input
+    folder (a loader reading that folder would pick up our outputs)."""
+    out = folder.resolve()
+    named = dict(input_paths(cfg)) | {f"checkpoint of {algo}": path for algo, path in checkpoints.items()}
+    for option, path in named.items():
+        p = Path(path).resolve()
+        if p == out or out in p.parents:
+            raise UserError(
+                f"--log_dir {folder} holds the input {option} {path}; the run's outputs could overwrite it: "
+                "choose another --log_dir"
+            )
+        if p.is_dir() and p in out.parents:
+            raise UserError(
+                f"--log_dir {folder} is inside the input folder {option} {path}: choose a --log_dir outside it"
+            )
+
+
+class RunFolder:
+    """The folder one run writes into. `check` decides (before any work) whether the run may use it, `claim`
+    clears a replaced run's files and records this run as started, `finish` records what it wrote.
+
+    The rule: a folder is used when it is absent or empty, or holds the run with the same identity (a rerun then
+    rewrites the same bytes; a training run is resumed in its own folder). A folder holding another run, an
+    interrupted run or files no run writes is refused; `--overwrite` replaces another run (its files are removed
+    first, so old and new results never mix) but never removes files that no run wrote. While a run writes, its
+    folder holds LOCK: a second live run into it is refused."""
+
+    def __init__(self, path: Path, cfg: RunConfig, identity: dict[str, Any]):
+        self.path = path
+        self.cfg = cfg
+        self.identity = identity
+        self.resolved: list[dict[str, Any]] = []
+        self._replaced: list[Path] = []
+        self._created = False
+
+    def check(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"--log_dir {self.path} is a file, not a folder")
+        if not self.path.exists():
+            return
+        _refuse_if_locked(self.path)
+        try:
+            ours, unknown = run_files(self.path)
+        except OSError as err:
+            raise UserError(f"--log_dir {self.path}: cannot read it ({err.strerror})") from None
+        if unknown:
+            listed = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+            raise UserError(
+                f"{self.path}/ holds files that no run writes ({listed}); nothing was written: choose another "
+                "--log_dir or move them (--overwrite only ever removes a run's own files)"
+            )
+        if not ours:
+            return
+        previous = read_run_config(self.path)
+        fresh_train = self.cfg.mode == "train" and not self.cfg.resume
+        if self.cfg.mode == "train" and self.cfg.resume:
+            if previous is None or previous.get("run", {}).get("options", {}).get("mode") == "train":
+                return  # a resumed training appends to its own folder (TensorBoard's convention)
+        elif previous is not None and self._same_run(previous) and not fresh_train:
+            return  # the same run again: every file is rewritten with the same bytes
+        if self.cfg.overwrite:
+            self._replaced = [self.path / name for name in ours]
+            return
+        if previous is None:
+            why = "the files of a run without run_config.json (interrupted, or written by an older version)"
+        elif self._same_run(previous):
+            why = "a training run of the same configuration (continue it with --resume)"
+        else:
+            why = "another run (" + differences(previous.get("run", {}), self.identity) + ")"
+        raise UserError(
+            f"{self.path}/ holds {why}; nothing was written: pass --overwrite to replace it, or choose another "
+            "--log_dir"
+        )
+
+    def _same_run(self, previous: dict[str, Any]) -> bool:
+        return _canonical(previous.get("run")) == _canonical(self.identity)  # NaN-safe, unlike ==
+
+    def claim(self) -> None:
+        """Remove the run being replaced (--overwrite), create the folder and record this run as started."""
+        try:
+            self._claim()
+        except OSError as err:
+            raise UserError(f"--log_dir {self.path}: cannot write there ({err.strerror})") from None
+
+    def _claim(self) -> None:
+        self._created = not self.path.exists()
+        self.path.mkdir(parents=True, exist_ok=True)
+        _lock(self.path)
+        for p in self._replaced:
+            p.unlink(missing_ok=True)
+        for d in sorted({p.parent for p in self._replaced}, key=lambda d: -len(d.parts)):
+            if d != self.path and d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+        self._write(outputs=None)
+
+    def abandon(self) -> None:
+        """After a user error before any output: take back what `claim` wrote."""
+        ours, unknown = run_files(self.path) if self.path.is_dir() else ([], [])
+        if ours == [RUN_CONFIG] and not unknown:
+            (self.path / RUN_CONFIG).unlink()
+        (self.path / LOCK).unlink(missing_ok=True)
+        if self._created and self.path.is_dir() and not any(self.path.iterdir()):
+            self.path.rmdir()
+
+    def finish(self) -> None:
+        ours, _ = run_files(self.path)
+        self._write(outputs=[name for name in ours if name != RUN_CONFIG])
+        (self.path / LOCK).unlink(missing_ok=True)
+
+    def _write(self, outputs: list[str] | None) -> None:
+        record = {
+            "format": RUN_CONFIG_FORMAT,
+            "run": self.identity,
+            "git_dirty": git_dirty(),
+            "resolved": self.resolved,
+            "outputs": outputs,
+        }
+        tmp = self.path / f".{RUN_CONFIG}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, self.path / RUN_CONFIG)
+
+
+def _lock_holder(folder: Path) -> str | None:
+    """'pid N on HOST' of another live run writing into `folder`, else None (no lock, or a stale one left by a
+    run that was killed: its process is gone)."""
+    try:
+        pid_text, _, host = (folder / LOCK).read_text().partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    if host == socket.gethostname():
+        if pid == os.getpid():
+            return None  # left by an earlier run of this process (runs in one process are sequential)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # alive, another user's
+    return f"pid {pid} on {host}"
+
+
+def _refuse_if_locked(folder: Path) -> None:
+    holder = _lock_holder(folder)
+    if holder:
+        raise UserError(
+            f"{folder}/ is being written by another run ({holder}); wait for it or choose another --log_dir "
+            f"(if no such run exists, delete {folder / LOCK})"
+        )
+
+
+def _lock(folder: Path) -> None:
+    """Take the folder's lock (exclusive create; a stale lock is replaced)."""
+    mine = f"{os.getpid()} {socket.gethostname()}"
+    try:
+        fd = os.open(folder / LOCK, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        _refuse_if_locked(folder)
+        tmp = folder / f"{LOCK}.{os.getpid()}.tmp"
+        tmp.write_text(mine)
+        os.replace(tmp, folder / LOCK)
+        return
+    with os.fdopen(fd, "w") as fh:
+        fh.write(mine)
+
+
+def read_run_config(folder: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((folder / RUN_CONFIG).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("format") == RUN_CONFIG_FORMAT else None
+
+
+def run_files(folder: Path) -> tuple[list[str], list[str]]:
+    """(files a run wrote, entries no run writes) in `folder`, as sorted relative paths (an unknown folder ends in
+    "/" and is not opened). A run's files are those its finished run_config.json lists, else those named like the
+    files runs write. Hidden entries are neither: never removed, never in the way."""
+    previous = read_run_config(folder)
+    listed = set(previous["outputs"]) if previous and isinstance(previous.get("outputs"), list) else set()
+    listed_dirs = {p.as_posix() for name in listed for p in Path(name).parents if p != Path(".")}
+    ours: list[str] = []
+    unknown: list[str] = []
+
+    def walk(d: Path) -> None:
+        for p in sorted(d.iterdir()):
+            rel = p.relative_to(folder)
+            name = rel.as_posix()
+            if p.name.startswith("."):
+                continue
+            if p.is_dir() and not p.is_symlink():
+                if (len(rel.parts) == 1 and RUN_SUBDIR.fullmatch(p.name)) or name in listed_dirs:
+                    walk(p)
+                else:
+                    unknown.append(name + "/")
+            elif name in listed or _is_run_file(rel):
+                ours.append(name)
+            else:
+                unknown.append(name)
+
+    walk(folder)
+    return ours, unknown
+
+
+def _is_run_file(rel: Path) -> bool:
+    """Named like a file a run writes: top level, or inside a compare run's <algo>_seed<S>/ subfolder."""
+    if len(rel.parts) > 2 or (len(rel.parts) == 2 and not RUN_SUBDIR.fullmatch(rel.parts[0])):
+        return False
+    return rel.name in RUN_FILE_NAMES or any(p.fullmatch(rel.name) for p in RUN_FILE_PATTERNS)
+
+
+def differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> str:
+    """'options.seed 0 -> 5, …': the first `limit` fields where two identities differ."""
+    a, b = _flat(old), _flat(new)
+    keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    shown = [f"{k} {_short(a.get(k))} -> {_short(b.get(k))}" for k in keys[:limit]]
+    more = f", and {len(keys) - limit} more" if len(keys) > limit else ""
+    return "differs in " + ", ".join(shown) + more if shown else "differs"
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out |= _flat(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return {prefix: json.loads(_canonical(value))}
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:12] + "…"
