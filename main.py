@@ -6,6 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 
+from cli_checks import check_command_line, given_options
 from config import DIFFICULTIES, ClusterConfig, EnvConfig, RunConfig, SimConfig, WorkloadConfig
 from env.scenario import WORKLOAD_TYPES, UserError
 
@@ -191,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
         validate(cfg)
+        for warning in check_command_line(cfg, given_options(build_parser(), argv)):
+            print(f"warning: {warning}", file=sys.stderr)
         from runner import run_mode
 
         run_mode(cfg)

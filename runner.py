@@ -105,6 +105,18 @@ def run_one(cfg: RunConfig, sc: Scenario, algo: str, progress: bool) -> RunResul
     return run_heuristic(sc, algo, progress)
 
 
+def refuse_all_rejected(result: RunResult, sc: Scenario) -> None:
+    """A run in which no job can ever fit the cluster has no metrics (all NaN): stop with the reasons instead."""
+    if not result.status or any(s != REJECTED for s in result.status):
+        return
+    reasons = Counter(result.reject_reason).most_common(3)
+    shown = "; ".join(f"{n} x {why}" for why, n in reasons)
+    raise UserError(
+        f"all {len(result.status)} jobs are rejected: none can ever fit the cluster {sc.cluster.name} "
+        f"({sc.layout.num_gpus} GPUs) [{shown}]; give a larger --cluster or check the workload's GPU demands"
+    )
+
+
 def workload_report(sc: Scenario, result: RunResult) -> dict:
     """The loader's report plus what the run found: load factor, GPU-count histogram, rejections per reason."""
     jobs = sc.workload.jobs
@@ -165,6 +177,7 @@ def mode_eval(cfg: RunConfig) -> Path:
         f"cluster: {sc.cluster.name} ({sc.layout.num_gpus} GPUs, {sc.layout.num_nodes} nodes) [{sc.cluster_note}]"
     )
     result = run_one(cfg, sc, cfg.algo, cfg.progress)
+    refuse_all_rejected(result, sc)
     row = summarize(result)
     write_run(result, sc, out, [row])
     _print_summary(row)
@@ -181,6 +194,7 @@ def mode_compare(cfg: RunConfig) -> Path:
         results = []
         for algo in cfg.algos:
             result = run_one(cfg, sc, algo, cfg.progress)
+            refuse_all_rejected(result, sc)
             results.append(result)
             row = summarize(result)
             rows.append(row)
