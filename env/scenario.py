@@ -18,9 +18,10 @@ from workloads.traces import TRACE_FORMATS
 
 TRACE_TYPES = TRACE_FORMATS
 WORKLOAD_TYPES = ("synthetic", "csv", *TRACE_TYPES)
-MAX_MULTI_NODE_FACTOR = (
-    100.0  # above this is a typo, not a network (Gavel: median 2.4x slower spread over servers)
-)
+# --multi_node_factor above this is a typo, not a network (Gavel: median 2.4x slower spread over servers)
+MAX_MULTI_NODE_FACTOR = 100.0
+# synthetic target load: outside this the arrival window under- or overflows (1e-308) and nothing is learned
+LOAD_FACTOR_RANGE = (0.001, 100.0)
 
 
 class UserError(ValueError):
@@ -68,9 +69,11 @@ def check_options(cfg: RunConfig) -> None:
             raise UserError(f"{option} must be > 0, got {value}")
     if w.cpu_job_gpus <= 0:
         raise UserError(f"--cpu_job_gpus must be > 0, got {w.cpu_job_gpus}")
-    # `not x > 0` (rather than `x <= 0`) also catches NaN, which compares false with everything
-    if w.load_factor is not None and not (math.isfinite(w.load_factor) and w.load_factor > 0):
-        raise UserError(f"--load_factor must be a finite number > 0, got {w.load_factor}")
+    # `not lo <= x` (rather than `x < lo`) also catches NaN, which compares false with everything
+    if w.load_factor is not None and not (LOAD_FACTOR_RANGE[0] <= w.load_factor <= LOAD_FACTOR_RANGE[1]):
+        raise UserError(
+            f"--load_factor must be between {LOAD_FACTOR_RANGE[0]:g} and {LOAD_FACTOR_RANGE[1]:g}, got {w.load_factor}"
+        )
     if not (math.isfinite(w.time_scale) and w.time_scale > 0):
         raise UserError(f"--time_scale must be a finite number > 0, got {w.time_scale}")
     for option, value in (("--trace_start", w.trace_start_s), ("--trace_end", w.trace_end_s)):

@@ -180,9 +180,14 @@ CASES = [
         for v in ("nan", "inf", "-inf", "0.5", "1000")
     ],
     *[
-        (["--load_factor", v], {}, "--load_factor must be a finite number > 0")
-        for v in ("inf", "nan", "0", "-1")
+        ([f"--load_factor={v}"], {}, "--load_factor must be between 0.001 and 100")
+        for v in ("inf", "nan", "0", "-1", "1e-308", "1000")
     ],
+    (
+        [*TRACE, "--time_scale", "1e-320"],
+        {"t.swf": SWF},
+        "--time_scale 9.99989e-321 makes arrival times overflow",
+    ),
     ([*TRACE, "--trace_start", "nan"], {"t.swf": SWF}, "--trace_start must be a finite number of seconds"),
     ([*TRACE, "--trace_end", "inf"], {"t.swf": SWF}, "--trace_end must be a finite number of seconds"),
     ([*TRACE, "--trace_start", "10", "--trace_end", "5"], {"t.swf": SWF}, "--trace_end (5) must be after"),

@@ -112,7 +112,10 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
     if cfg.round_fractional:
         milli = np.full_like(milli, FULL_GPU_MILLI)
     origin_s = float(arrival[idx[0]]) if len(idx) else 0.0
-    arrival_out = (arrival[idx] - origin_s) / cfg.time_scale
+    with np.errstate(over="ignore"):  # reported just below
+        arrival_out = (arrival[idx] - origin_s) / cfg.time_scale
+    if not np.isfinite(arrival_out).all():
+        raise ValueError(f"--time_scale {cfg.time_scale:g} makes arrival times overflow; use a larger one")
     kept_ids = pd.Index(np.asarray(table.job_id)[idx])
     if kept_ids.has_duplicates:
         raise ValueError(f"{table.source}: duplicate job id {kept_ids[kept_ids.duplicated()][0]!r}")
