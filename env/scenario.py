@@ -100,6 +100,8 @@ def _load_cluster_path(path: str) -> ClusterSpec:
 
     if not Path(path).exists():
         raise UserError(f"--cluster_path {path}: no such file")
+    if Path(path).is_dir():
+        raise UserError(f"--cluster_path {path}: is a folder; give the machine file itself")
     return load_trace_cluster(path)
 
 
@@ -119,6 +121,9 @@ def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Genera
         raise UserError(f"--workload_path {w.workload_path}: no such file or directory")
     if w.workload_type == "csv":
         from workloads.csv_jobs import load_jobs_csv
+
+        if Path(w.workload_path).is_dir():
+            raise UserError(f"--workload_path {w.workload_path}: is a folder; a jobs CSV is one file")
 
         return load_jobs_csv(w.workload_path), None, None, ""
     from workloads.traces import load_trace

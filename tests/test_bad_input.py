@@ -208,6 +208,12 @@ CASES = [
     ([*CSV, "--cluster_path", ""], {"jobs.csv": JOBS}, "--cluster_path is empty"),
     (["--workload_type", "csv", "--workload_path", ""], {}, "--workload_path is empty"),
     (["--log_dir", ""], {}, "--log_dir is empty"),
+    ([*CSV[:-1], "{tmp}/d"], {"d/x": ""}, "--workload_path {tmp}/d: is a folder; a jobs CSV is one file"),
+    (
+        [*CSV, "--cluster_path", "{tmp}/d"],
+        {"jobs.csv": JOBS, "d/x": ""},
+        "--cluster_path {tmp}/d: is a folder",
+    ),
     # --- output folders unusable -----------------------------------------------------------------------------
     (["--log_dir", "{tmp}/f.txt"], {"f.txt": "x"}, "--log_dir {tmp}/f.txt: is a file, not a folder"),
     (["--log_dir", "{tmp}/f.txt/run"], {"f.txt": "x"}, "f.txt is a file, not a folder"),
@@ -231,6 +237,7 @@ def alarm():
 def _run(argv: list[str], files: dict, tmp_path, capsys) -> tuple[int, str]:
     for name, content in files.items():
         path = tmp_path / name
+        path.parent.mkdir(exist_ok=True)
         path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     if "--log_dir" not in args:
