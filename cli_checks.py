@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -44,6 +45,12 @@ TEXT_OPTIONS = (
     "resume",
     "demo_policy",
 )
+
+
+def usage_error(message: str) -> None:
+    """argparse's error hook: one `error:` line pointing at --help (instead of the whole usage block), exit 2."""
+    print(f"error: {message} (python main.py --help lists the options)", file=sys.stderr)
+    sys.exit(2)
 
 
 def given_options(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict[str, object]:

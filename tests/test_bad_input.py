@@ -257,6 +257,39 @@ def test_bad_input_is_one_error_line_and_exit_2(argv, files, message, tmp_path, 
     assert not (tmp_path / "out").exists()  # refused before any output was written
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seed", "abc"], "error: argument --seed: invalid int value: 'abc'"),
+        (["--multi_node_factor"], "error: argument --multi_node_factor: expected one argument"),
+        (["--mode", "play"], "error: argument --mode: invalid choice: 'play'"),
+        (["--seeds", "1,x"], "error: argument --seeds: expected comma-separated integers, got '1,x'"),
+        (["--frobnicate"], "error: unrecognized arguments: --frobnicate"),
+    ],
+)
+def test_parser_mistakes_are_one_error_line_too(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    [line] = err.splitlines()
+    assert line.startswith(message) and line.endswith("(python main.py --help lists the options)")
+
+
+def test_unwritable_log_dir_is_refused_up_front(tmp_path, capsys, monkeypatch, alarm):
+    """Whatever makes the folder unwritable (permissions, a read-only mount): the probe file cannot be made."""
+    import cli_checks
+
+    def refuse(**kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(cli_checks.tempfile, "mkstemp", refuse)
+    code, err = _run(["--log_dir", str(tmp_path / "run")], {}, tmp_path, capsys)
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == f"error: --log_dir {tmp_path}/run: cannot write in {tmp_path} (Permission denied)"
+    assert not (tmp_path / "run").exists()
+
+
 def test_read_only_log_dir_is_refused_up_front(tmp_path, capsys, alarm):
     if os.geteuid() == 0:
         pytest.skip("root writes into read-only folders")
