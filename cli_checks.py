@@ -138,6 +138,8 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         )
         if w.workload_type not in CPU_TRACES:
             refuse(("cpu_job_gpus",), f"it maps the CPU-only traces {', '.join(CPU_TRACES)}")
+    if cfg.cluster.uniform_speed:
+        refuse(("recorded_gpu_type",), "with --uniform_speed every GPU type runs at speed 1")
     if w.workload_type == "csv" and (cfg.cluster.spec or cfg.cluster.path):
         refuse(("difficulty",), "a jobs CSV with --cluster/--cluster_path takes nothing from the preset")
     if cfg.mode != "train" and not runs_agent:

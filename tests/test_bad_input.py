@@ -117,6 +117,11 @@ CASES = [
         "--cpu_job_gpus has no effect on this run (it maps the CPU-only traces google, alibaba, alibaba-2017, swf)",
     ),
     (
+        [*TRACE, "--uniform_speed", "--recorded_gpu_type", "V100"],
+        {"t.swf": SWF},
+        "--recorded_gpu_type has no effect on this run (with --uniform_speed every GPU type runs at speed 1)",
+    ),
+    (
         [*CSV, "--cluster", "1xA100:8", "--difficulty", "hard"],
         {"jobs.csv": JOBS},
         "--difficulty has no effect",
