@@ -90,6 +90,8 @@ def _check_numbers(cfg: RunConfig, given: dict[str, object]) -> None:
             raise UserError(f"--algos names {', '.join(repeated)} more than once; each algorithm runs once")
     if "validation_seeds" in given:
         _no_negative_or_repeated("--validation_seeds", given["validation_seeds"])
+    if cfg.checkpoint_every_episodes <= 0:  # else a ZeroDivisionError at the end of the first episode
+        raise UserError(f"--checkpoint_every must be > 0 episodes, got {cfg.checkpoint_every_episodes}")
 
 
 def _no_negative_or_repeated(option: str, seeds) -> None:
