@@ -6,6 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 
+from cli_checks import check_command_line, given_options, usage_error
 from config import (
     DIFFICULTIES,
     ClusterConfig,
@@ -286,10 +287,14 @@ def validate(cfg: RunConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    parser.error = usage_error  # argparse's own mistakes (bad int, missing value) also get one `error:` line
+    args = parser.parse_args(argv)
     try:
         cfg = config_from_args(args)
         validate(cfg)
+        for warning in check_command_line(cfg, given_options(build_parser(), argv)):
+            print(f"warning: {warning}", file=sys.stderr)
         from runner import run_mode
 
         run_mode(cfg)

@@ -201,6 +201,18 @@ def run_one(
     return run_heuristic(sc, algo, progress)
 
 
+def refuse_all_rejected(result: RunResult, sc: Scenario) -> None:
+    """A run in which no job can ever fit the cluster has no metrics (all NaN): stop with the reasons instead."""
+    if not result.status or any(s != REJECTED for s in result.status):
+        return
+    reasons = Counter(result.reject_reason).most_common(3)
+    shown = "; ".join(f"{n} x {why}" for why, n in reasons)
+    raise UserError(
+        f"all {len(result.status)} jobs are rejected: none can ever fit the cluster {sc.cluster.name} "
+        f"({sc.layout.num_gpus} GPUs) [{shown}]; give a larger --cluster or check the workload's GPU demands"
+    )
+
+
 def workload_report(sc: Scenario, result: RunResult) -> dict:
     """The loader's report plus what the run found: load factor, GPU-count histogram, rejections per reason."""
     jobs = sc.workload.jobs
@@ -299,7 +311,12 @@ def mode_eval(cfg: RunConfig) -> Path:
     )
     folder.resolved.append(_resolved(sc))
     folder.claim()
-    result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo))
+    try:
+        result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo))
+        refuse_all_rejected(result, sc)
+    except UserError:
+        folder.abandon()
+        raise
     row = summarize(result)
     write_run(result, sc, out, [row])
     folder.finish()
@@ -320,7 +337,12 @@ def mode_compare(cfg: RunConfig) -> Path:
             folder.claim()  # after the first scenario loaded: a bad input never costs the run it would replace
         results = []
         for algo in cfg.algos:
-            result = run_one(cfg, sc, algo, cfg.progress, checkpoints.get(algo))
+            try:
+                result = run_one(cfg, sc, algo, cfg.progress, checkpoints.get(algo))
+                refuse_all_rejected(result, sc)
+            except UserError:
+                folder.abandon()
+                raise
             results.append(result)
             row = summarize(result)
             rows.append(row)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,19 +53,31 @@ def parse_cluster_spec(spec: str) -> ClusterSpec:
 
 
 def load_cluster_csv(path: str | Path) -> ClusterSpec:
-    """Read `node_id,gpu_type,num_gpus[,gpu_mem_gb]` (header required); nodes with 0 GPUs are skipped."""
+    """Read `node_id,gpu_type,num_gpus[,gpu_mem_gb]` (header required, a UTF-8 BOM is fine); nodes with 0 GPUs are
+    skipped; node ids must be unique and gpu_mem_gb, when given, a finite number > 0."""
     path = Path(path)
     nodes: list[NodeSpec] = []
-    with path.open(newline="") as f:
+    first_line_of: dict[str, int] = {}
+    with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
+        reader.fieldnames = [c.strip() for c in reader.fieldnames or ()]
         required = {"node_id", "gpu_type", "num_gpus"}
-        missing = required - set(reader.fieldnames or ())
+        missing = required - set(reader.fieldnames)
         if missing:
             raise ValueError(
                 f"{path}:1: missing column(s) {sorted(missing)}; need node_id,gpu_type,num_gpus[,gpu_mem_gb]"
             )
-        for line_no, row in enumerate(reader, start=2):
+        for row in reader:
+            line_no = reader.line_num
             try:
+                node_id = (row["node_id"] or "").strip()
+                if not node_id:
+                    raise ValueError("empty node_id")
+                if node_id in first_line_of:
+                    raise ValueError(
+                        f"duplicate node_id {node_id!r} (first on line {first_line_of[node_id]})"
+                    )
+                first_line_of[node_id] = line_no
                 num = int(row["num_gpus"])
                 if num < 0:
                     raise ValueError("num_gpus must be >= 0")
@@ -73,11 +86,11 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
                 gpu_type = resolve_gpu_type(row["gpu_type"])
                 mem = row.get("gpu_mem_gb") or ""
                 mem_gb = float(mem) if mem.strip() else CATALOG[gpu_type].mem_gb
-                if mem_gb <= 0:
-                    raise ValueError("gpu_mem_gb must be > 0")
+                if not (math.isfinite(mem_gb) and mem_gb > 0):
+                    raise ValueError(f"gpu_mem_gb must be a finite number > 0, got {mem.strip()!r}")
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{path}:{line_no}: {e}") from None
-            nodes.append(NodeSpec(row["node_id"], gpu_type, num, mem_gb))
+            nodes.append(NodeSpec(node_id, gpu_type, num, mem_gb))
     if not nodes:
         raise ValueError(f"{path}: no node with GPUs")
     return ClusterSpec(path.name, tuple(nodes))

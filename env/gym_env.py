@@ -63,7 +63,8 @@ class GPUClusterEnv(gym.Env):
     default: the K shortest startable jobs are always visible, so the agent can at least do what SJF does) or
     by arrival (`"arrival"`). The legal-action mask is `info["action_mask"]`
     and `action_masks()`: slots holding a job that fits now, and WAIT unless waiting would deadlock (nothing
-    running and no arrival left). An illegal action does nothing; `info["illegal_action"]` is True.
+    running and no arrival left). An illegal action does nothing; `info["illegal_action"]` is True. An action
+    that is not an integer (0.7, "0", True) raises TypeError; numpy integers and 0-d integer arrays are accepted.
 
     ## Observation Space
     `Box(0, 1, (K * F_job + F_ctx,), float32)`: K rows of `JOB_FEATURES` (empty slots are zeros), then
@@ -148,7 +149,7 @@ class GPUClusterEnv(gym.Env):
         return obs, self._info(False, done)
 
     def step(self, action):
-        a = int(action)
+        a = as_action(action)
         self._steps += 1
         if self._done:  # nothing left to schedule (also when every job was rejected at reset)
             return self._observe(), 0.0, True, False, self._info(False, True)
@@ -358,6 +359,19 @@ class GPUClusterEnv(gym.Env):
             "sim_time_s": self.sim.now_s if self.sim else 0.0,
             "jobs_in_system": self.sim.jobs_in_system if self.sim else 0,
         }
+
+
+def as_action(action) -> int:
+    """The action as a Python int: an int, a numpy integer or a 0-d integer array (what SB3 passes). Anything
+    else (a float such as 0.7, a string, a bool) raises TypeError rather than being truncated to some slot."""
+    if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
+        return int(action)
+    if isinstance(action, (int, np.integer)) and not isinstance(action, (bool, np.bool_)):
+        return int(action)
+    raise TypeError(
+        f"action must be an integer (int, numpy integer or 0-d integer array), got {type(action).__name__} "
+        f"{action!r}"
+    )
 
 
 def heuristic_action(env: GPUClusterEnv, policy) -> int:

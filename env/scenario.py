@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -10,13 +11,17 @@ import numpy as np
 from config import DIFFICULTIES, RunConfig, SimConfig, WorkloadConfig
 from env.catalog import CATALOG, resolve_gpu_type
 from env.cluster import ClusterLayout
-from env.cluster_spec import ClusterSpec, parse_cluster_spec
+from env.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
 from env.simulator import Simulator
 from workloads.job import Workload
 from workloads.traces import TRACE_FORMATS
 
 TRACE_TYPES = TRACE_FORMATS
 WORKLOAD_TYPES = ("synthetic", "csv", *TRACE_TYPES)
+# --multi_node_factor above this is a typo, not a network (Gavel: median 2.4x slower spread over servers)
+MAX_MULTI_NODE_FACTOR = 100.0
+# synthetic target load: outside this the arrival window under- or overflows (1e-308) and nothing is learned
+LOAD_FACTOR_RANGE = (0.001, 100.0)
 
 
 class UserError(ValueError):
@@ -59,16 +64,33 @@ def check_options(cfg: RunConfig) -> None:
             raise UserError(
                 "--num_jobs/--load_factor shape the synthetic generator only; for a file use --max_jobs/--time_scale"
             )
-    if w.num_jobs is not None and w.num_jobs <= 0:
-        raise UserError("--num_jobs must be > 0")
-    if w.load_factor is not None and w.load_factor <= 0:
-        raise UserError("--load_factor must be > 0")
-    if w.time_scale <= 0:
-        raise UserError("--time_scale must be > 0")
+    for option, value in (("--num_jobs", w.num_jobs), ("--max_jobs", w.max_jobs)):
+        if value is not None and value <= 0:
+            raise UserError(f"{option} must be > 0, got {value}")
+    if w.cpu_job_gpus <= 0:
+        raise UserError(f"--cpu_job_gpus must be > 0, got {w.cpu_job_gpus}")
+    # `not lo <= x` (rather than `x < lo`) also catches NaN, which compares false with everything
+    if w.load_factor is not None and not (LOAD_FACTOR_RANGE[0] <= w.load_factor <= LOAD_FACTOR_RANGE[1]):
+        raise UserError(
+            f"--load_factor must be between {LOAD_FACTOR_RANGE[0]:g} and {LOAD_FACTOR_RANGE[1]:g}, got {w.load_factor}"
+        )
+    if not (math.isfinite(w.time_scale) and w.time_scale > 0):
+        raise UserError(f"--time_scale must be a finite number > 0, got {w.time_scale}")
+    for option, value in (("--trace_start", w.trace_start_s), ("--trace_end", w.trace_end_s)):
+        if value is not None and not math.isfinite(value):
+            raise UserError(f"{option} must be a finite number of seconds, got {value}")
+    if w.trace_start_s is not None and w.trace_end_s is not None and w.trace_end_s <= w.trace_start_s:
+        raise UserError(f"--trace_end ({w.trace_end_s:g}) must be after --trace_start ({w.trace_start_s:g})")
+    if cfg.cluster.spec is not None and not cfg.cluster.spec.strip():
+        raise UserError(f"empty --cluster; expected {SPEC_FORM}")
     if cfg.cluster.spec and cfg.cluster.path:
         raise UserError("give either --cluster or --cluster_path, not both")
-    if cfg.cluster.multi_node_runtime_factor < 1.0:
-        raise UserError("--multi_node_factor must be >= 1 (a job never runs faster across nodes)")
+    factor = cfg.cluster.multi_node_runtime_factor
+    if not (1.0 <= factor <= MAX_MULTI_NODE_FACTOR):
+        raise UserError(
+            f"--multi_node_factor must be between 1 (a job never runs faster across nodes) and "
+            f"{MAX_MULTI_NODE_FACTOR:g}, got {factor}"
+        )
     if cfg.sim.runtime_info not in ("oracle", "estimate"):
         raise UserError("--runtime_info must be oracle or estimate")
 
@@ -78,6 +100,8 @@ def _load_cluster_path(path: str) -> ClusterSpec:
 
     if not Path(path).exists():
         raise UserError(f"--cluster_path {path}: no such file")
+    if Path(path).is_dir():
+        raise UserError(f"--cluster_path {path}: is a folder; give the machine file itself")
     return load_trace_cluster(path)
 
 
@@ -97,6 +121,9 @@ def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Genera
         raise UserError(f"--workload_path {w.workload_path}: no such file or directory")
     if w.workload_type == "csv":
         from workloads.csv_jobs import load_jobs_csv
+
+        if Path(w.workload_path).is_dir():
+            raise UserError(f"--workload_path {w.workload_path}: is a folder; a jobs CSV is one file")
 
         return load_jobs_csv(w.workload_path), None, None, ""
     from workloads.traces import load_trace
@@ -152,6 +179,16 @@ def known_runtimes(workload: Workload, sim: SimConfig, rng: np.random.Generator)
     return np.where(np.isnan(given) | (given <= 0), noisy, given)
 
 
+def _not_utf8_input(cfg: RunConfig) -> str:
+    """The message for an input file that is not UTF-8 text: the first such file, line and byte."""
+    from workloads.traces.common import first_undecodable, not_utf8
+
+    for given in (cfg.cluster.path, cfg.workload.workload_path):
+        if given and Path(given).is_file() and first_undecodable(Path(given)) is not None:
+            return str(not_utf8(Path(given)))
+    return "an input file is not UTF-8 text; save it as UTF-8"
+
+
 def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
     """The scenario for `seed`: the same seed always gives the same jobs, cluster and estimates."""
     check_options(cfg)
@@ -168,6 +205,8 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         workload, trace_cluster, default_cluster, trace_note = _workload(cfg, user_cluster, workload_rng)
     except UserError:
         raise
+    except UnicodeDecodeError:  # a reader that decodes text itself: find the file and line here, once for all
+        raise UserError(_not_utf8_input(cfg)) from None
     except (ValueError, OSError, EOFError) as e:
         raise UserError(str(e)) from None
     if user_cluster is not None:

@@ -97,6 +97,31 @@ def test_illegal_action_is_flagged_noop():
     assert info3["illegal_action"]
 
 
+@pytest.mark.parametrize(
+    "action", [0.7, 0.0, np.float64(1.0), "0", True, np.bool_(False), np.array([0]), None]
+)
+def test_non_integer_action_is_refused_not_truncated(action):
+    e = GPUClusterEnv(small_config())
+    e.reset(seed=0, options={"scenario_seed": 0})
+    with pytest.raises(TypeError, match="action must be an integer"):
+        e.step(action)
+
+
+def test_integer_actions_of_every_kind_sb3_passes_are_accepted():
+    def first_legal_start(kind):
+        e = GPUClusterEnv(small_config())
+        _, info = e.reset(seed=0, options={"scenario_seed": 0})
+        slot = int(np.flatnonzero(info["action_mask"][:-1])[0])
+        obs, r, _, _, info = e.step(kind(slot))
+        return obs, r, info["illegal_action"]
+
+    ref = first_legal_start(int)
+    assert not ref[2]
+    for kind in (np.int64, np.int32, np.uint8, lambda a: np.array(a), lambda a: np.array(a, dtype=np.int16)):
+        obs, r, illegal = first_legal_start(kind)
+        assert np.array_equal(obs, ref[0]) and r == ref[1] and not illegal
+
+
 def test_wait_is_illegal_when_it_would_deadlock():
     from env.cluster import ClusterLayout
     from env.cluster_spec import parse_cluster_spec

@@ -78,7 +78,8 @@ def test_a_run_folder_holding_an_input_is_refused_before_any_work(tmp_path, caps
     folder = tmp_path / "exp"
     args = _inputs_in(folder)[case]
     before = snapshot(folder)
-    code = main([*args, *TINY, *(["--overwrite"] if overwrite else [])])
+    tiny = TINY if "--workload_type" not in args else TINY[-1:]  # file workloads refuse synthetic options
+    code = main([*args, *tiny, *(["--overwrite"] if overwrite else [])])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and "Traceback" not in err
     assert "--log_dir" in err and (

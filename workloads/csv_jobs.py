@@ -6,11 +6,13 @@ aliases, default any) and `estimate` (user runtime estimate in seconds, default 
 that fraction of one GPU (0.5 -> num_gpus=1, gpu_milli=500); above 1 it must be a whole number. Jobs are sorted
 by arrival (stable) and arrival times are rebased so the first is 0; the shift is in report["arrival_offset_s"].
 A missing job_id becomes the row's 0-based index among the data rows (file order); job_ids must be unique.
+Any other column, or a column named twice, is an error (a misspelled optional column would be ignored).
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import functools
 import math
 from pathlib import Path
@@ -32,6 +34,7 @@ def load_jobs_csv(path: str | Path) -> Workload:
         if not reader.fieldnames:
             raise ValueError(f"{path}:1: empty file; expected a header {_FORM}")
         columns = reader.fieldnames = [c.strip() for c in reader.fieldnames]
+        _check_header(path, columns)
         missing = [c for c in REQUIRED_COLUMNS if c not in columns]
         if missing:
             raise ValueError(f"{path}:1: missing required column(s) {', '.join(missing)}; expected {_FORM}")
@@ -58,6 +61,25 @@ def load_jobs_csv(path: str | Path) -> Workload:
     jobs = tuple(Job(**r) for r in rows)
     report = {"source": str(path), "rows_read": len(jobs), "arrival_offset_s": offset_s}
     return Workload(path.name, jobs, report)
+
+
+def _check_header(path: Path, columns: list[str]) -> None:
+    """Refuse duplicate and unknown columns: a misspelled optional column would otherwise be silently ignored."""
+    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    if duplicates:
+        raise ValueError(
+            f"{path}:1: duplicate column(s) {', '.join(duplicates)}; each column may appear once"
+        )
+    accepted = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+    unknown = [c for c in columns if c not in accepted]
+    if unknown:
+        named = []
+        for c in unknown:
+            close = difflib.get_close_matches(c.lower(), accepted, n=1)
+            named.append(f"{c!r} (did you mean {close[0]}?)" if close else repr(c))
+        raise ValueError(
+            f"{path}:1: unknown column(s) {', '.join(named)}; accepted columns: {', '.join(accepted)}"
+        )
 
 
 def _parse_row(row: dict, index: int) -> dict:

@@ -108,15 +108,13 @@ def _default_cluster(
 ) -> tuple[ClusterSpec, str]:
     if kind == "swf":
         own = swf.header_cluster(path, cfg.cpu_job_gpus)
-        largest = max((j.num_gpus for j in workload.jobs), default=0)
-        if own is not None and largest <= max(n.num_gpus for n in own[0].nodes) * len(own[0].nodes):
-            return own
-        why = (
-            "the SWF header gives no MaxNodes/MaxProcs"
-            if own is None
-            else "a job is larger than the header's machine"
-        )
-        return default_cluster(workload.jobs, cfg.time_scale, why)
+        if own is None:
+            return default_cluster(workload.jobs, cfg.time_scale, "the SWF header gives no MaxNodes/MaxProcs")
+        spec, note = own
+        larger = sum(1 for j in workload.jobs if j.num_gpus > spec.num_gpus)
+        if larger:  # the log's own machine stays the default: a bad row must not resize it
+            note += f"; {larger} job(s) larger than that machine are rejected (counted in the report)"
+        return spec, note
     return default_cluster(workload.jobs, cfg.time_scale)
 
 

@@ -31,6 +31,9 @@ from workloads.load import offered_load_factor
 DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_TARGET_LOAD = 0.8  # offered load of the default cluster (the medium difficulty preset's load factor)
 LARGEST_JOB_SHARE_INV = 2  # the default cluster holds at least this many copies of the largest job
+OUTLIER_FACTOR = (
+    64  # a job asking more than this x the 99th-percentile GPU demand does not size a default cluster
+)
 RUNNING = "Running"  # trace_status of a job still running when its trace ends (replayed up to that end)
 
 
@@ -109,7 +112,10 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
     if cfg.round_fractional:
         milli = np.full_like(milli, FULL_GPU_MILLI)
     origin_s = float(arrival[idx[0]]) if len(idx) else 0.0
-    arrival_out = (arrival[idx] - origin_s) / cfg.time_scale
+    with np.errstate(over="ignore"):  # reported just below
+        arrival_out = (arrival[idx] - origin_s) / cfg.time_scale
+    if not np.isfinite(arrival_out).all():
+        raise ValueError(f"--time_scale {cfg.time_scale:g} makes arrival times overflow; use a larger one")
     kept_ids = pd.Index(np.asarray(table.job_id)[idx])
     if kept_ids.has_duplicates:
         raise ValueError(f"{table.source}: duplicate job id {kept_ids[kept_ids.duplicated()][0]!r}")
@@ -199,12 +205,17 @@ def default_cluster(jobs: tuple[Job, ...], time_scale: float = 1.0, why: str = "
     """A cluster of 8-GPU nodes of the reference type, sized to the jobs, and a note saying how.
 
     GPUs = max(LARGEST_JOB_SHARE_INV x GPUs of the largest job, offered GPU-seconds / (arrival window x
-    DEFAULT_TARGET_LOAD)), rounded up to whole nodes (so a lone gang never needs the whole machine) (the window and load follow workloads.load.offered_load_factor). The window is taken before
-    --time_scale (undoing it), so time_scale > 1 raises the load above the target instead of growing the cluster.
-    The reference type (speed 1.0) makes recorded trace durations replay unchanged.
+    DEFAULT_TARGET_LOAD)), rounded up to whole nodes (so a lone gang never needs the whole machine) (the window and
+    load follow workloads.load.offered_load_factor). The window is taken before --time_scale (undoing it), so
+    time_scale > 1 raises the load above the target instead of growing the cluster. The reference type (speed 1.0)
+    makes recorded trace durations replay unchanged. Outliers (see `sizing_outliers`) do not size the cluster: one
+    row asking 100,000 GPUs must not turn every metric into 0; those that do not fit are rejected when the run
+    starts, with a reason, and counted in the report.
     """
-    largest = max((j.num_gpus for j in jobs), default=1)
-    per_gpu_load = offered_load_factor(jobs, 1) / time_scale if jobs else 0.0
+    limit = sizing_outliers(jobs)
+    sized = tuple(j for j in jobs if j.num_gpus <= limit) if limit is not None else jobs
+    largest = max((j.num_gpus for j in sized), default=1)
+    per_gpu_load = offered_load_factor(sized, 1) / time_scale if sized else 0.0
     by_load = math.ceil(per_gpu_load / DEFAULT_TARGET_LOAD - 1e-9)
     gpus = max(LARGEST_JOB_SHARE_INV * largest, by_load, 1)
     nodes = math.ceil(gpus / DEFAULT_GPUS_PER_NODE)
@@ -217,7 +228,26 @@ def default_cluster(jobs: tuple[Job, ...], time_scale: float = 1.0, why: str = "
         f"largest job ({largest} GPUs) and to an offered load of {DEFAULT_TARGET_LOAD} over the unscaled arrival window "
         f"(needs {by_load} GPUs){'; ' + why if why else ''}"
     )
+    if len(sized) < len(jobs):
+        note += (
+            f"; {len(jobs) - len(sized)} outlier job(s) asking more than {limit} GPUs ({OUTLIER_FACTOR}x the "
+            f"99th-percentile demand) did not size it (those larger than the cluster are rejected)"
+        )
     return spec, note
+
+
+def sizing_outliers(jobs: tuple[Job, ...]) -> int | None:
+    """The GPU demand above which a job is an outlier that must not size a default cluster, or None if none is.
+
+    Outliers ask more than OUTLIER_FACTOR x the 99th percentile of the jobs' GPU demands (lower empirical
+    quantile, so fewer than 100 jobs never have one). The real logs stay inside it: RICC's largest job is 32x its
+    99th percentile, ITP cluster08's 8x.
+    """
+    if not jobs:
+        return None
+    demands = np.fromiter((j.num_gpus for j in jobs), dtype=np.int64, count=len(jobs))
+    limit = int(OUTLIER_FACTOR * np.quantile(demands, 0.99, method="inverted_cdf"))
+    return limit if int(demands.max()) > limit else None
 
 
 def reference_nodes(num_nodes: int, gpus_per_node: int, name: str) -> ClusterSpec:
@@ -253,8 +283,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
         raise ValueError(f"{where}: malformed row: {str(e).strip()}") from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise ValueError(f"{path}: truncated or corrupt gzip file ({e})") from None
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not a text file ({e})") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
 
 
 @contextmanager
@@ -269,8 +299,34 @@ def open_text(path: Path) -> Iterator:
                 yield f
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise ValueError(f"{path}: truncated or corrupt gzip file ({e})") from None
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not a text file ({e})") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+
+
+def not_utf8(path: Path) -> ValueError:
+    """The error for a file that is not UTF-8 text, naming the first line (and column) that does not decode."""
+    path = Path(path)
+    where = first_undecodable(path) if path.is_file() else None
+    if where is None:
+        return ValueError(f"{path}: not UTF-8 text; save it as UTF-8")
+    line_no, column, byte = where
+    return ValueError(
+        f"{path}:{line_no}: not UTF-8 text (byte 0x{byte:02x}, byte {column} of the line); save the file as UTF-8"
+    )
+
+
+def first_undecodable(path: Path) -> tuple[int, int, int] | None:
+    """(line, 1-based column, byte) of the first byte that is not UTF-8 in a (possibly gzipped) file, or None."""
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
+            for line_no, raw in enumerate(f, start=1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    return line_no, e.start + 1, raw[e.start]
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None
 
 
 def first_line(path: Path) -> str:

@@ -1,0 +1,169 @@
+"""Checks of a parsed command line before any work starts: numbers in range, no option the run would ignore,
+output folders usable. A failure is a UserError (one `error:` line, exit 2); a harmless extra is a warning.
+
+The rule for options the run would not use: an option that describes *what* is simulated, trained or evaluated
+(workload shaping, seeds, algorithms, checkpoints, training budget, reward) is an error when the run ignores it,
+since the results would silently differ from what was asked. An option that only says *where or how* an agent
+would run (`--device`, `--models_dir`) is a one-line warning when no agent runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from config import RunConfig
+from env.scenario import TRACE_TYPES, UserError, check_options
+
+AGENTS = ("d3qn", "sac")
+TRACE_ONLY = (
+    "trace_start",
+    "trace_end",
+    "time_scale",
+    "max_jobs",
+    "exclude_failed",
+    "round_fractional",
+    "cpu_job_gpus",
+    "recorded_gpu_type",
+)
+CPU_TRACES = ("google", "alibaba", "alibaba-2017", "swf")  # `alibaba` may turn out to be the 2017 CPU trace
+TRAIN_ONLY = ("total_steps", "resume", "validation_seeds", "checkpoint_every", "demo_policy", "reward")
+AGENT_ONLY = ("checkpoint", "model", "window")
+AGENT_WHERE = ("device", "models_dir")
+TEXT_OPTIONS = (
+    "algo",
+    "workload_type",
+    "workload_path",
+    "cluster_path",
+    "recorded_gpu_type",
+    "log_dir",
+    "models_dir",
+    "checkpoint",
+    "resume",
+    "demo_policy",
+)
+
+
+def usage_error(message: str) -> None:
+    """argparse's error hook: one `error:` line pointing at --help (instead of the whole usage block), exit 2."""
+    print(f"error: {message} (python main.py --help lists the options)", file=sys.stderr)
+    sys.exit(2)
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict[str, object]:
+    """The options the user typed (dest -> parsed value): `parser` (a fresh one; it is changed) parses `argv`
+    again with every default suppressed, so an option typed with its default value still counts as given."""
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    return vars(parser.parse_args(argv))
+
+
+def check_command_line(cfg: RunConfig, given: dict[str, object]) -> list[str]:
+    """Raise UserError for an out-of-range value or an option this run would ignore; return warnings to print."""
+    for name in TEXT_OPTIONS:
+        if name in given and not str(given[name]).strip():
+            raise UserError(f"--{name} is empty")
+    _check_numbers(cfg, given)
+    check_options(cfg)
+    warnings = _check_ignored(cfg, given)
+    if cfg.log_dir:
+        check_output_dir(cfg.log_dir, "--log_dir")
+    if cfg.mode == "train":
+        check_output_dir(cfg.models_dir, "--models_dir")
+    return warnings
+
+
+def _check_numbers(cfg: RunConfig, given: dict[str, object]) -> None:
+    if cfg.seed < 0:
+        raise UserError(f"--seed must be >= 0 (numpy seeds are non-negative), got {cfg.seed}")
+    if "seeds" in given:
+        seeds = given["seeds"]
+        if not seeds:
+            raise UserError("--seeds lists no seed; give comma-separated integers, e.g. 0,1,2")
+        _no_negative_or_repeated("--seeds", seeds)
+    if cfg.mode == "compare":
+        repeated = sorted({a for a in cfg.algos if cfg.algos.count(a) > 1})
+        if repeated:
+            raise UserError(f"--algos names {', '.join(repeated)} more than once; each algorithm runs once")
+    if "validation_seeds" in given:
+        _no_negative_or_repeated("--validation_seeds", given["validation_seeds"])
+    if cfg.checkpoint_every_episodes <= 0:  # else a ZeroDivisionError at the end of the first episode
+        raise UserError(f"--checkpoint_every must be > 0 episodes, got {cfg.checkpoint_every_episodes}")
+
+
+def _no_negative_or_repeated(option: str, seeds) -> None:
+    negative = [s for s in seeds if s < 0]
+    if negative:
+        raise UserError(f"{option} must be >= 0 (numpy seeds are non-negative), got {negative[0]}")
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise UserError(f"{option} lists {', '.join(map(str, repeated))} more than once")
+
+
+def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
+    """Errors for options the run would ignore (see the module docstring); warnings for harmless ones."""
+    w = cfg.workload
+    algos = cfg.algos if cfg.mode == "compare" else (cfg.algo,)
+    runs_agent = any(a in AGENTS for a in algos)
+
+    def refuse(names, why: str) -> None:
+        hit = [f"--{n}" for n in names if n in given]
+        if hit:
+            one = len(hit) == 1
+            raise UserError(
+                f"{', '.join(hit)} {'has' if one else 'have'} no effect on this run ({why}); "
+                f"remove {'it' if one else 'them'}"
+            )
+
+    if cfg.mode != "compare":
+        refuse(("seeds", "algos"), f"--mode compare only; --mode {cfg.mode} runs --algo on --seed")
+    else:
+        refuse(("algo",), "--mode compare runs every algorithm of --algos")
+        if "seeds" in given and not runs_agent:  # with agents --seed picks models/<algo>_seed<S>_*.pt
+            refuse(("seed",), "--mode compare runs every seed of --seeds")
+    if cfg.mode != "train":
+        refuse(TRAIN_ONLY, f"training options; this is --mode {cfg.mode}")
+    else:
+        refuse(("checkpoint", "model"), "training starts fresh or continues with --resume CHECKPOINT")
+    if cfg.mode != "train" and not runs_agent:
+        refuse(AGENT_ONLY, f"agent options; no RL agent ({', '.join(AGENTS)}) runs, only {', '.join(algos)}")
+    if cfg.mode == "eval" and "checkpoint" in given:
+        refuse(("model",), "--checkpoint names the model file itself")
+    if w.workload_type in ("synthetic", "csv"):
+        refuse(TRACE_ONLY, f"trace options; the workload is {w.workload_type}")
+    elif w.workload_type in TRACE_TYPES:
+        refuse(
+            ("difficulty",), "a trace brings its own jobs and default cluster; pick a cluster with --cluster"
+        )
+        if w.workload_type not in CPU_TRACES:
+            refuse(("cpu_job_gpus",), f"it maps the CPU-only traces {', '.join(CPU_TRACES)}")
+    if cfg.cluster.uniform_speed:
+        refuse(("recorded_gpu_type",), "with --uniform_speed every GPU type runs at speed 1")
+    if w.workload_type == "csv" and (cfg.cluster.spec or cfg.cluster.path):
+        refuse(("difficulty",), "a jobs CSV with --cluster/--cluster_path takes nothing from the preset")
+    if cfg.mode != "train" and not runs_agent:
+        hit = [f"--{n}" for n in AGENT_WHERE if n in given]
+        if hit:
+            return [f"{', '.join(hit)} ignored: no RL agent runs"]
+    return []
+
+
+def check_output_dir(path: str, option: str) -> None:
+    """Refuse an output folder that is a file, lies under a file, or cannot be written, before any work starts."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise UserError(f"{option} {path}: is a file, not a folder")
+    existing = target
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{option} {path}: {existing} is a file, not a folder")
+    try:  # the only reliable test (permissions, read-only mounts, root): write a scratch file and remove it
+        fd, scratch = tempfile.mkstemp(dir=existing, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(scratch)
+    except OSError as e:
+        raise UserError(f"{option} {path}: cannot write in {existing} ({e.strerror})") from None
