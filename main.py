@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from config import DIFFICULTIES, ClusterConfig, EnvConfig, RunConfig, SimConfig, WorkloadConfig
 from env.scenario import WORKLOAD_TYPES, UserError
+from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = ("fcfs", "sjf", "easy")
 AGENTS = ("d3qn", "sac")
@@ -54,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--num_jobs", type=int, default=None, help="synthetic: override the preset's job count")
     g.add_argument(
         "--load_factor", type=float, default=None, help="synthetic: override the preset's target load"
+    )
+    g.add_argument(
+        "--synthetic_profile",
+        default=w.synthetic_profile,
+        choices=PROFILE_NAMES,
+        help="synthetic: published statistics the jobs are drawn from (legacy: the original generator)",
+    )
+    g.add_argument(
+        "--kill_at_estimate", action="store_true", help="end a job at its requested time (recorded as Killed)"
     )
     g.add_argument(
         "--trace_start", type=float, default=None, help="trace: keep jobs arriving at/after this (s)"
@@ -148,6 +158,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             difficulty=a.difficulty,
             num_jobs=a.num_jobs,
             load_factor=a.load_factor,
+            synthetic_profile=a.synthetic_profile,
+            kill_at_estimate=a.kill_at_estimate,
             trace_start_s=a.trace_start,
             trace_end_s=a.trace_end,
             time_scale=a.time_scale,
