@@ -46,7 +46,7 @@ class WorkloadConfig:
     """override the preset's job count (synthetic)"""
     load_factor: float | None = None
     """override the preset's target load factor (synthetic)"""
-    synthetic_profile: str = "legacy"
+    synthetic_profile: str = "philly"
     """synthetic: philly | helios | itp (fitted to published statistics, workloads/profiles.py) | legacy (the
     original generator, exactly)"""
     kill_at_estimate: bool = False

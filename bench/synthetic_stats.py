@@ -1,6 +1,6 @@
 """Print generated vs published statistics for every synthetic profile (issue 9's table).
 
-    python bench/synthetic_stats.py [--num_jobs 100000] [--seed 0] [--difficulty hard] [--load_factor 1.0]
+    python bench/synthetic_stats.py [--num_jobs 400000] [--seed 0] [--difficulty hard] [--load_factor 1.0]
 
 Each profile generates `num_jobs` jobs on the difficulty preset's cluster (hard by default: its largest GPU
 type holds 64 GPUs, every profile's largest job) at the given load; the arrival rows depend on the jobs per
@@ -35,7 +35,7 @@ def _fmt(value: float | None) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--num_jobs", type=int, default=100_000)
+    p.add_argument("--num_jobs", type=int, default=400_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--difficulty", default="hard", choices=tuple(DIFFICULTIES))
     p.add_argument("--load_factor", type=float, default=1.0)

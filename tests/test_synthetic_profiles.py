@@ -191,7 +191,8 @@ def test_cli_profile_kill_and_status_in_jobs_csv(tmp_path, capsys):
     jobs = pd.read_csv(out / "jobs.csv", keep_default_na=False)
     assert set(jobs["trace_status"]) <= {COMPLETED, FAILED, CANCELLED, KILLED}
     assert (jobs["status"] == "completed").all() or set(jobs["status"]) <= {"completed", "unfinished"}
-    assert main([*args, "--kill_at_estimate", "--log_dir", str(tmp_path / "legacy")]) == 2
+    legacy = ["--synthetic_profile", "legacy", "--log_dir", str(tmp_path / "legacy")]
+    assert main([*args, "--kill_at_estimate", *legacy]) == 2
     assert "error: --kill_at_estimate" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         main([*args, "--synthetic_profile", "pai", "--log_dir", str(tmp_path / "x")])
