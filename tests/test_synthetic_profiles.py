@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,7 +18,15 @@ from main import main
 from tests.helpers import run
 from tests.test_synthetic import _fits_empty_cluster
 from workloads.calibrated import CANCELLED, COMPLETED, FAILED, KILLED, generate_profile
-from workloads.estimates import MAX_REQUEST_S, REQUEST_VALUES_S, UNDER_REQUEST_PROB, request_from_uniforms
+from workloads.estimates import (
+    MAX_REQUEST_S,
+    REQUEST_POPULARITY,
+    REQUEST_VALUES_S,
+    RICC_MEDIAN_ACCURACY,
+    RICC_SHARE_MAX_REQUEST,
+    UNDER_REQUEST_PROB,
+    request_from_uniforms,
+)
 from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
 from workloads.profile_stats import compare, measure
@@ -197,3 +207,20 @@ def test_cli_profile_kill_and_status_in_jobs_csv(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main([*args, "--synthetic_profile", "pai", "--log_dir", str(tmp_path / "x")])
     assert e.value.code == 2
+
+
+RICC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "swf-pwa" / "RICC-2010-2.swf.gz"
+
+
+@pytest.mark.skipif(not RICC.is_file(), reason=f"shared trace copy absent: {RICC}")
+def test_request_model_constants_match_the_ricc_log():
+    """The constants of workloads/estimates.py, recomputed from the log (fields 4 run time, 9 requested time)."""
+    with gzip.open(RICC, "rt") as f:
+        cols = np.loadtxt(f, comments=";", usecols=(3, 8))
+    run_s, req_s = cols[cols[:, 1] > 0].T
+    assert run_s.size == 447_792
+    assert np.median(run_s / req_s) == pytest.approx(RICC_MEDIAN_ACCURACY, abs=5e-5)
+    assert np.mean(req_s == MAX_REQUEST_S) == pytest.approx(RICC_SHARE_MAX_REQUEST, abs=5e-5)
+    assert np.mean(run_s > req_s) == pytest.approx(UNDER_REQUEST_PROB, abs=5e-4)
+    for value_s, share in REQUEST_POPULARITY:
+        assert np.mean(req_s == value_s) == pytest.approx(share, abs=5e-5), value_s
