@@ -50,7 +50,7 @@ def main() -> int:
         rows = compare(measure(w.jobs), profile)
         days = w.report["arrival_window_s"] / 86_400.0
         print(
-            f"\n### {profile.name}: {a.num_jobs:,} jobs, {a.difficulty} cluster ({cluster.num_gpus} GPUs), "
+            f"\n**{profile.name}**: {a.num_jobs:,} jobs, {a.difficulty} cluster ({cluster.num_gpus} GPUs), "
             f"load {a.load_factor:g}, seed {a.seed}, {days:.0f} days, generated in {took_s:.2f} s\n"
         )
         print("| statistic | generated | published | error | within | source |")
