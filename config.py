@@ -46,6 +46,11 @@ class WorkloadConfig:
     """override the preset's job count (synthetic)"""
     load_factor: float | None = None
     """override the preset's target load factor (synthetic)"""
+    synthetic_profile: str = "philly"
+    """synthetic: philly | helios | itp (fitted to published statistics, workloads/profiles.py) | legacy (the
+    original generator, exactly)"""
+    kill_at_estimate: bool = False
+    """end a job at its requested time (estimate_s) as HPC schedulers do; it is recorded as Killed"""
     trace_start_s: float | None = None
     """keep trace jobs arriving at or after this many seconds after the trace start"""
     trace_end_s: float | None = None

@@ -18,6 +18,7 @@ from config import (
     WorkloadConfig,
 )
 from env.scenario import WORKLOAD_TYPES, UserError
+from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = ("fcfs", "sjf", "easy")
 AGENTS = ("d3qn", "sac")
@@ -108,6 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help=f"synthetic: target offered load (default: the difficulty preset's: {_per_preset('load_factor')})",
+    )
+    g.add_argument(
+        "--synthetic_profile",
+        default=w.synthetic_profile,
+        choices=PROFILE_NAMES,
+        help="synthetic: published statistics the jobs are drawn from (legacy: the original generator)",
+    )
+    g.add_argument(
+        "--kill_at_estimate",
+        action="store_true",
+        help="end a job at its requested time, as HPC schedulers do (recorded as Killed)",
     )
     g.add_argument(
         "--trace_start",
@@ -248,6 +260,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             difficulty=a.difficulty,
             num_jobs=a.num_jobs,
             load_factor=a.load_factor,
+            synthetic_profile=a.synthetic_profile,
+            kill_at_estimate=a.kill_at_estimate,
             trace_start_s=a.trace_start,
             trace_end_s=a.trace_end,
             time_scale=a.time_scale,

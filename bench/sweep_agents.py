@@ -56,6 +56,7 @@ def run_variant(name: str, minutes: float, total_steps: int, device: str, every:
 
     algo, env_over, agent_over = VARIANTS[name]
     base = RunConfig(mode="train", algo=algo)
+    base = dataclasses.replace(base, workload=dataclasses.replace(base.workload, synthetic_profile="legacy"))
     cfg = dataclasses.replace(
         base,
         env=dataclasses.replace(base.env, **({"reward": "jct_at_start"} | env_over)),

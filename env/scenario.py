@@ -14,6 +14,7 @@ from env.cluster import ClusterLayout
 from env.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
 from env.simulator import Simulator
 from workloads.job import Workload
+from workloads.profiles import PROFILE_NAMES
 from workloads.traces import TRACE_FORMATS
 
 TRACE_TYPES = TRACE_FORMATS
@@ -64,6 +65,10 @@ def check_options(cfg: RunConfig) -> None:
             raise UserError(
                 "--num_jobs/--load_factor shape the synthetic generator only; for a file use --max_jobs/--time_scale"
             )
+    if w.synthetic_profile not in PROFILE_NAMES:
+        raise UserError(
+            f"unknown --synthetic_profile {w.synthetic_profile!r}; choose one of {', '.join(PROFILE_NAMES)}"
+        )
     for option, value in (("--num_jobs", w.num_jobs), ("--max_jobs", w.max_jobs)):
         if value is not None and value <= 0:
             raise UserError(f"{option} must be > 0, got {value}")
@@ -109,14 +114,24 @@ def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Genera
     """(workload, cluster brought by the trace or None, default cluster or None, note)."""
     w: WorkloadConfig = cfg.workload
     if w.workload_type == "synthetic":
+        from workloads.calibrated import generate_profile
+        from workloads.profiles import LEGACY, PROFILES
         from workloads.synthetic import generate_synthetic
 
         preset = DIFFICULTIES[w.difficulty]
         spec = cluster or parse_cluster_spec(preset.cluster)
         num_jobs = w.num_jobs or preset.num_jobs
         load = w.load_factor or preset.load_factor
-        name = f"synthetic-{w.difficulty}"
-        return generate_synthetic(spec, num_jobs, load, rng, name=name), None, None, ""
+        if w.synthetic_profile == LEGACY:  # the original generator, byte for byte
+            return (
+                generate_synthetic(spec, num_jobs, load, rng, name=f"synthetic-{w.difficulty}"),
+                None,
+                None,
+                "",
+            )
+        profile = PROFILES[w.synthetic_profile]
+        name = f"synthetic-{w.synthetic_profile}-{w.difficulty}"
+        return generate_profile(spec, num_jobs, load, rng, profile, name=name), None, None, ""
     if not Path(w.workload_path).exists():
         raise UserError(f"--workload_path {w.workload_path}: no such file or directory")
     if w.workload_type == "csv":
@@ -160,6 +175,30 @@ def _to_reference_runtimes(workload: Workload, layout: ClusterLayout, recorded: 
         for j in workload.jobs
     )
     return Workload(workload.name, jobs, report), note
+
+
+def kill_at_estimate(workload: Workload) -> Workload:
+    """Cap each job's runtime at its requested time (estimate_s), as an HPC scheduler ends a job at its limit.
+
+    A capped job runs exactly its request and is recorded with trace_status Killed; jobs within their request
+    and jobs without one are unchanged. Done here, when the scenario is assembled, so the simulator replays
+    the capped runtime like any recorded one.
+    """
+    from workloads.calibrated import KILLED
+
+    if not any(j.estimate_s is not None and j.estimate_s > 0 for j in workload.jobs):
+        raise UserError(
+            f"--kill_at_estimate: workload {workload.name!r} has no requested times (use a synthetic profile "
+            "other than legacy, a trace with requested times such as SWF, or a jobs CSV with an estimate column)"
+        )
+    jobs = tuple(
+        replace(j, runtime_s=j.estimate_s, trace_status=KILLED)
+        if j.estimate_s is not None and 0 < j.estimate_s < j.runtime_s
+        else j
+        for j in workload.jobs
+    )
+    killed = sum(a is not b for a, b in zip(jobs, workload.jobs, strict=True))
+    return Workload(workload.name, jobs, dict(workload.report, killed_at_estimate=killed))
 
 
 def known_runtimes(workload: Workload, sim: SimConfig, rng: np.random.Generator) -> np.ndarray:
@@ -224,5 +263,7 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
     layout = ClusterLayout(cluster, uniform_speed=cfg.cluster.uniform_speed)
     if cfg.workload.workload_type in TRACE_TYPES:
         workload, note = _to_reference_runtimes(workload, layout, cfg.workload.recorded_gpu_type, note)
+    if cfg.workload.kill_at_estimate:
+        workload = kill_at_estimate(workload)
     known = known_runtimes(workload, cfg.sim, estimate_rng)
     return Scenario(workload, cluster, note, layout, known, cfg.cluster.multi_node_runtime_factor, seed)

@@ -107,6 +107,11 @@ CASES = [
     ),
     ([*TRACE, "--load_factor", "2"], {"t.swf": SWF}, "synthetic generator only"),
     (
+        [*CSV, "--synthetic_profile", "helios"],
+        {"jobs.csv": JOBS},
+        "--synthetic_profile has no effect on this run (the synthetic generator's option; the workload is csv)",
+    ),
+    (
         [*TRACE, "--difficulty", "hard"],
         {"t.swf": SWF},
         "--difficulty has no effect on this run (a trace brings",

@@ -147,12 +147,19 @@ def _cluster_types(cluster: ClusterSpec) -> tuple[list[str], np.ndarray, np.ndar
     return names, mem_gb, gpus
 
 
-def _group_sizes(num_jobs: int, rng: np.random.Generator) -> np.ndarray:
-    """Jobs per submission group: 1, or a burst size, such that BURST_JOB_FRACTION of jobs are in bursts."""
-    mean_burst = (BURST_SIZE_MIN + BURST_SIZE_MAX) / 2
-    p_burst = BURST_JOB_FRACTION / (mean_burst * (1.0 - BURST_JOB_FRACTION) + BURST_JOB_FRACTION)
+def _group_sizes(
+    num_jobs: int,
+    rng: np.random.Generator,
+    job_fraction: float = BURST_JOB_FRACTION,
+    size_min: int = BURST_SIZE_MIN,
+    size_max: int = BURST_SIZE_MAX,
+) -> np.ndarray:
+    """Jobs per submission group: 1, or a burst size in [size_min, size_max], such that `job_fraction` of the
+    jobs are in bursts."""
+    mean_burst = (size_min + size_max) / 2
+    p_burst = job_fraction / (mean_burst * (1.0 - job_fraction) + job_fraction)
     is_burst = rng.random(num_jobs) < p_burst
-    burst_sizes = rng.integers(BURST_SIZE_MIN, BURST_SIZE_MAX + 1, size=num_jobs)
+    burst_sizes = rng.integers(size_min, size_max + 1, size=num_jobs)
     sizes = np.where(is_burst, burst_sizes, 1)
     ends = np.cumsum(sizes)
     num_groups = int(np.searchsorted(ends, num_jobs)) + 1  # num_jobs groups of >= 1 always suffice
