@@ -186,10 +186,18 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("--window must be > 0")
 
 
+def explicit_options(argv: list[str] | None) -> tuple[str, ...]:
+    """The argparse names (dests) of the options given in `argv`, whatever their values."""
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS  # absent options leave no attribute
+    return tuple(sorted(vars(parser.parse_args(argv))))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        cfg = config_from_args(args)
+        cfg = replace(config_from_args(args), explicit_options=explicit_options(argv))
         validate(cfg)
         from runner import run_mode
 
@@ -197,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:
+        if not getattr(err, "checkpoint", None):  # training says itself what it saved and how to resume
+            print("interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
