@@ -68,8 +68,8 @@ def check_train_options(cfg: RunConfig) -> None:
     bad = [s for s in cfg.validation_seeds if s < 0 or is_training_seed(s)]
     if bad:
         raise UserError(
-            f"--validation_seeds {','.join(map(str, bad))}: seeds must be >= 0 and below 1,000,000,000 "
-            "(the training scenarios' range); 'none' = no validation"
+            "--validation_seeds must be >= 0 and below 1,000,000,000 (the training scenarios' range), got "
+            f"{','.join(map(str, bad))} ('none' = no validation)"
         )
     if cfg.device == "cuda":
         import torch
