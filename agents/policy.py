@@ -79,14 +79,19 @@ def _warn_if_best_of_another_run(path: Path, checkpoint: dict[str, Any]) -> None
     if not path.name.endswith("_best.pt"):
         return
     final = path.with_name(path.name.removesuffix("_best.pt") + "_final.pt")
-    best_run = checkpoint.get("run_id")
-    if not final.is_file() or not best_run:
+    if not final.is_file():
         return
     try:
         final_run = load_checkpoint(final).get("run_id")
     except ValueError:  # a damaged final model is reported when someone loads it
         return
-    if final_run and final_run != best_run:
+    best_run = checkpoint.get("run_id")
+    if final_run and not best_run:
+        print(
+            f"warning: {path} predates run ids, so it may not come from the run of {final} (run {final_run})",
+            file=sys.stderr,
+        )
+    elif final_run and final_run != best_run:
         print(
             f"warning: {path} was selected in training run {best_run}, but {final} comes from run {final_run}: "
             "they are not one run's models",

@@ -89,7 +89,7 @@ class TrainResult:
     run_id: str = ""
     """the training run (agents.checkpoint.new_run_id), the same across its resumes"""
     setup_s: float = 0.0
-    """part of wall_s spent before the first step: demonstrations and pre-training"""
+    """part of wall_s spent before the first step: building env and agent, demonstrations, pre-training"""
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -97,12 +97,9 @@ class TrainingInterrupted(KeyboardInterrupt):
 
     def __init__(self, checkpoint: str, global_step: int, total_steps: int, run_id: str):
         super().__init__(f"interrupted at step {global_step:,} of {total_steps:,}; checkpoint {checkpoint}")
-        self.checkpoint, self.global_step, self.total_steps, self.run_id = (
-            checkpoint,
-            global_step,
-            total_steps,
-            run_id,
-        )
+        self.checkpoint = checkpoint
+        self.global_step, self.total_steps = global_step, total_steps
+        self.run_id = run_id
 
 
 class _CtrlC:
