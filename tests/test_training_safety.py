@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import os
 import shlex
@@ -19,6 +21,8 @@ import agents.trainer
 from agents.checkpoint import load_checkpoint, save_checkpoint
 from agents.files import TrainingLock, atomic_write, temp_path
 from agents.replay import ReplayBuffer
+from agents.train_cli import run_config_from_dict
+from config import EnvConfig, RunConfig, SACConfig, WorkloadConfig
 from env.gym_env import GPUClusterEnv
 from main import main
 
@@ -222,6 +226,38 @@ def test_best_model_of_another_run_than_final_is_kept_but_flagged(tmp_path, caps
     assert main([*eval_args, "--model", "best", "--log_dir", str(tmp_path / "e")]) == 0
     err = capsys.readouterr().err
     assert "warning:" in err and "d3qn_seed3_best.pt" in err and "not one run's models" in err
+    # a best model written before run ids existed cannot be matched to the final one: said as well
+    old_format = load_checkpoint(models / "d3qn_seed3_best.pt")
+    del old_format["run_id"]
+    save_checkpoint(models / "d3qn_seed3_best.pt", old_format)
+    assert main([*eval_args, "--model", "best", "--log_dir", str(tmp_path / "e2")]) == 0
+    assert "predates run ids" in capsys.readouterr().err
+
+
+def test_run_settings_round_trip_through_a_checkpoint():
+    cfg = RunConfig(
+        mode="train",
+        algo="sac",
+        validation_seeds=(7, 8),
+        workload=WorkloadConfig(difficulty="easy", num_jobs=20, trace_start_s=5.0),
+        env=EnvConfig(window=8, reward="jct"),
+        sac=SACConfig(demo_policy="", hidden=16),
+    )
+    saved = torch.load(_saved(dataclasses.asdict(cfg)), weights_only=True)
+    assert run_config_from_dict(saved) == cfg
+    # fields a checkpoint lacks keep their defaults; fields this version does not know are dropped
+    saved["workload"].pop("num_jobs")
+    saved["env"]["a_future_option"] = 1
+    assert run_config_from_dict(saved) == dataclasses.replace(
+        cfg, workload=dataclasses.replace(cfg.workload, num_jobs=None)
+    )
+
+
+def _saved(value) -> io.BytesIO:
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    buffer.seek(0)
+    return buffer
 
 
 # ---- Ctrl-C -----------------------------------------------------------------------------------------------
