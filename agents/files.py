@@ -72,6 +72,16 @@ class TrainingLock:
         )
 
     def acquire(self) -> None:
+        try:
+            self._acquire()
+        except OSError as err:  # a read-only models folder, or a file where the folder should be
+            folder = self.path.parent
+            reason = "it is a file, not a folder" if folder.is_file() else err.strerror or str(err)
+            raise UserError(
+                f"models folder {folder}: cannot create the training lock there ({reason})"
+            ) from None
+
+    def _acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         record = f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode()
         if fcntl is None:  # pragma: no cover

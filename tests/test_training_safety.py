@@ -505,3 +505,12 @@ def test_demonstrations_and_pretraining_show_progress_and_count_in_steps_per_s(t
     assert "pre-training on demonstrations" in err and "40/40" in err
     assert 0 < result.setup_s < result.wall_s
     assert result.steps_per_s == pytest.approx(16 / result.wall_s)
+
+
+def test_a_models_dir_that_is_a_file_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "models").write_text("not a folder")
+    assert main(train_args(tmp_path, "--total_steps", "50", "--validation_seeds", "none")) == 2
+    err = capsys.readouterr().err
+    assert (
+        "cannot create the training lock there (it is a file, not a folder)" in err and "Traceback" not in err
+    )
