@@ -232,7 +232,12 @@ def train_from_config(cfg: RunConfig) -> Path:
             )
         except TrainingInterrupted as stop:
             pending = pending_best_path(best)
-            so_far = f"; its best model so far: {pending}" if validation_record(pending) else ""
+            record = validation_record(pending)
+            so_far = (
+                f"; its best model so far: {pending}"
+                if record and record.get("run_id") == stop.run_id
+                else ""
+            )
             print(
                 f"interrupted at step {stop.global_step:,} of {stop.total_steps:,}: wrote {stop.checkpoint}{so_far} "
                 f"(earlier final/best models are untouched until the run completes)\n"
