@@ -514,3 +514,29 @@ def test_a_models_dir_that_is_a_file_is_a_clear_error(tmp_path, capsys):
     assert (
         "cannot create the training lock there (it is a file, not a folder)" in err and "Traceback" not in err
     )
+
+
+def test_a_replay_buffer_that_does_not_belong_to_its_checkpoint_is_not_used(tmp_path):
+    """A kill between writing the buffer and its checkpoint leaves a newer buffer beside an older checkpoint."""
+    from agents.checkpoint import replay_path
+    from agents.toy_env import ToySJFEnv
+    from config import D3QNConfig
+
+    def run(total_steps: int, resume: str | None = None):
+        cfg = D3QNConfig(demo_policy="", learning_starts=10_000)
+        return agents.trainer.train(
+            "d3qn", lambda seed: ToySJFEnv(window=4), cfg, seed=0, total_steps=total_steps, device="cpu",
+            models_dir=str(tmp_path / "m"), run_dir=str(tmp_path / "r"), progress=False, resume=resume,
+        )  # fmt: skip
+
+    first = run(32)
+    stale = ReplayBuffer(D3QNConfig().buffer_size, 4 * 2 + 3, 5, np.random.default_rng(0), 0.95)
+    for _ in range(40):  # 40 transitions where the checkpoint recorded 32
+        stale.add(np.zeros(11), 0, 0.0, np.zeros(11), False, False, np.ones(5, bool), np.ones(5, bool))
+    stale.save(str(replay_path(first.final_checkpoint)))
+    with pytest.warns(UserWarning, match="does not match"):
+        second = run(48, resume=first.final_checkpoint)
+    assert second.global_step == 48
+    assert (
+        load_checkpoint(second.final_checkpoint)["replay"]["size"] == 16
+    )  # refilled from empty, not 40 + 16
