@@ -205,6 +205,9 @@ class RunConfig:
     models_dir: str = "models"
     checkpoint: str | None = None
     resume: str | None = None
+    explicit_options: tuple[str, ...] = ()
+    """argparse names of the options given on the command line: --resume takes every other experiment
+    setting from the checkpoint and rejects a given one that contradicts it"""
     device: str = "auto"
     """auto | cpu | cuda"""
     total_steps: int | None = None

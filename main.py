@@ -300,12 +300,20 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("--window must be > 0")
 
 
+def explicit_options(argv: list[str] | None) -> tuple[str, ...]:
+    """The argparse names (dests) of the options given in `argv`, whatever their values."""
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS  # absent options leave no attribute
+    return tuple(sorted(vars(parser.parse_args(argv))))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     parser.error = usage_error  # argparse's own mistakes (bad int, missing value) also get one `error:` line
     args = parser.parse_args(argv)
     try:
-        cfg = config_from_args(args)
+        cfg = replace(config_from_args(args), explicit_options=explicit_options(argv))
         validate(cfg)
         for warning in check_command_line(cfg, given_options(build_parser(), argv)):
             print(f"warning: {warning}", file=sys.stderr)
@@ -315,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:
+        if not getattr(err, "checkpoint", None):  # training says itself what it saved and how to resume
+            print("interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

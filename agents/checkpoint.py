@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from agents.files import atomic_write
+from env.scenario import UserError
+
 CHECKPOINT_FORMAT = 1
+INTERRUPTED_TAG = "interrupted"
+"""checkpoint_path(..., INTERRUPTED_TAG): the checkpoint Ctrl-C writes, to resume from"""
+
+
+def new_run_id() -> str:
+    """Identifies one training run across its resumes: start time + random suffix, e.g. 20261126-124512-3f9a1c."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
 def checkpoint_path(models_dir: str | os.PathLike, algo: str, seed: int, episode: int | str | None) -> Path:
@@ -20,11 +32,9 @@ def checkpoint_path(models_dir: str | os.PathLike, algo: str, seed: int, episode
 
 
 def copy_checkpoint(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    """Copy a checkpoint file atomically (tmp file + os.replace)."""
-    target = Path(target)
-    tmp = target.with_name(target.name + ".tmp")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+    """Copy a checkpoint file atomically (unique temp file + os.replace)."""
+    with open(source, "rb") as src:
+        atomic_write(target, lambda dst: shutil.copyfileobj(src, dst))
 
 
 def replay_path(checkpoint: str | os.PathLike) -> Path:
@@ -56,18 +66,32 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None
       rng: {numpy: np.random.Generator.bit_generator.state, torch_init: ByteTensor, torch_sample: ByteTensor}
       replay: {file: str, size: int} | None  the replay buffer written beside this checkpoint (file name in
                                        the checkpoint's folder; only the newest checkpoint of a run keeps one)
+      run_id: str                      the training run it belongs to (agents.checkpoint.new_run_id; kept
+                                       across resumes; absent in checkpoints written before run ids existed)
+      validation: dict                 only in <algo>_seed<S>_best.pt: its validation score, as in best.json
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(checkpoint, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda file: torch.save(checkpoint, file))
 
 
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict[str, Any]:
-    checkpoint = torch.load(path, map_location=device, weights_only=True)
-    if checkpoint.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(
-            f"{path}: checkpoint format {checkpoint.get('format')!r}, expected {CHECKPOINT_FORMAT}"
-        )
+    """Load a checkpoint written by save_checkpoint; anything else (missing, a folder, empty, truncated, text,
+    another program's file, another format) is a UserError naming the file and what is wrong with it."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such checkpoint file")
+    if path.is_dir():
+        raise UserError(f"{path} is a directory, not a checkpoint file (.pt)")
+    if path.stat().st_size == 0:
+        raise UserError(f"{path}: empty file, not a checkpoint (a copy or download that did not finish?)")
+    try:
+        checkpoint = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # torch.load raises many types on a damaged or foreign file (KeyError on text)
+        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        raise UserError(
+            f"{path}: not a readable checkpoint (truncated, or not written by this program) [{reason[:120]}]"
+        ) from None
+    if not isinstance(checkpoint, dict) or "format" not in checkpoint:
+        raise UserError(f"{path}: a torch file, but not a checkpoint written by this program's training")
+    if checkpoint["format"] != CHECKPOINT_FORMAT:
+        raise UserError(f"{path}: checkpoint format {checkpoint['format']!r}, expected {CHECKPOINT_FORMAT}")
     return checkpoint

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -112,14 +113,19 @@ class D3QNAgent:
             self._update_target()
         return losses
 
-    def pretrain(self, demos: ReplayBuffer, num_updates: int) -> dict[str, torch.Tensor]:
-        """`num_updates` steps on demonstrations alone (TD + large margin), with the usual target period."""
+    def pretrain(
+        self, demos: ReplayBuffer, num_updates: int, on_update: Callable[[], None] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """`num_updates` steps on demonstrations alone (TD + large margin), with the usual target period;
+        `on_update()` after each (progress display)."""
         cfg, losses = self.cfg, {}
         period = max(1, cfg.target_update_every // cfg.train_every)
         for u in range(num_updates):
             losses = self._learn(demos.sample(cfg.batch_size), 0, None)
             if (u + 1) % period == 0:
                 self._update_target()
+            if on_update is not None:
+                on_update()
         self._update_target()
         return losses
 

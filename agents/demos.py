@@ -17,8 +17,10 @@ def collect_demonstrations(
     demonstrator: Demonstrator,
     scenario_seeds: list[int],
     make_buffer: Callable[[int], ReplayBuffer],
+    on_episode: Callable[[], None] | None = None,
 ) -> tuple[ReplayBuffer, list[float]]:
     """Run `demonstrator` for one episode on each scenario; (buffer holding exactly those transitions, returns).
+    `on_episode()` is called after each episode (progress display).
 
     Episodes are stored with the agent's reward, discount and n-step setting, so demonstration transitions are
     ordinary TD targets too. Deterministic: no random draw is made (a resume rebuilds the same buffer).
@@ -41,6 +43,8 @@ def collect_demonstrations(
         env.close()
         episodes.append(steps)
         returns.append(total)
+        if on_episode is not None:
+            on_episode()
     buffer = make_buffer(max(1, sum(len(e) for e in episodes)))
     for steps in episodes:
         for step in steps:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass, fields
 
 import numpy as np
+
+from agents.files import atomic_write
 
 
 @dataclass(frozen=True)
@@ -190,15 +191,14 @@ class ReplayBuffer:
     _ARRAYS = ("obs", "next_obs", "actions", "rewards", "dones", "discounts", "masks", "next_masks")
 
     def save(self, path: str) -> None:
-        """Write the buffer to `path` (.npz) atomically."""
+        """Write the buffer to `path` (.npz) atomically, under a temp name no concurrent writer shares."""
         arrays = {name: getattr(self, name)[: self.size] for name in self._ARRAYS}
         meta = np.array([self.pos, self.size, self.capacity], dtype=np.int64)
         if self.tree is not None:
             arrays["priorities"] = self.tree.leaves(np.arange(self.size))
             arrays["max_priority"] = np.array(self.max_priority)
-        tmp = path + ".tmp.npz"
-        np.savez(tmp, meta=meta, **arrays)
-        os.replace(tmp, path)
+        # a file object, so numpy appends no ".npz" to the unique temp name
+        atomic_write(path, lambda file: np.savez(file, meta=meta, **arrays))
 
     def load(self, path: str) -> None:
         with np.load(path) as data:

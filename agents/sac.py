@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -97,11 +98,16 @@ class SACAgent:
             batch = concat_batches(batch, demos.sample(self.cfg.demo_batch_size))
         return self._learn(batch, self.cfg.batch_size)
 
-    def pretrain(self, demos: ReplayBuffer, num_updates: int) -> dict[str, torch.Tensor]:
-        """`num_updates` steps on demonstrations alone: critic TD and behaviour cloning of the actor."""
+    def pretrain(
+        self, demos: ReplayBuffer, num_updates: int, on_update: Callable[[], None] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """`num_updates` steps on demonstrations alone: critic TD and behaviour cloning of the actor;
+        `on_update()` after each (progress display)."""
         losses = {}
         for _ in range(num_updates):
             losses = self._learn(demos.sample(self.cfg.batch_size), 0)
+            if on_update is not None:
+                on_update()
         return losses
 
     def _learn(self, batch: Batch, num_agent_rows: int) -> dict[str, torch.Tensor]:

@@ -1,12 +1,23 @@
-"""`--mode train`: turns a RunConfig into an env factory and a call to agents.trainer.train."""
+"""`--mode train`: turns a RunConfig into an env factory and a call to agents.trainer.train, safely.
+
+Safety rules (README, *Agents*): options are checked before any work; one training per algo+seed and models
+folder at a time (a lock file); a run's best model replaces the previous one only when the run completes;
+Ctrl-C leaves a checkpoint and prints the command that resumes it; `--resume` continues the checkpoint's own
+run, refusing options that contradict it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
+import sys
 from pathlib import Path
+from typing import Any
 
-from agents.checkpoint import checkpoint_path, load_checkpoint
-from agents.trainer import AGENTS, is_training_seed, train
-from agents.validation import BestCheckpoint
+from agents.checkpoint import INTERRUPTED_TAG, checkpoint_path, load_checkpoint, new_run_id
+from agents.files import TrainingLock
+from agents.trainer import AGENTS, TrainingInterrupted, is_training_seed, train
+from agents.validation import BestCheckpoint, pending_best_path, validation_record
 from config import RunConfig
 from env.gym_env import GPUClusterEnv, heuristic_action
 from env.scenario import UserError
@@ -16,11 +27,163 @@ from schedulers import POLICIES
 # startable jobs shortest-first (SJF's pick is always slot 0) or oldest-first (FCFS's pick is always slot 0).
 DEMO_POLICIES = {"runtime": ("sjf",), "arrival": ("fcfs",)}
 
+# RunConfig fields that define a training run's experiment: a resume takes them from the checkpoint
+EXPERIMENT_FIELDS = (
+    "algo",
+    "seed",
+    "checkpoint_every_episodes",
+    "validation_seeds",
+    "cluster",
+    "workload",
+    "sim",
+    "env",
+    "d3qn",
+    "sac",
+)
+# command-line options whose RunConfig field has another name ("{algo}" = the trained agent's config)
+FIELD_OF_OPTION = {
+    "checkpoint_every": "checkpoint_every_episodes",
+    "cluster": "cluster.spec",
+    "cluster_path": "cluster.path",
+    "multi_node_factor": "cluster.multi_node_runtime_factor",
+    "trace_start": "workload.trace_start_s",
+    "trace_end": "workload.trace_end_s",
+    "demo_policy": "{algo}.demo_policy",
+}
+_MISSING = object()
+
 
 def heuristic_demonstrator(name: str):
     """demonstrator(env) -> the action heuristic `name` takes in a GPUClusterEnv's current state."""
     policy = POLICIES[name]
     return lambda env: heuristic_action(env.unwrapped, policy)
+
+
+def check_train_options(cfg: RunConfig) -> None:
+    """Options a training needs, checked before any work (a mistake found after hours of training is lost)."""
+    if cfg.checkpoint_every_episodes <= 0:
+        raise UserError(
+            f"--checkpoint_every must be a positive number of episodes, got {cfg.checkpoint_every_episodes}"
+        )
+    bad = [s for s in cfg.validation_seeds if s < 0 or is_training_seed(s)]
+    if bad:
+        raise UserError(
+            "--validation_seeds must be >= 0 and below 1,000,000,000 (the training scenarios' range), got "
+            f"{','.join(map(str, bad))} ('none' = no validation)"
+        )
+    if cfg.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError(
+                f"--device cuda, but torch {torch.__version__} sees no CUDA GPU (a CPU-only build, or no driver); "
+                "use --device cpu or auto"
+            )
+
+
+def run_config_from_dict(saved: dict[str, Any]) -> RunConfig:
+    """The RunConfig a checkpoint's `run_config` dict was made from (fields it lacks keep their defaults;
+    fields this version does not know are dropped)."""
+    defaults = RunConfig()
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(RunConfig):
+        if field.name not in saved:
+            continue
+        value, default = saved[field.name], getattr(defaults, field.name)
+        if dataclasses.is_dataclass(default) and isinstance(value, dict):
+            known = {f.name for f in dataclasses.fields(default)}
+            parts = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k in known}
+            value = dataclasses.replace(default, **parts)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[field.name] = value
+    return dataclasses.replace(defaults, **values)
+
+
+def option_value(cfg: RunConfig, option: str) -> Any:
+    """The value command-line `option` set in `cfg`, or _MISSING when it sets no experiment field."""
+    path = FIELD_OF_OPTION.get(option, option).format(algo=cfg.algo)
+    if "." in path:
+        section, name = path.split(".", 1)
+        return getattr(getattr(cfg, section), name, _MISSING)
+    if path in EXPERIMENT_FIELDS and not dataclasses.is_dataclass(getattr(cfg, path)):
+        return getattr(cfg, path)
+    for section in ("workload", "cluster", "sim", "env", cfg.algo):
+        part = getattr(cfg, section)
+        if path in {f.name for f in dataclasses.fields(part)}:
+            return getattr(part, path)
+    return _MISSING
+
+
+def _shown(value: Any) -> str:
+    if value is None or value == "":
+        return "none"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or "none"
+    return str(value)
+
+
+def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfig, int]:
+    """(cfg with the checkpoint run's experiment settings, the run's step target).
+
+    Everything that defines the experiment comes from the checkpoint; an option given on the command line
+    that contradicts it is a UserError naming both values. A finished run may be extended by a larger
+    --total_steps; an unfinished one keeps its target.
+    """
+    algo, resume = checkpoint["algo"], cfg.resume
+    _, config_cls = AGENTS[algo]
+    if checkpoint.get("run_config") is not None:
+        saved = run_config_from_dict(checkpoint["run_config"])
+    else:  # written by agents.trainer.train without a RunConfig: only the agent's own settings are known
+        print(
+            f"warning: {resume} records no workload or env settings; using the command line's",
+            file=sys.stderr,
+        )
+        saved = cfg
+    # checkpoints written before demonstrations existed were pure RL runs
+    agent_cfg = config_cls(**({"demo_policy": ""} | checkpoint["config"]))
+    saved = dataclasses.replace(saved, **{"algo": algo, "seed": checkpoint["seed"], algo: agent_cfg})
+
+    conflicts = []
+    for option in cfg.explicit_options:
+        if option == "total_steps":
+            continue
+        given = option_value(cfg, option)
+        kept = option_value(saved, option) if given is not _MISSING else _MISSING
+        if given is not _MISSING and given != kept:
+            conflicts.append(f"--{option} {_shown(given)} (the checkpoint's run has {_shown(kept)})")
+    target, done = checkpoint["total_steps"], checkpoint["global_step"]
+    if cfg.total_steps is not None and cfg.total_steps != target:
+        if done >= target and cfg.total_steps > target:
+            print(f"extending the finished run of {resume} from {target:,} to {cfg.total_steps:,} steps")
+            target = cfg.total_steps
+        else:
+            conflicts.append(f"--total_steps {cfg.total_steps} (the checkpoint's run targets {target})")
+    if conflicts:
+        raise UserError(
+            f"--resume {resume} continues that run with its own settings, but {'; '.join(conflicts)}: drop "
+            "the option(s), or start a fresh run without --resume"
+        )
+    if done >= target:
+        raise UserError(
+            f"--resume {resume}: that run already finished its {target:,} steps; "
+            "pass a larger --total_steps to extend it"
+        )
+    return dataclasses.replace(cfg, **{name: getattr(saved, name) for name in EXPERIMENT_FIELDS}), target
+
+
+def resume_command(cfg: RunConfig, checkpoint: str) -> str:
+    """The command line that resumes from `checkpoint` with this run's output options."""
+    words = ["python", "main.py", "--mode", "train", "--algo", cfg.algo, "--seed", str(cfg.seed)]
+    if cfg.models_dir != RunConfig.models_dir:
+        words += ["--models_dir", cfg.models_dir]
+    if cfg.log_dir:
+        words += ["--log_dir", cfg.log_dir]
+    if "device" in cfg.explicit_options:
+        words += ["--device", cfg.device]
+    if not cfg.progress:
+        words.append("--no_progress")
+    return " ".join(map(shlex.quote, [*words, "--resume", checkpoint]))
 
 
 def train_from_config(cfg: RunConfig) -> Path:
@@ -29,48 +192,84 @@ def train_from_config(cfg: RunConfig) -> Path:
 
     if cfg.algo not in AGENTS:
         raise UserError(f"--mode train needs --algo {' or '.join(AGENTS)}, got {cfg.algo!r}")
-    if cfg.resume and not Path(cfg.resume).exists():
-        raise UserError(f"--resume {cfg.resume}: no such file")
-    demo_policy, seed = getattr(cfg, cfg.algo).demo_policy, cfg.seed
-    if cfg.resume:  # a resumed run keeps its own settings (agents.trainer.train reads them from the file)
-        resumed = load_checkpoint(cfg.resume)
-        demo_policy, seed = resumed["config"].get("demo_policy", ""), resumed["seed"]
+    resumed, total_steps = None, cfg.total_steps
+    if cfg.resume:
+        resumed = load_checkpoint(cfg.resume)  # a UserError for anything but a checkpoint
+        cfg, total_steps = resumed_config(cfg, resumed)
+    check_train_options(cfg)
+    demo_policy = getattr(cfg, cfg.algo).demo_policy
     allowed = DEMO_POLICIES[cfg.env.window_order]
     if demo_policy and demo_policy not in allowed:
         raise UserError(
             f"--demo_policy {demo_policy!r}: with window order {cfg.env.window_order!r} only "
             f"{', '.join(allowed)} (or none) can act through the window"
         )
-    if any(is_training_seed(s) for s in cfg.validation_seeds):
-        raise UserError("--validation_seeds must be below 1,000,000,000 (the training scenarios' range)")
+    run_id = (resumed or {}).get("run_id") or new_run_id()
     run_dir = default_log_dir(cfg)
-    best = checkpoint_path(cfg.models_dir, cfg.algo, seed, "best")
-    if not cfg.resume:  # a fresh run never leaves an earlier run's best model behind to be loaded by mistake
-        best.unlink(missing_ok=True)
-        best.with_suffix(".json").unlink(missing_ok=True)
-    validation = BestCheckpoint(cfg, best, resume=cfg.resume is not None) if cfg.validation_seeds else None
-    result = train(
-        cfg.algo,
-        lambda scenario_seed: GPUClusterEnv(cfg),
-        cfg,
-        seed=seed,
-        total_steps=cfg.total_steps,
-        device=cfg.device,
-        models_dir=cfg.models_dir,
-        run_dir=str(run_dir),
-        resume=cfg.resume,
-        checkpoint_every_episodes=cfg.checkpoint_every_episodes,
-        progress=cfg.progress,
-        demonstrator=heuristic_demonstrator(demo_policy) if demo_policy else None,
-        eval_fn=validation,
-    )
+    models = Path(cfg.models_dir)
+    best = checkpoint_path(models, cfg.algo, cfg.seed, "best")
+    with TrainingLock(models / f"{cfg.algo}_seed{cfg.seed}.lock", f"{cfg.algo} seed {cfg.seed}"):
+        try:
+            validation = None
+            if cfg.validation_seeds:
+                resume_step = resumed["global_step"] if resumed is not None else None
+                validation = BestCheckpoint(cfg, best, run_id, resume_step)
+            result = train(
+                cfg.algo,
+                lambda scenario_seed: GPUClusterEnv(cfg),
+                cfg,
+                seed=cfg.seed,
+                total_steps=total_steps,
+                device=cfg.device,
+                models_dir=cfg.models_dir,
+                run_dir=str(run_dir),
+                resume=cfg.resume,
+                checkpoint_every_episodes=cfg.checkpoint_every_episodes,
+                progress=cfg.progress,
+                demonstrator=heuristic_demonstrator(demo_policy) if demo_policy else None,
+                eval_fn=validation,
+                run_id=run_id,
+            )
+        except TrainingInterrupted as stop:
+            pending = pending_best_path(best)
+            record = validation_record(pending)
+            so_far = (
+                f"; its best model so far: {pending}"
+                if record and record.get("run_id") == stop.run_id
+                else ""
+            )
+            print(
+                f"interrupted at step {stop.global_step:,} of {stop.total_steps:,}: wrote {stop.checkpoint}{so_far} "
+                f"(earlier final/best models are untouched until the run completes)\n"
+                f"resume with: {resume_command(cfg, stop.checkpoint)}",
+                file=sys.stderr,
+            )
+            raise
+        except KeyboardInterrupt:
+            print(
+                "interrupted before the first training step: no checkpoint written, earlier models untouched",
+                file=sys.stderr,
+            )
+            raise
+        published = validation.publish() if validation is not None else False
     print(
-        f"{result.algo} seed {result.seed}: {result.global_step} steps, {result.episodes} episodes, "
-        f"{result.steps_per_s:,.0f} steps/s; final model {result.final_checkpoint}; TensorBoard: {run_dir}/"
+        f"{result.algo} seed {result.seed} (run {result.run_id}): {result.global_step:,} steps, "
+        f"{result.episodes} episodes in {result.wall_s:,.0f} s ({result.setup_s:,.0f} s of it before the first step: "
+        f"setup, demonstrations, pre-training), {result.steps_per_s:,.0f} steps/s; final model {result.final_checkpoint}; "
+        f"TensorBoard: {run_dir}/"
     )
-    if validation is not None and validation.best_path.exists():
+    if published:
         print(
-            f"best on validation seeds {','.join(map(str, cfg.validation_seeds))}: {validation.best_path} "
+            f"best on validation seeds {','.join(map(str, cfg.validation_seeds))}: {best} "
             f"(avg JCT {validation.best_jct_s:,.0f} s)"
         )
+    elif best.exists():
+        record = validation_record(best)
+        origin = f"run {record['run_id']}" if record and record.get("run_id") else "an earlier run"
+        print(
+            f"note: {best} is from {origin}, not this one (it validated no checkpoint); --model best warns so"
+        )
+    interrupted = checkpoint_path(models, cfg.algo, cfg.seed, INTERRUPTED_TAG)
+    if interrupted.exists():
+        print(f"note: {interrupted} holds another, unfinished run; resume it with --resume {interrupted}")
     return run_dir

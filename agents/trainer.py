@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
+import sys
+import threading
 import time
 import warnings
 from collections import deque
@@ -19,8 +22,10 @@ from tqdm import tqdm
 
 from agents.checkpoint import (
     CHECKPOINT_FORMAT,
+    INTERRUPTED_TAG,
     checkpoint_path,
     load_checkpoint,
+    new_run_id,
     replay_path,
     save_checkpoint,
 )
@@ -81,6 +86,59 @@ class TrainResult:
     run_dir: str
     eval_history: tuple[tuple[int, dict[str, float]], ...] = ()
     """(global_step, eval_fn result) at each checkpoint"""
+    run_id: str = ""
+    """the training run (agents.checkpoint.new_run_id), the same across its resumes"""
+    setup_s: float = 0.0
+    """part of wall_s spent before the first step: building env and agent, demonstrations, pre-training"""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped training after a complete checkpoint to resume from was written."""
+
+    def __init__(self, checkpoint: str, global_step: int, total_steps: int, run_id: str):
+        super().__init__(f"interrupted at step {global_step:,} of {total_steps:,}; checkpoint {checkpoint}")
+        self.checkpoint = checkpoint
+        self.global_step, self.total_steps = global_step, total_steps
+        self.run_id = run_id
+
+
+class _CtrlC:
+    """SIGINT handling of the training loop (main thread only; elsewhere Ctrl-C raises KeyboardInterrupt as
+    usual, which the loop catches too). The first Ctrl-C asks the loop to stop after the current step, so the
+    checkpoint holds a consistent state; a second one interrupts the step at once. While a checkpoint that
+    ends the run is written (`saving`), Ctrl-C is ignored with a message, so the file is always complete."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(
+            "\nCtrl-C: stopping after this step to write a checkpoint (Ctrl-C again to stop the step at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def saving(self, what: str) -> None:
+        def ignore(signum, frame) -> None:
+            print(
+                f"\nstill writing {what}; Ctrl-C is ignored until it is complete", file=sys.stderr, flush=True
+            )
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, ignore)
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -125,6 +183,7 @@ def train(
     time_limit_s: float | None = None,
     num_threads: int = 1,
     demonstrator: Demonstrator | None = None,
+    run_id: str | None = None,
 ) -> TrainResult:
     """Train D3QN or SAC until `total_steps` env steps (counted across resumes) or `time_limit_s` seconds.
 
@@ -146,7 +205,13 @@ def train(
 
     `eval_fn(policy)` runs after each checkpoint on the live greedy policy; its results go to eval/* in
     TensorBoard and to `TrainResult.eval_history`.
+
+    Every checkpoint records `run_id` (a resume keeps the checkpoint's; a fresh run gets `run_id` or a new
+    one). Ctrl-C during the loop writes `<algo>_seed<S>_interrupted.pt` (no validation) and raises
+    TrainingInterrupted; a run that completes removes its own interrupted checkpoint. Ctrl-C before the first
+    step (demonstrations, pre-training) writes nothing and raises KeyboardInterrupt.
     """
+    run_start = time.perf_counter()
     algo = agent_name.lower()
     if algo not in AGENTS:
         raise ValueError(f"unknown agent {agent_name!r}; expected one of {sorted(AGENTS)}")
@@ -163,6 +228,8 @@ def train(
         # checkpoints written before demonstrations existed were pure RL runs
         agent_cfg = config_cls(**({"demo_policy": ""} | resumed["config"]))
         seed = resumed["seed"]
+        run_id = resumed.get("run_id") or run_id
+    run_id = run_id or new_run_id()
     total_steps = total_steps if total_steps is not None else agent_cfg.total_steps
     dev = resolve_device(device)
     if dev.type == "cpu":
@@ -194,6 +261,14 @@ def train(
         replay_file = Path(resume).parent / replay["file"] if replay is not None else None
         if replay_file is not None and replay_file.exists():
             buffer.load(str(replay_file))
+            if (len(buffer), buffer.pos) != (replay["size"], replay.get("pos", buffer.pos)):
+                # a kill between writing the buffer and its checkpoint: the buffer is another state's
+                warnings.warn(
+                    f"{replay_file} does not match {resume} (size {len(buffer)}, expected {replay['size']}); "
+                    f"refilling {agent_cfg.learning_starts} steps",
+                    stacklevel=2,
+                )
+                buffer = agent.make_buffer()
         else:
             warnings.warn(
                 f"{resume}: no replay buffer saved; refilling {agent_cfg.learning_starts} steps", stacklevel=2
@@ -211,11 +286,31 @@ def train(
             )
 
         seeds = demonstration_seeds(seed, agent_cfg.demo_episodes)
-        demos, demo_returns = collect_demonstrations(make_env, demonstrator, seeds, make_demo_buffer)
+        with tqdm(
+            total=len(seeds),
+            desc=f"demonstrations ({agent_cfg.demo_policy})",
+            unit="episode",
+            disable=not progress,
+            dynamic_ncols=True,
+        ) as demo_bar:
+            demos, demo_returns = collect_demonstrations(
+                make_env, demonstrator, seeds, make_demo_buffer, lambda: demo_bar.update(1)
+            )
         writer.add_scalar("demos/mean_return", float(np.mean(demo_returns)), global_step)
         writer.add_scalar("demos/transitions", len(demos), global_step)
         if resumed is None:
-            for key, value in agent.pretrain(demos, agent_cfg.demo_pretrain_updates).items():
+            with tqdm(
+                total=agent_cfg.demo_pretrain_updates,
+                desc="pre-training on demonstrations",
+                unit="update",
+                disable=not progress,
+                dynamic_ncols=True,
+                mininterval=0.5,
+            ) as pretrain_bar:
+                losses = agent.pretrain(
+                    demos, agent_cfg.demo_pretrain_updates, lambda: pretrain_bar.update(1)
+                )
+            for key, value in losses.items():
                 writer.add_scalar(f"pretrain/{key}", float(value), global_step)
     hparams = {
         "algo": algo,
@@ -235,8 +330,9 @@ def train(
     eval_history: list[tuple[int, dict[str, float]]] = []
     last_replay_file: Path | None = None
 
-    def save(path: Path, resume_episode: int) -> None:
-        """Write a checkpoint (and, if configured, the replay buffer beside it, replacing the previous one).
+    def save(path: Path, resume_episode: int, validate: bool = True) -> None:
+        """Write a checkpoint (and, if configured, the replay buffer beside it, replacing the previous one);
+        then, with `validate`, run eval_fn on it.
 
         `resume_episode` is the scenario index a resume starts with: an episode already begun is skipped, so a
         resume never replays part of a scenario as if it were new.
@@ -250,7 +346,7 @@ def train(
             if last_replay_file is not None and last_replay_file != replay_file:
                 last_replay_file.unlink(missing_ok=True)  # keep only the newest buffer this run wrote
             last_replay_file = replay_file
-            replay = {"file": replay_file.name, "size": len(buffer)}
+            replay = {"file": replay_file.name, "size": len(buffer), "pos": buffer.pos}
         save_checkpoint(
             path,
             {
@@ -272,10 +368,11 @@ def train(
                     "torch_sample": sample_generator.get_state(),
                 },
                 "replay": replay,
+                "run_id": run_id,
             },
         )
         written.append(str(path))
-        if eval_fn is not None:
+        if eval_fn is not None and validate:
             network = agent.policy_network()
             policy = AgentPolicy(
                 algo, dataclasses.asdict(agent_cfg), spec, network, dev, global_step, str(path)
@@ -286,67 +383,88 @@ def train(
             eval_history.append((global_step, scores))
 
     # ---- training loop ----
+    setup_s = time.perf_counter() - run_start
     start_step, start_time = global_step, time.perf_counter()
     recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
     episode_returns: list[float] = []
-    bar = tqdm(total=total_steps, initial=global_step, unit="step", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=total_steps,
+        initial=global_step,
+        desc="training",
+        unit="step",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
     obs, info = env.reset(seed=episode_seed, options={"scenario_seed": episode_seed})
     mask = info["action_mask"]
     next_episode += 1
     episode_return, episode_length, last_bar_step = 0.0, 0, global_step
-    while global_step < total_steps:
-        learning = len(buffer) >= max(agent_cfg.learning_starts, agent_cfg.batch_size)
-        # with demonstrations the pre-trained agent acts from the start instead of uniformly at random
-        action = agent.act(obs, mask, global_step, random_phase=not learning and demos is None)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        next_mask = info["action_mask"]
-        buffer.add(obs, action, reward, next_obs, terminated, truncated, mask, next_mask)
-        obs, mask = next_obs, next_mask
-        global_step += 1
-        episode_return += float(reward)
-        episode_length += 1
+    with _CtrlC() as ctrl_c:
+        try:
+            while global_step < total_steps and not ctrl_c.requested:
+                learning = len(buffer) >= max(agent_cfg.learning_starts, agent_cfg.batch_size)
+                # with demonstrations the pre-trained agent acts from the start instead of uniformly at random
+                action = agent.act(obs, mask, global_step, random_phase=not learning and demos is None)
+                next_obs, reward, terminated, truncated, info = env.step(action)
+                next_mask = info["action_mask"]
+                buffer.add(obs, action, reward, next_obs, terminated, truncated, mask, next_mask)
+                obs, mask = next_obs, next_mask
+                global_step += 1
+                episode_return += float(reward)
+                episode_length += 1
 
-        if learning and global_step % agent_cfg.train_every == 0:
-            losses = agent.update(buffer, global_step, demos)
-            if agent.num_updates % LOG_LOSSES_EVERY_UPDATES == 0:
-                for key, value in losses.items():
-                    writer.add_scalar(f"losses/{key}", float(value), global_step)
+                if learning and global_step % agent_cfg.train_every == 0:
+                    losses = agent.update(buffer, global_step, demos)
+                    if agent.num_updates % LOG_LOSSES_EVERY_UPDATES == 0:
+                        for key, value in losses.items():
+                            writer.add_scalar(f"losses/{key}", float(value), global_step)
 
-        if terminated or truncated:
-            episodes_done += 1
-            recent_returns.append(episode_return)
-            episode_returns.append(episode_return)
-            writer.add_scalar("charts/episodic_return", episode_return, global_step)
-            writer.add_scalar("charts/episodic_length", episode_length, global_step)
-            for key, value in agent.schedule_values(global_step).items():
-                writer.add_scalar(f"charts/{key}", value, global_step)
-            if episodes_done % checkpoint_every_episodes == 0:
-                save(checkpoint_path(models_dir, algo, seed, episodes_done), next_episode)
+                if terminated or truncated:
+                    episodes_done += 1
+                    recent_returns.append(episode_return)
+                    episode_returns.append(episode_return)
+                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                    writer.add_scalar("charts/episodic_length", episode_length, global_step)
+                    for key, value in agent.schedule_values(global_step).items():
+                        writer.add_scalar(f"charts/{key}", value, global_step)
+                    if episodes_done % checkpoint_every_episodes == 0:
+                        save(checkpoint_path(models_dir, algo, seed, episodes_done), next_episode)
+                    env.close()
+                    episode_seed = training_episode_seed(seed, next_episode)
+                    env = make_env(episode_seed)
+                    obs, info = env.reset(seed=episode_seed, options={"scenario_seed": episode_seed})
+                    mask = info["action_mask"]
+                    next_episode += 1
+                    episode_return, episode_length = 0.0, 0
+
+                if global_step - last_bar_step >= PROGRESS_EVERY_STEPS:
+                    bar.update(global_step - last_bar_step)
+                    last_bar_step = global_step
+                    elapsed_s = time.perf_counter() - start_time
+                    writer.add_scalar("charts/SPS", (global_step - start_step) / elapsed_s, global_step)
+                    if recent_returns:
+                        schedule = {k: f"{v:.3g}" for k, v in agent.schedule_values(global_step).items()}
+                        bar.set_postfix(ret=f"{np.mean(recent_returns):.4g}", **schedule, refresh=False)
+                    if time_limit_s is not None and elapsed_s >= time_limit_s:
+                        break
+        except KeyboardInterrupt:  # a second Ctrl-C, or one outside the main thread: the step was cut short
+            ctrl_c.requested = True
+        bar.update(global_step - last_bar_step)
+        bar.close()
+        # an episode already begun is skipped on resume (its first step may have been cut short)
+        resume_episode = next_episode if episode_length > 0 else next_episode - 1
+        if ctrl_c.requested and global_step < total_steps:  # a run that reached its target is complete
+            interrupted = checkpoint_path(models_dir, algo, seed, INTERRUPTED_TAG)
+            ctrl_c.saving(f"the checkpoint {interrupted}")
             env.close()
-            episode_seed = training_episode_seed(seed, next_episode)
-            env = make_env(episode_seed)
-            obs, info = env.reset(seed=episode_seed, options={"scenario_seed": episode_seed})
-            mask = info["action_mask"]
-            next_episode += 1
-            episode_return, episode_length = 0.0, 0
-
-        if global_step - last_bar_step >= PROGRESS_EVERY_STEPS:
-            bar.update(global_step - last_bar_step)
-            last_bar_step = global_step
-            elapsed_s = time.perf_counter() - start_time
-            writer.add_scalar("charts/SPS", (global_step - start_step) / elapsed_s, global_step)
-            if recent_returns:
-                schedule = {key: f"{value:.3g}" for key, value in agent.schedule_values(global_step).items()}
-                bar.set_postfix(ret=f"{np.mean(recent_returns):.4g}", **schedule, refresh=False)
-            if time_limit_s is not None and elapsed_s >= time_limit_s:
-                break
-    bar.update(global_step - last_bar_step)
-    bar.close()
-    env.close()
-
-    wall_s = time.perf_counter() - start_time
-    final = checkpoint_path(models_dir, algo, seed, None)
-    save(final, next_episode if episode_length > 0 else next_episode - 1)
+            save(interrupted, resume_episode, validate=False)  # validation can wait for the resumed run
+            writer.close()
+            raise TrainingInterrupted(str(interrupted), global_step, total_steps, run_id)
+        env.close()
+        final = checkpoint_path(models_dir, algo, seed, None)
+        ctrl_c.saving(f"the final checkpoint {final}")
+        save(final, resume_episode)
+    _remove_own_interrupted_checkpoint(checkpoint_path(models_dir, algo, seed, INTERRUPTED_TAG), run_id)
     metric = float(np.mean(recent_returns)) if recent_returns else float("nan")
     writer.add_hparams(
         {key: value for key, value in hparams.items() if key != "resume"},
@@ -355,6 +473,7 @@ def train(
         global_step=global_step,
     )
     writer.close()
+    wall_s = time.perf_counter() - run_start
     return TrainResult(
         algo=algo,
         seed=seed,
@@ -367,4 +486,19 @@ def train(
         steps_per_s=(global_step - start_step) / max(wall_s, 1e-9),
         run_dir=str(run_dir),
         eval_history=tuple(eval_history),
+        run_id=run_id,
+        setup_s=setup_s,
     )
+
+
+def _remove_own_interrupted_checkpoint(path: Path, run_id: str) -> None:
+    """A run that completed no longer needs the checkpoint Ctrl-C left; another run's is left alone."""
+    if not path.exists():
+        return
+    try:
+        owner = torch.load(path, map_location="cpu", weights_only=True).get("run_id")
+    except Exception:  # unreadable: not ours to judge
+        return
+    if owner == run_id:
+        replay_path(path).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)

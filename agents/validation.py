@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from agents.checkpoint import copy_checkpoint
+from agents.checkpoint import load_checkpoint, save_checkpoint
+from agents.files import write_text_atomic
 from agents.policy import AgentPolicy
 from config import RunConfig
 from env.gym_env import run_policy_in_env
@@ -17,35 +20,82 @@ from env.scenario import build_scenario
 from metrics.summary import summarize
 
 
+def pending_best_path(best_path: str | os.PathLike) -> Path:
+    """Where a run keeps its best model until it completes: <algo>_seed<S>_best.pending.pt."""
+    best_path = Path(best_path)
+    return best_path.with_name(best_path.stem + ".pending.pt")
+
+
+def validation_record(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The `validation` entry of a best-model checkpoint (score, step, run_id), or None (absent, unreadable,
+    or written before best models carried it)."""
+    if not Path(path).is_file():
+        return None
+    try:
+        return load_checkpoint(path).get("validation")
+    except ValueError:  # UserError: a damaged file is no record
+        return None
+
+
 class BestCheckpoint:
     """`eval_fn` for agents.trainer.train: average JCT of the greedy policy on `cfg.validation_seeds`.
 
-    Whenever a checkpoint scores better than every earlier one of the run, it is copied to `best_path`, and
-    its step and score go to `<best_path>.json` (read back on `--resume`, so a resumed run keeps its best).
+    Whenever a checkpoint scores better than every earlier one of the run, it is written, with its score and
+    run id in a `validation` entry, to `<algo>_seed<S>_best.pending.pt` (and `.pending.json` for people).
+    `publish()`, called once the run's final checkpoint is written, renames it to `<algo>_seed<S>_best.pt`
+    (+ `_best.json`): an earlier run's best model stays until a complete run replaces it, so a run killed
+    half-way leaves the previous best and final models (one run's pair) untouched. A resumed run continues
+    from its own pending best, or from its published one when a finished run is extended; a record of
+    another run, or from later than the resumed checkpoint, is ignored.
     Validation seeds must differ from the seeds results are reported on; training seeds never collide
     with them (agents.trainer.TRAIN_SEED_BASE).
     """
 
-    def __init__(self, cfg: RunConfig, best_path: Path, resume: bool):
+    def __init__(self, cfg: RunConfig, best_path: Path, run_id: str, resume_step: int | None = None):
         self.cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, reward="jct"))
         self.scenarios = [build_scenario(self.cfg, seed) for seed in cfg.validation_seeds]
-        self.best_path = Path(best_path)
-        self.record_path = self.best_path.with_suffix(".json")
+        self.best_path, self.run_id = Path(best_path), run_id
+        self.pending_path = pending_best_path(self.best_path)
         self.best_jct_s = math.inf
-        if resume and self.record_path.exists() and self.best_path.exists():
-            self.best_jct_s = json.loads(self.record_path.read_text())["val_avg_jct_s"]
+        self.record: dict[str, Any] | None = None
+        self.source: Path | None = None
+        """the file holding this run's best so far (pending, or the published one when extending)"""
+        if resume_step is not None:
+            for path in (self.pending_path, self.best_path):
+                record = validation_record(path)
+                if record and record.get("run_id") == run_id and record["global_step"] <= resume_step:
+                    self.best_jct_s, self.record, self.source = record["val_avg_jct_s"], record, path
+                    break
 
     def __call__(self, policy: AgentPolicy) -> dict[str, float]:
         results = [run_policy_in_env(self.cfg, sc, policy.act, policy.algo) for sc in self.scenarios]
         jct = float(np.mean([summarize(r).avg_jct_s for r in results]))
         if jct < self.best_jct_s:
             self.best_jct_s = jct
-            copy_checkpoint(policy.checkpoint_path, self.best_path)
-            record = {
+            self.record = {
                 "val_avg_jct_s": jct,
                 "global_step": policy.global_step,
                 "copied_from": Path(policy.checkpoint_path).name,
                 "validation_seeds": list(self.cfg.validation_seeds),
+                "run_id": self.run_id,
             }
-            self.record_path.write_text(json.dumps(record, indent=1) + "\n")
+            checkpoint = load_checkpoint(policy.checkpoint_path)
+            checkpoint["validation"] = self.record
+            checkpoint["replay"] = None  # a model to evaluate; runs resume from their own checkpoints
+            save_checkpoint(self.pending_path, checkpoint)
+            write_text_atomic(
+                self.pending_path.with_suffix(".json"), json.dumps(self.record, indent=1) + "\n"
+            )
+            self.source = self.pending_path
         return {"val_avg_jct_s": jct, "best_val_avg_jct_s": self.best_jct_s}
+
+    def publish(self) -> bool:
+        """Make this run's best the published `best_path` (+ .json); False when the run validated nothing."""
+        if self.source is None or self.record is None:
+            return False
+        if self.source == self.pending_path:
+            os.replace(self.pending_path, self.best_path)
+            self.source = self.best_path
+        write_text_atomic(self.best_path.with_suffix(".json"), json.dumps(self.record, indent=1) + "\n")
+        self.pending_path.with_suffix(".json").unlink(missing_ok=True)
+        return True
