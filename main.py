@@ -300,22 +300,15 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("--window must be > 0")
 
 
-def explicit_options(argv: list[str] | None) -> tuple[str, ...]:
-    """The argparse names (dests) of the options given in `argv`, whatever their values."""
-    parser = build_parser()
-    for action in parser._actions:
-        action.default = argparse.SUPPRESS  # absent options leave no attribute
-    return tuple(sorted(vars(parser.parse_args(argv))))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     parser.error = usage_error  # argparse's own mistakes (bad int, missing value) also get one `error:` line
     args = parser.parse_args(argv)
     try:
-        cfg = replace(config_from_args(args), explicit_options=explicit_options(argv))
+        given = given_options(build_parser(), argv)  # the options typed, whatever their values
+        cfg = replace(config_from_args(args), explicit_options=tuple(sorted(given)))
         validate(cfg)
-        for warning in check_command_line(cfg, given_options(build_parser(), argv)):
+        for warning in check_command_line(cfg, given):
             print(f"warning: {warning}", file=sys.stderr)
         from runner import run_mode
 

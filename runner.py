@@ -169,7 +169,7 @@ def find_checkpoint(cfg: RunConfig, algo: str) -> str:
     --model). Never another seed's model: that is an error listing the files there are."""
     explicit = checkpoint_option(cfg).get(algo)
     if explicit:
-        if not Path(explicit).is_file():
+        if not Path(explicit).exists():  # a folder or a bad file: loading it says what is wrong
             raise UserError(f"--checkpoint {explicit}: no such file")
         return explicit
     models = Path(cfg.models_dir)
