@@ -16,6 +16,7 @@ from bisect import bisect_left, bisect_right
 from itertools import accumulate, islice
 
 from env.cluster import FULL, FreeState, Placement
+from env.placement import effective_speed, spans_nodes_on
 from env.simulator import Decision, View
 from schedulers.plan import Plan
 from schedulers.shadow import CountShadow
@@ -40,16 +41,15 @@ def easy_backfill(view: View) -> list[Decision]:
     shape_runtime = view.queue_by_shape_runtime
     known = jt.known_runtime_s
     type_speed = view.layout.type_speed
-    factor = view.multi_node_runtime_factor
     groups = list(view.queue_by_shape.items())
     # The scan in arrival order, done shape by shape: between two starts the plan and the shadow state do not
-    # change, so every job of one shape gets the same placement and the same verdict on test (b), and passing
+    # change, so every job of one shape gets the same placements and the same verdict on test (b), and passing
     # test (a) is monotone in the known runtime; the next job the arrival-order scan would start is the
     # earliest, over all shapes, that passes (a) or (b). The reservation is computed only once some job fits.
     shadow_s, shadow = -1.0, None
     pos = head
     while not plan.exhausted():
-        best, best_s, best_takes_shadow = _AFTER_ALL, None, False
+        best, best_s, best_p = _AFTER_ALL, None, None
         free = plan.free
         whole_left = sum(free.type_whole)  # no whole-GPU shape larger than this can fit
         for s, members in groups:
@@ -64,32 +64,43 @@ def easy_backfill(view: View) -> list[Decision]:
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
                 shadow_s, shadow = reservation(view, plan.snapshot(), head, started)
-            elig, k_gpus = s[0], s[1]
-            speed = type_speed[t]
-            if k_gpus > elig.max_node_gpus:  # placed across nodes
-                speed /= factor
+            elig, k_gpus, milli, _, pace = s
+            # the preferred placement is the fastest free now: if a job does not end by the shadow time on it,
+            # it does not on any other
+            speed = effective_speed(type_speed[t], spans_nodes_on(elig, k_gpus, milli, t), pace)
             first = members[k]
             if now + known[first] / speed <= shadow_s:  # (a) ends by the shadow time
-                best, best_s, best_takes_shadow = first, s, False
+                best, best_s, best_p = first, s, None
                 continue
-            head_fits = shadow.head_fits_without_shape(s, t)
-            if head_fits is None:
-                head_fits = shadow.head_fits_without(plan.place(s))
-            if head_fits:  # (b) leaves room for the head at the shadow time
-                best, best_s, best_takes_shadow = first, s, True
+            harmless = _harmless(plan, shadow, s)
+            if harmless is not None:  # (b) leaves room for the head at the shadow time
+                best, best_s, best_p = first, s, harmless
                 continue
             # later jobs of the shape can only pass (a), and those that do are its shortest
             j = _earliest_passing(members, k + 1, shape_runtime[s], pos, best, known, now, speed, shadow_s)
             if j < best:
-                best, best_s, best_takes_shadow = j, s, False
+                best, best_s, best_p = j, s, None
         if best_s is None:
             break
-        best_p = plan.place(best_s)
-        plan.add(best, best_p)
-        if best_takes_shadow:
+        if best_p is None:
+            plan.add(best, plan.place(best_s))
+        else:
+            plan.add(best, best_p)
             shadow.take(best_p)
         pos = best
     return plan.decisions
+
+
+def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Placement | None:
+    """The first of the shape's alternative placements (env/placement.py, preference order) after which the
+    head still fits in the shadow state, or None."""
+    for p in plan.alternatives(s):
+        fits = shadow.head_fits_without_shape(s, p.type_idx)
+        if fits is None:
+            fits = shadow.head_fits_without(p)
+        if fits:
+            return p
+    return None
 
 
 def _earliest_passing(members, k, by_runtime, pos, best, known, now, speed, shadow_s) -> int:
@@ -145,7 +156,7 @@ def reservation(
             if started
             else running
         )
-        end = shadow.release_until_head_fits(releases)
+        end = shadow.release_until_head_fits(releases, now)
     return (float("inf") if end is None else max(end, now)), shadow
 
 
@@ -169,6 +180,9 @@ def _release_by_counts(
         merged_counts += counts[prev:]
     totals = list(accumulate(merged_counts))
     n = bisect_left(totals, shadow.k - shadow.avail)
+    if n < len(merged):  # the head fits at that end: release every job ending at the same instant too
+        shadow_s = max(merged[n][0], view.now_s)
+        n = bisect_right(merged, shadow_s, lo=n, key=lambda e: e[0]) - 1
     placements = view.placements
 
     def released() -> list[Placement]:
