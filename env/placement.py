@@ -112,10 +112,12 @@ def place(
 def alternatives(
     free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, pace: Pace = DEFAULT_PACE
 ) -> Iterator[Placement]:
-    """Every placement the rule restricted to one option gives now, in preference order (the first is `place`'s).
+    """Every placement free now that the rule could give if the earlier ones were unavailable, in preference
+    order (the first is `place`'s).
 
-    Whole-GPU jobs: one per option that is free now (best fit within a one-node option, fewest nodes within a
-    spread); fractional jobs: the best-fit GPU within each acceptable speed, fastest first.
+    Whole-GPU jobs: per option free now, in option order: for a one-node option every node with >= k free
+    GPUs in best-fit order (fewest free first, ties -> lower node index); for a spread its one placement
+    (most-free nodes first). Fractional jobs: the best-fit GPU within each acceptable speed, fastest first.
     """
     if milli < FULL:
         for rank in range(len(elig.speed_groups)):
@@ -123,15 +125,33 @@ def alternatives(
             if p is not None:
                 yield p
         return
-    if _too_few_whole(free.type_whole, elig, num_gpus):
+    for o, node, c in alternative_slots(free, elig, num_gpus, pace):
+        yield alternative_placement(free, o, node, c, num_gpus)
+
+
+def alternative_slots(
+    free: FreeState, elig: Eligible, k: int, pace: Pace
+) -> Iterator[tuple[_Option, int, int]]:
+    """`alternatives` of a whole-GPU shape before they are built: (option, node, its free GPUs) for a one-node
+    alternative, (option, -1, 0) for a spread."""
+    if _too_few_whole(free.type_whole, elig, k):
         return
-    for o in _options(elig, num_gpus, pace):
+    pool_free = free.pool_free
+    for o in _options(elig, k, pace):
         if o.multi_type < 0:
-            found = _find_one_node(free, o.pools, num_gpus)
-            if found is not None:
-                yield _gpus_on_node(free, found[0], num_gpus, found[1])
-        elif _type_has(free, o, num_gpus):
-            yield _place_multi_node(free, o.pools, num_gpus, o.multi_type)
+            for c in range(k, max(len(pool_free[q]) for q in o.pools)):
+                nodes = [n for q in o.pools if c < len(pool_free[q]) for n in pool_free[q][c]]
+                for n in sorted(nodes):
+                    yield o, n, c
+        elif _type_has(free, o, k):
+            yield o, -1, 0
+
+
+def alternative_placement(free: FreeState, o: _Option, node: int, num_free: int, k: int) -> Placement:
+    """The placement of one `alternative_slots` entry."""
+    if node >= 0:
+        return _gpus_on_node(free, node, k, num_free)
+    return _place_multi_node(free, o.pools, k, o.multi_type)
 
 
 def _too_few_whole(type_whole: list[int], elig: Eligible, k: int) -> bool:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from itertools import accumulate, islice
 
 from env.cluster import FULL, FreeState, Placement
-from env.placement import effective_speed, spans_nodes_on
+from env.placement import alternative_placement, effective_speed, spans_nodes_on
 from env.simulator import Decision, View
 from schedulers.plan import Plan
 from schedulers.shadow import CountShadow
@@ -85,21 +86,42 @@ def easy_backfill(view: View) -> list[Decision]:
         if best_p is None:
             plan.add(best, plan.place(best_s))
         else:
-            plan.add(best, best_p)
-            shadow.take(best_p)
+            p = best_p()
+            plan.add(best, p)
+            shadow.take(p)
         pos = best
     return plan.decisions
 
 
-def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Placement | None:
+def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placement] | None:
     """The first of the shape's alternative placements (env/placement.py, preference order) after which the
-    head still fits in the shadow state, or None."""
-    for p in plan.alternatives(s):
-        fits = shadow.head_fits_without_shape(s, p.type_idx)
+    head still fits in the shadow state (built on demand: most verdicts need no placement), or None.
+
+    One-node alternatives are judged once per (pool, shadow free GPUs of the node) while the shadow is kept as
+    counts: the verdict depends on nothing else."""
+    if s[2] < FULL:
+        for p in plan.alternatives(s):
+            if shadow.head_fits_without(p):
+                return lambda p=p: p
+        return None
+    k = s[1]
+    by_type = {t: shadow.head_fits_without_shape(s, t) for t in s[0].types}  # when the type alone decides
+    if not any(v is None or v for v in by_type.values()):
+        return None
+    free = plan.free
+    node_type = free.layout.node_type
+    verdicts: dict[tuple[int, int], bool] = {}
+    for o, n, c in plan.alternative_slots(s):
+        fits = by_type[node_type[n] if n >= 0 else o.multi_type]
         if fits is None:
-            fits = shadow.head_fits_without(p)
+            key = shadow.node_key(n) if n >= 0 else None
+            fits = verdicts.get(key) if key is not None else None
+            if fits is None:
+                fits = shadow.head_fits_without(alternative_placement(free, o, n, c, k))
+                if key is not None:
+                    verdicts[key] = fits
         if fits:
-            return p
+            return lambda o=o, n=n, c=c: alternative_placement(free, o, n, c, k)
     return None
 
 

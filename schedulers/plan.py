@@ -7,7 +7,7 @@ one start per instant costs no copy.
 from __future__ import annotations
 
 from env.cluster import FreeState, Placement
-from env.placement import alternatives, fit_type, place
+from env.placement import alternative_slots, alternatives, fit_type, place
 from env.simulator import Decision
 
 
@@ -43,6 +43,11 @@ class Plan:
     def alternatives(self, shape: tuple):
         """`alternatives(free, *shape)` on the capacity left: the placements of each option free now."""
         return alternatives(self.free, *shape)
+
+    def alternative_slots(self, shape: tuple):
+        """`alternative_slots` of a whole-GPU shape on the capacity left."""
+        elig, k, _, _, pace = shape
+        return alternative_slots(self.free, elig, k, pace)
 
     @property
     def free(self) -> FreeState:

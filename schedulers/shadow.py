@@ -144,6 +144,13 @@ class CountShadow:
         k, pool_sum = self.k, self.pool_sum
         return any(sum(pool_sum[q] for q in pools) >= k for _, pools in self.spreads)
 
+    def node_key(self, n: int) -> tuple[int, int] | None:
+        """What decides `head_fits_without` for a whole-GPU placement on node n alone, while the shadow is
+        kept as counts: (n's pool, n's free GPUs in the shadow); None once materialized."""
+        if self.full is not None:
+            return None
+        return self.base.layout.node_pool[n], self.base.node_whole[n] + self.delta.get(n, 0)
+
     def head_fits_without_shape(self, shape: tuple, type_idx: int) -> bool | None:
         """Like `head_fits_without` for any placement of `shape` on type `type_idx`, when the counts alone
         decide it (a one-type multi-node head on all pools of its type); None when a placement is needed."""

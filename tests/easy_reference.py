@@ -26,6 +26,7 @@ def easy_reference(view: View) -> list[Decision]:
         return plan.decisions
     started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
     shadow_s, shadow = reservation(view, plan.free.copy(), head, started)
+    refused: set[tuple] = set()  # shapes no alternative of which passes (b) since the last start
     for i in queue:
         if plan.exhausted():
             break
@@ -34,13 +35,19 @@ def easy_reference(view: View) -> list[Decision]:
             continue
         if now + view.duration_on(i, p) <= shadow_s:  # (a) ends by the shadow time
             plan.add(i, p)
+            refused.clear()
+            continue
+        if jt.shape[i] in refused:
             continue
         for alt in alternatives(plan.free, *jt.shape[i]):  # (b) some placement leaves room for the head
             shadow.take(alt)
             if place(shadow, *jt.shape[head]) is not None:
                 plan.add(i, alt)
+                refused.clear()
                 break
             shadow.give(alt)
+        else:
+            refused.add(jt.shape[i])
     return plan.decisions
 
 

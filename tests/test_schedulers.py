@@ -99,6 +99,16 @@ def test_easy_backfills_on_another_type_when_the_preferred_one_would_delay_the_h
     assert r["c"][3] == "V100-32GB"
 
 
+def test_easy_backfills_on_another_node_of_the_same_type():
+    # 2 nodes x 4 A100s. A (3 GPUs) goes to n0 until 100, B (2 GPUs) to n1 until 1000. The head H needs a whole
+    # node -> n0 at 100. C (1 GPU, 500 s) best-fits onto n0's last GPU, which would delay H; on n1 it leaves n0
+    # to H -> backfilled there at 2 (type-only alternatives would have refused it until 100).
+    jobs = [job("A", 0, 100, 3), job("B", 0, 1000, 2), job("H", 1, 10, 4), job("C", 2, 500, 1)]
+    _, r = run("2xA100-80GB:4", jobs, "easy")
+    assert times(r) == {"A": (0, 100), "B": (0, 1000), "H": (100, 110), "C": (2, 502)}
+    assert r["C"][4] == "n1/2" and r["H"][4] == "n0/0;n0/1;n0/2;n0/3"
+
+
 def test_easy_counts_every_gpu_released_at_the_shadow_instant_as_spare():
     # issue 9: a and b (3 GPUs each) both end at 100; the head h needs 4 -> shadow time 100 with all 8 free,
     # 4 spare. c (2 GPUs, 1,000 s) fits now and leaves 6 >= 4 for h -> backfilled at 2 (before issue 9 only a
