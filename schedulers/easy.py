@@ -1,12 +1,18 @@
 """EASY backfilling: FCFS plus one reservation for the first blocked job; later jobs start only if they cannot delay it.
 
 At each decision instant: start jobs in arrival order while they fit. The first job that does not fit (the
-head) gets a reservation: walking running jobs in order of estimated end (jobs that overran their estimate are
-treated as ending now), the shadow time is the first estimated end at which the head can be placed with the
-core's placement rule, and the shadow state is the free capacity at that time. A later job that fits now is
-backfilled if (a) it is estimated to end by the shadow time, or (b) the head still fits in the shadow state
-after the job's GPUs are removed from it (the heterogeneous generalisation of EASY's "extra nodes"); in case (b)
-its GPUs stay removed from the shadow state for the rest of the scan.
+head) gets a reservation. Every running job (and every job started this instant) has an estimated end, now for
+a job that overran its estimate; the shadow time is the earliest such end at which the head can be placed with
+the core's placement rule once every job ending by then is released (all jobs ending at that same instant
+included, so the result does not depend on the order of jobs in the workload), and the shadow state is the free
+capacity at that time. A later job that fits now is backfilled
+(a) on its preferred placement (env/placement.py's `place`) if it is estimated to end there by the shadow time
+    (the preferred placement is the fastest free now, so a job that fails this fails it everywhere), else
+(b) on the first of its alternative placements (env/placement.py's `alternatives`: every free node of each
+    one-node option in best-fit order, each free spread, fractional jobs the best-fit GPU of each speed; all in
+    the rule's preference order) after which the head still fits in the shadow state: the heterogeneous
+    generalisation of EASY's "extra nodes". Its GPUs then stay removed from the shadow state for the rest of the
+    scan. A job with no such placement is refused.
 """
 
 from __future__ import annotations

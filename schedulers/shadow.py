@@ -1,10 +1,11 @@
 """EASY's shadow state: the free capacity the reserved head job will find, kept as whole-GPU counts.
 
 Releasing and taking whole-GPU placements only moves whole-GPU counts per node and per pool, and whether a
-whole-GPU head fits depends on those counts alone (env/placement.py: one node with k free GPUs, or k free GPUs
-on the eligible pools of one type). So the shadow keeps count deltas on top of the live free state instead of
-copying per-GPU arrays. The base must not change while the shadow is in use (Plan.snapshot). A fractional head or a fractional placement turns it into a full FreeState copy
-(`materialize`), which is always exact.
+whole-GPU head fits depends on those counts alone (env/placement.py: it fits if some option is free, i.e. one
+node with k free GPUs of a type that has nodes that big, or k free GPUs on the eligible pools of a type whose
+nodes are all smaller). So the shadow keeps count deltas on top of the live free state instead of copying
+per-GPU arrays. The base must not change while the shadow is in use (Plan.snapshot). A fractional head or a
+fractional placement turns it into a full FreeState copy (`materialize`), which is always exact.
 """
 
 from __future__ import annotations
