@@ -131,6 +131,7 @@ class Eligible:
         "type_pools",
         "type_max_node",
         "options",
+        "options_by_k",
         "_gpu_mask",
         "_layout",
     )
@@ -154,6 +155,7 @@ class Eligible:
         self.type_pools = {t: tuple(q for q in pools if layout.pool_type[q] == t) for t in self.types}
         self.type_max_node = {t: max(layout.node_num_gpus[i] for i in self.type_nodes[t]) for t in self.types}
         self.options: dict = {}  # env/placement.py's memo: (GPUs, pace) -> placement options in preference order
+        self.options_by_k: dict = {}  # GPUs -> (pace, options) last looked up (an identity check, no tuple hash)
         speeds = sorted({layout.pool_speed[q] for q in pools}, reverse=True)
         self.speed_groups = []
         for v in speeds:

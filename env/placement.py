@@ -4,7 +4,7 @@ Rule (documented in the README):
 - a job's duration on a placement is its reference runtime / the type's speed, x its multi-node factor when the
   placement spans nodes (`effective_speed`; a job's `Pace` says which of the two apply to it).
 - whole-GPU job of k GPUs: its options are one node of each acceptable speed group (types of equal speed) that
-  has a node of >= k GPUs, and, on each acceptable type whose nodes all have fewer than k GPUs (but together
+  has nodes of >= k GPUs, and, on each acceptable type whose nodes all have fewer than k GPUs (but together
   enough), a spread over nodes of that type. Options are ranked by estimated completion, i.e. by duration
   (faster effective speed first; ties -> one node before a spread, then the faster type). The job takes the
   first option that is free now. Within a one-node option: best fit (the node with the fewest free whole GPUs
@@ -15,8 +15,9 @@ Rule (documented in the README):
 - fractional job (gpu_milli < 1000): one GPU with enough free share and memory, of the fastest acceptable type
   that has one, best fit within it (the GPU with the smallest sufficient free share; ties -> lower GPU index),
   so partially used GPUs are packed before whole ones are broken.
-- `alternatives` lists, in the same preference order, the placement each option that is free now would give
-  (the rule restricted to that option): EASY tries them when the first one would delay its reservation.
+- `alternatives` lists, in the same preference order, the other placements the rule could give: every node
+  with >= k free GPUs of each one-node option (best-fit order), each free spread, and for a fractional job the
+  best-fit GPU of each speed. EASY tries them when the first one would delay its reservation.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def _options(elig: Eligible, k: int, pace: Pace) -> tuple[_Option, ...]:
                 )
         ranked.sort(key=lambda e: e[0])
         opts = elig.options[key] = tuple(o._replace(rate=-r[0]) for r, o in ranked)
+    elig.options_by_k[k] = (pace, opts)
     return opts
 
 
@@ -99,13 +101,15 @@ def place(
         return _place_fraction(free, elig, milli, mem_mb)
     if _too_few_whole(free.type_whole, elig, num_gpus):
         return None
-    for o in _options(elig, num_gpus, pace):
-        if o.multi_type < 0:
-            found = _find_one_node(free, o.pools, num_gpus)
+    hit = elig.options_by_k.get(num_gpus)
+    opts = hit[1] if hit is not None and hit[0] is pace else _options(elig, num_gpus, pace)
+    for _, t, pools in opts:
+        if t < 0:
+            found = _find_one_node(free, pools, num_gpus)
             if found is not None:
                 return _gpus_on_node(free, found[0], num_gpus, found[1])
-        elif _type_has(free, o, num_gpus):
-            return _place_multi_node(free, o.pools, num_gpus, o.multi_type)
+        elif _type_has(free, t, pools, num_gpus):
+            return _place_multi_node(free, pools, num_gpus, t)
     return None
 
 
@@ -143,7 +147,7 @@ def alternative_slots(
                 nodes = [n for q in o.pools if c < len(pool_free[q]) for n in pool_free[q][c]]
                 for n in sorted(nodes):
                     yield o, n, c
-        elif _type_has(free, o, k):
+        elif _type_has(free, o.multi_type, o.pools, k):
             yield o, -1, 0
 
 
@@ -161,14 +165,12 @@ def _too_few_whole(type_whole: list[int], elig: Eligible, k: int) -> bool:
     return sum(map(type_whole.__getitem__, elig.types)) < k
 
 
-def _type_has(free: FreeState, o: _Option, k: int) -> bool:
-    """Whether a spread option has k whole GPUs free on its acceptable nodes."""
-    if free.type_whole[o.multi_type] < k:
+def _type_has(free: FreeState, t: int, pools: tuple[int, ...], k: int) -> bool:
+    """Whether a spread over type t has k whole GPUs free on its acceptable nodes (`pools`)."""
+    if free.type_whole[t] < k:
         return False
     pool_free = free.pool_free
-    return (
-        sum(c * len(by_c[c]) for q in o.pools for by_c in (pool_free[q],) for c in range(1, len(by_c))) >= k
-    )
+    return sum(c * len(by_c[c]) for q in pools for by_c in (pool_free[q],) for c in range(1, len(by_c))) >= k
 
 
 def _find_one_node(free: FreeState, pools: tuple[int, ...], k: int) -> tuple[int, int] | None:
@@ -204,13 +206,15 @@ def fit_type(
         return -1 if p is None else p.type_idx
     if _too_few_whole(free.type_whole, elig, num_gpus):
         return -1
-    for o in _options(elig, num_gpus, pace):
-        if o.multi_type < 0:
-            found = _find_one_node(free, o.pools, num_gpus)
+    hit = elig.options_by_k.get(num_gpus)
+    opts = hit[1] if hit is not None and hit[0] is pace else _options(elig, num_gpus, pace)
+    for _, t, pools in opts:
+        if t < 0:
+            found = _find_one_node(free, pools, num_gpus)
             if found is not None:
                 return free.layout.node_type[found[0]]
-        elif _type_has(free, o, num_gpus):
-            return o.multi_type
+        elif _type_has(free, t, pools, num_gpus):
+            return t
     return -1
 
 
