@@ -72,6 +72,7 @@ class ClusterLayout:
         self.gpu_node_np = np.asarray(gpu_node, dtype=np.int64)
         self.gpu_mem_mb_np = np.asarray([self.node_mem_mb[n] for n in gpu_node], dtype=np.int64)
         speeds = sorted({n.speed for n in self.nodes}, reverse=True)
+        self.gpu_speed_np = np.asarray([self.nodes[n].speed for n in gpu_node], dtype=float)
         # fractional best fit key: speed rank first (fastest = 0), then free share
         self.gpu_speed_key_np = np.asarray(
             [speeds.index(self.nodes[n].speed) * 2000 for n in gpu_node], dtype=np.int64
@@ -128,6 +129,9 @@ class Eligible:
         "type_total",
         "speed_groups",
         "type_pools",
+        "type_max_node",
+        "options",
+        "options_by_k",
         "_gpu_mask",
         "_layout",
     )
@@ -149,6 +153,9 @@ class Eligible:
         }
         pools = sorted({layout.node_pool[i] for i in ok})
         self.type_pools = {t: tuple(q for q in pools if layout.pool_type[q] == t) for t in self.types}
+        self.type_max_node = {t: max(layout.node_num_gpus[i] for i in self.type_nodes[t]) for t in self.types}
+        self.options: dict = {}  # env/placement.py's memo: (GPUs, pace) -> placement options in preference order
+        self.options_by_k: dict = {}  # GPUs -> (pace, options) last looked up (an identity check, no tuple hash)
         speeds = sorted({layout.pool_speed[q] for q in pools}, reverse=True)
         self.speed_groups = []
         for v in speeds:

@@ -11,7 +11,7 @@ import numpy as np
 from config import RunConfig
 from env.catalog import CATALOG
 from env.cluster import FULL
-from env.placement import fit_type, place
+from env.placement import duration_s, fit_type, place, spans_nodes_on
 from env.records import RunResult
 from env.scenario import Scenario, build_scenario
 from env.simulator import Decision, Simulator
@@ -187,12 +187,6 @@ class GPUClusterEnv(gym.Env):
         for i in range(layout.num_nodes):
             t = layout.node_type[i]
             self._type_max_node[t] = max(self._type_max_node[t], layout.node_num_gpus[i])
-        jt = self.sim.jobs
-        factor = sc.multi_node_runtime_factor
-        # runtime multiplier of each job's placement shape (multi-node jobs are slower)
-        self._shape_factor = [
-            factor if k > e.max_node_gpus else 1.0 for k, e in zip(jt.num_gpus, jt.elig, strict=True)
-        ]
         self._inv_slowdown = [1.0 / max(r, 10.0) for r in self.sim.jobs.known_runtime_s]
         self._static_rows = self._static_job_features()
 
@@ -310,14 +304,16 @@ class GPUClusterEnv(gym.Env):
         arrival = jt.arrival_s
         known = jt.known_runtime_s
         speed = layout.type_speed
-        shape_factor = self._shape_factor
+        shape = jt.shape
         log1p = math.log1p
         vals: list[float] = []
         for i, t in zip(self._slots, self._slot_type, strict=True):
             demand, mem, runtime, prio = static[i]
             waited = min(1.0, log1p((now - arrival[i]) / 60.0) / _MAX_MIN)
             if t >= 0:
-                here = min(1.0, log1p(known[i] * shape_factor[i] / speed[t] / 60.0) / _MAX_MIN)
+                e, k, milli, _, pace = shape[i]
+                d = duration_s(known[i], speed[t], spans_nodes_on(e, k, milli, t), pace)
+                here = min(1.0, log1p(d / 60.0) / _MAX_MIN)
                 vals += (demand, mem, runtime, here, waited, prio, 1.0, 1.0 if i == head else 0.0)
             else:
                 vals += (demand, mem, runtime, 0.0, waited, prio, 0.0, 1.0 if i == head else 0.0)

@@ -1,17 +1,29 @@
-"""Where a job goes: the one placement rule shared by every policy and the Gymnasium env.
+"""Where a job goes and how long it runs there: the one placement rule shared by every policy and the Gymnasium env.
 
 Rule (documented in the README):
-- whole-GPU job of k GPUs with k <= the largest acceptable node: one node of the fastest acceptable type that
-  has a node with k free GPUs, best fit within that type (the node with the fewest free whole GPUs that still
-  has k; ties -> lower node index). It waits rather than spread while such a node exists in the cluster.
-- larger whole-GPU job: several nodes of ONE type (fastest type with enough free GPUs first), taking the nodes
-  with the most free GPUs first so that it spans as few nodes as possible.
+- a job's duration on a placement is its reference runtime / the type's speed, x its multi-node factor when the
+  placement spans nodes (`effective_speed`; a job's `Pace` says which of the two apply to it).
+- whole-GPU job of k GPUs: its options are one node of each acceptable speed group (types of equal speed) that
+  has nodes of >= k GPUs, and, on each acceptable type whose nodes all have fewer than k GPUs (but together
+  enough), a spread over nodes of that type. Options are ranked by estimated completion, i.e. by duration
+  (faster effective speed first; ties -> one node before a spread, then the faster type). The job takes the
+  first option that is free now. Within a one-node option: best fit (the node with the fewest free whole GPUs
+  that still has k; ties -> lower node index). Within a spread: the nodes with the most free GPUs first, so
+  that it spans as few nodes as possible. A job never spreads on a type that has a node big enough for it
+  (it waits for such a node, or takes another option), and never waits while some option is free now (waiting
+  for a busy, faster type is a policy's choice: EASY's reservation, not the placement rule's).
 - fractional job (gpu_milli < 1000): one GPU with enough free share and memory, of the fastest acceptable type
   that has one, best fit within it (the GPU with the smallest sufficient free share; ties -> lower GPU index),
   so partially used GPUs are packed before whole ones are broken.
+- `alternatives` lists, in the same preference order, the other placements the rule could give: every node
+  with >= k free GPUs of each one-node option (best-fit order), each free spread, and for a fractional job the
+  best-fit GPU of each speed. EASY tries them when the first one would delay its reservation.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,16 +32,130 @@ from env.cluster import FULL, Eligible, FreeState, Placement
 _BIG = np.iinfo(np.int64).max
 
 
-def place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> Placement | None:
+class Pace(NamedTuple):
+    """How one job's duration depends on its placement (hashable: part of a job's shape)."""
+
+    multi_node_factor: float = 1.2
+    """duration multiplier when the placement spans several nodes (1.0: no penalty)"""
+    scales_with_speed: bool = True
+    """False: the job runs its reference runtime on every GPU type"""
+
+
+DEFAULT_PACE = Pace()
+
+
+def effective_speed(speed: float, spans_nodes: bool, pace: Pace) -> float:
+    """Reference seconds of work done per second on a placement: duration = runtime_s / effective_speed.
+
+    The one duration formula: the simulator, every policy and the env call it (or `duration_s`)."""
+    v = speed if pace.scales_with_speed else 1.0
+    if spans_nodes:
+        v /= pace.multi_node_factor
+    return v
+
+
+def duration_s(runtime_s: float, speed: float, spans_nodes: bool, pace: Pace) -> float:
+    """How long a job of reference runtime `runtime_s` runs on a placement of that speed and node span."""
+    return runtime_s / effective_speed(speed, spans_nodes, pace)
+
+
+def spans_nodes_on(elig: Eligible, num_gpus: int, milli: int, type_idx: int) -> bool:
+    """Whether the rule spreads a job of this shape over several nodes when it runs on type `type_idx`."""
+    return milli == FULL and num_gpus > elig.type_max_node[type_idx]
+
+
+class _Option(NamedTuple):
+    rate: float  # effective speed on this option
+    multi_type: int  # -1: one node of `pools`; else: spread over the acceptable nodes of this type
+    pools: tuple[int, ...]
+
+
+def _options(elig: Eligible, k: int, pace: Pace) -> tuple[_Option, ...]:
+    """A whole-GPU shape's options in preference order (memoised on the Eligible object)."""
+    key = (k, pace)
+    opts = elig.options.get(key)
+    if opts is None:
+        layout = elig._layout
+        ranked = []
+        for g, (max_gpus, pools) in enumerate(elig.speed_groups):
+            if max_gpus >= k:
+                v = layout.pool_speed[pools[0]]
+                ranked.append(((-effective_speed(v, False, pace), 0, -v, g), _Option(0.0, -1, pools)))
+        for t in elig.types:
+            if elig.type_max_node[t] < k <= elig.type_total[t]:
+                v = layout.type_speed[t]
+                ranked.append(
+                    ((-effective_speed(v, True, pace), 1, -v, t), _Option(0.0, t, elig.type_pools[t]))
+                )
+        ranked.sort(key=lambda e: e[0])
+        opts = elig.options[key] = tuple(o._replace(rate=-r[0]) for r, o in ranked)
+    elig.options_by_k[k] = (pace, opts)
+    return opts
+
+
+def place(
+    free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, pace: Pace = DEFAULT_PACE
+) -> Placement | None:
     """A placement for the job shape on `free` now, or None if it does not fit now."""
     if milli < FULL:
         return _place_fraction(free, elig, milli, mem_mb)
     if _too_few_whole(free.type_whole, elig, num_gpus):
         return None
-    if num_gpus <= elig.max_node_gpus:
-        return _place_one_node(free, elig, num_gpus)
-    t = _multi_node_type(free, elig, num_gpus)
-    return None if t < 0 else _place_multi_node(free, elig, num_gpus, t)
+    hit = elig.options_by_k.get(num_gpus)
+    opts = hit[1] if hit is not None and hit[0] is pace else _options(elig, num_gpus, pace)
+    for _, t, pools in opts:
+        if t < 0:
+            found = _find_one_node(free, pools, num_gpus)
+            if found is not None:
+                return _gpus_on_node(free, found[0], num_gpus, found[1])
+        elif _type_has(free, t, pools, num_gpus):
+            return _place_multi_node(free, pools, num_gpus, t)
+    return None
+
+
+def alternatives(
+    free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, pace: Pace = DEFAULT_PACE
+) -> Iterator[Placement]:
+    """Every placement free now that the rule could give if the earlier ones were unavailable, in preference
+    order (the first is `place`'s).
+
+    Whole-GPU jobs: per option free now, in option order: for a one-node option every node with >= k free
+    GPUs in best-fit order (fewest free first, ties -> lower node index); for a spread its one placement
+    (most-free nodes first). Fractional jobs: the best-fit GPU within each acceptable speed, fastest first.
+    """
+    if milli < FULL:
+        for rank in range(len(elig.speed_groups)):
+            p = _place_fraction(free, elig, milli, mem_mb, rank)
+            if p is not None:
+                yield p
+        return
+    for o, node, c in alternative_slots(free, elig, num_gpus, pace):
+        yield alternative_placement(free, o, node, c, num_gpus)
+
+
+def alternative_slots(
+    free: FreeState, elig: Eligible, k: int, pace: Pace
+) -> Iterator[tuple[_Option, int, int]]:
+    """`alternatives` of a whole-GPU shape before they are built: (option, node, its free GPUs) for a one-node
+    alternative, (option, -1, 0) for a spread."""
+    if _too_few_whole(free.type_whole, elig, k):
+        return
+    pool_free = free.pool_free
+    for o in _options(elig, k, pace):
+        if o.multi_type < 0:
+            for c in range(k, max(len(pool_free[q]) for q in o.pools)):
+                nodes = [n for q in o.pools if c < len(pool_free[q]) for n in pool_free[q][c]]
+                for n in sorted(nodes):
+                    yield o, n, c
+        elif _type_has(free, o.multi_type, o.pools, k):
+            yield o, -1, 0
+
+
+def alternative_placement(free: FreeState, o: _Option, node: int, num_free: int, k: int) -> Placement:
+    """The placement of one `alternative_slots` entry."""
+    if node >= 0:
+        return _gpus_on_node(free, node, k, num_free)
+    return _place_multi_node(free, o.pools, k, o.multi_type)
 
 
 def _too_few_whole(type_whole: list[int], elig: Eligible, k: int) -> bool:
@@ -39,61 +165,57 @@ def _too_few_whole(type_whole: list[int], elig: Eligible, k: int) -> bool:
     return sum(map(type_whole.__getitem__, elig.types)) < k
 
 
-def _multi_node_type(free: FreeState, elig: Eligible, k: int) -> int:
-    """The type the multi-node rule uses: the fastest with k whole GPUs free on acceptable nodes; -1 if none."""
-    tw, pool_free = free.type_whole, free.pool_free
-    for t in elig.types:  # type indices are ordered by speed
-        if tw[t] < k:
-            continue
-        by_cs = [pool_free[q] for q in elig.type_pools[t]]
-        if sum(c * len(by_c[c]) for by_c in by_cs for c in range(1, len(by_c))) >= k:
-            return t
-    return -1
-
-
-def _find_one_node(free: FreeState, elig: Eligible, k: int) -> tuple[int, int] | None:
-    """(node, its free whole GPUs) chosen by the single-node rule, or None."""
+def _type_has(free: FreeState, t: int, pools: tuple[int, ...], k: int) -> bool:
+    """Whether a spread over type t has k whole GPUs free on its acceptable nodes (`pools`)."""
+    if free.type_whole[t] < k:
+        return False
     pool_free = free.pool_free
-    for max_gpus, pools in elig.speed_groups:
-        if max_gpus < k:
-            continue
-        best_c = best_node = -1
-        for q in pools:
-            by_c = pool_free[q]
-            for c in range(k, len(by_c)):
-                if by_c[c]:
-                    if best_c < 0 or c < best_c:
-                        best_c, best_node = c, min(by_c[c])
-                    elif c == best_c:
-                        best_node = min(best_node, min(by_c[c]))
-                    break
-        if best_c >= 0:
-            return best_node, best_c
-    return None
+    return sum(c * len(by_c[c]) for q in pools for by_c in (pool_free[q],) for c in range(1, len(by_c))) >= k
 
 
-def _place_one_node(free: FreeState, elig: Eligible, k: int) -> Placement | None:
-    found = _find_one_node(free, elig, k)
-    return None if found is None else _gpus_on_node(free, found[0], k, found[1])
+def _find_one_node(free: FreeState, pools: tuple[int, ...], k: int) -> tuple[int, int] | None:
+    """(node, its free whole GPUs) chosen by best fit over `pools`, or None."""
+    pool_free = free.pool_free
+    best_c = best_node = -1
+    for q in pools:
+        by_c = pool_free[q]
+        for c in range(k, len(by_c)):
+            if by_c[c]:
+                if best_c < 0 or c < best_c:
+                    best_c, best_node = c, min(by_c[c])
+                elif c == best_c:
+                    best_node = min(best_node, min(by_c[c]))
+                break
+    return None if best_c < 0 else (best_node, best_c)
 
 
-def can_place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> bool:
+def can_place(
+    free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, pace: Pace = DEFAULT_PACE
+) -> bool:
     """Whether `place` would find a placement (from free counts alone for whole-GPU shapes)."""
-    return fit_type(free, elig, num_gpus, milli, mem_mb) >= 0
+    return fit_type(free, elig, num_gpus, milli, mem_mb, pace) >= 0
 
 
-def fit_type(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> int:
+def fit_type(
+    free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, pace: Pace = DEFAULT_PACE
+) -> int:
     """The GPU type index `place` would use now, or -1 if the job does not fit now (cheaper than `place`:
-    whole-GPU shapes are decided from free counts alone)."""
+    whole-GPU shapes are decided from free counts alone). Whether it spans nodes: `spans_nodes_on`."""
     if milli < FULL:
         p = _place_fraction(free, elig, milli, mem_mb)
         return -1 if p is None else p.type_idx
     if _too_few_whole(free.type_whole, elig, num_gpus):
         return -1
-    if num_gpus > elig.max_node_gpus:
-        return _multi_node_type(free, elig, num_gpus)
-    found = _find_one_node(free, elig, num_gpus)
-    return -1 if found is None else free.layout.node_type[found[0]]
+    hit = elig.options_by_k.get(num_gpus)
+    opts = hit[1] if hit is not None and hit[0] is pace else _options(elig, num_gpus, pace)
+    for _, t, pools in opts:
+        if t < 0:
+            found = _find_one_node(free, pools, num_gpus)
+            if found is not None:
+                return free.layout.node_type[found[0]]
+        elif _type_has(free, t, pools, num_gpus):
+            return t
+    return -1
 
 
 def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placement:
@@ -107,11 +229,11 @@ def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placemen
     return Placement(tuple(gpus), (node,), FULL, 0, layout.node_type[node], first)
 
 
-def _place_multi_node(free: FreeState, elig: Eligible, k: int, t: int) -> Placement:
-    """k GPUs on acceptable nodes of type t (which has them: `_multi_node_type`)."""
+def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -> Placement:
+    """k GPUs on the nodes of `pools` (acceptable pools of type t, which have them: `_type_has`)."""
     layout = free.layout
     fm = free.free_milli
-    by_cs = [free.pool_free[q] for q in elig.type_pools[t]]
+    by_cs = [free.pool_free[q] for q in pools]
     gpus: list[int] = []
     nodes: list[int] = []
     counts: list[int] = []
@@ -133,11 +255,19 @@ def _place_multi_node(free: FreeState, elig: Eligible, k: int, t: int) -> Placem
     raise AssertionError(f"type {t} has fewer than {k} free GPUs on acceptable nodes")
 
 
-def _place_fraction(free: FreeState, elig: Eligible, milli: int, mem_mb: int) -> Placement | None:
+def _place_fraction(
+    free: FreeState, elig: Eligible, milli: int, mem_mb: int, speed_rank: int = -1
+) -> Placement | None:
+    """Best-fit GPU for a fractional share; only among GPUs of the `speed_rank`-th fastest acceptable speed
+    when that is >= 0."""
     if free.free_milli_total < milli:
         return None
     fm = free.free_milli
     ok = elig.gpu_mask & (fm >= milli) & (free.free_mem_mb >= mem_mb)
+    if speed_rank >= 0:
+        layout = free.layout
+        v = layout.pool_speed[elig.speed_groups[speed_rank][1][0]]
+        ok &= layout.gpu_speed_np == v
     score = np.where(ok, free.layout.gpu_speed_key_np + fm, _BIG)
     g = int(score.argmin())
     if score[g] == _BIG:

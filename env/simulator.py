@@ -17,6 +17,7 @@ import numpy as np
 import simpy
 
 from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
+from env.placement import Pace, effective_speed
 from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
 from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
@@ -34,7 +35,13 @@ class Decision(NamedTuple):
 class JobTable:
     """Per-job static facts as python lists (fast scalar access on the hot path), indexed like the workload."""
 
-    def __init__(self, jobs: Sequence[Job], layout: ClusterLayout, known_runtime_s: np.ndarray):
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        layout: ClusterLayout,
+        known_runtime_s: np.ndarray,
+        multi_node_factor: float,
+    ):
         self.jobs = tuple(jobs)
         self.arrival_s = [j.arrival_s for j in jobs]
         self.runtime_s = [j.runtime_s for j in jobs]
@@ -45,10 +52,15 @@ class JobTable:
         self.known_runtime_s = [float(x) for x in known_runtime_s]
         # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
         self.elig: list[Eligible] = [layout.eligible(j.gpu_types, gb_to_mb(j.gpu_mem_gb)) for j in jobs]
-        # (eligible nodes, GPUs, share, memory): the arguments of place(); equal shapes place identically
+        # how each job's duration depends on its placement (env/placement.py's duration formula)
+        pace = Pace(multi_node_factor, True)
+        self.pace: list[Pace] = [pace] * len(self.jobs)
+        # (eligible nodes, GPUs, share, memory, pace): the arguments of place(); equal shapes place identically
         self.shape = [
-            (e, k, m, mem)
-            for e, k, m, mem in zip(self.elig, self.num_gpus, self.milli, self.mem_mb, strict=True)
+            (e, k, m, mem, pc)
+            for e, k, m, mem, pc in zip(
+                self.elig, self.num_gpus, self.milli, self.mem_mb, self.pace, strict=True
+            )
         ]
 
     def __len__(self) -> int:
@@ -83,10 +95,7 @@ class View(NamedTuple):
     def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
         """Duration of `job` on placement `p` given a reference runtime (default: the known runtime)."""
         r = self.jobs.known_runtime_s[job] if runtime_s is None else runtime_s
-        speed = self.layout.type_speed[p.type_idx]
-        if len(p.nodes) > 1:
-            speed /= self.multi_node_runtime_factor
-        return r / speed
+        return r / effective_speed(self.layout.type_speed[p.type_idx], len(p.nodes) > 1, self.jobs.pace[job])
 
 
 class Simulator:
@@ -114,7 +123,7 @@ class Simulator:
         self.layout = layout
         self.multi_node_runtime_factor = multi_node_runtime_factor
         known = np.array([j.runtime_s for j in jobs]) if known_runtime_s is None else known_runtime_s
-        self.jobs = JobTable(jobs, layout, known)
+        self.jobs = JobTable(jobs, layout, known, multi_node_runtime_factor)
         n = len(jobs)
         self.env = simpy.Environment()
         self.free = FreeState(layout)
@@ -292,9 +301,7 @@ class Simulator:
             by_runtime = self.queue_by_shape_runtime[s]
             by_runtime.pop(bisect.bisect_left(by_runtime, (known, i)))
         now = self.env.now
-        speed = self.layout.type_speed[p.type_idx]
-        if len(p.nodes) > 1:
-            speed /= self.multi_node_runtime_factor
+        speed = effective_speed(self.layout.type_speed[p.type_idx], len(p.nodes) > 1, jt.pace[i])
         duration = jt.runtime_s[i] / speed
         self.placements[i] = p
         self.start_s[i] = now

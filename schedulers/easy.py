@@ -1,21 +1,29 @@
 """EASY backfilling: FCFS plus one reservation for the first blocked job; later jobs start only if they cannot delay it.
 
 At each decision instant: start jobs in arrival order while they fit. The first job that does not fit (the
-head) gets a reservation: walking running jobs in order of estimated end (jobs that overran their estimate are
-treated as ending now), the shadow time is the first estimated end at which the head can be placed with the
-core's placement rule, and the shadow state is the free capacity at that time. A later job that fits now is
-backfilled if (a) it is estimated to end by the shadow time, or (b) the head still fits in the shadow state
-after the job's GPUs are removed from it (the heterogeneous generalisation of EASY's "extra nodes"); in case (b)
-its GPUs stay removed from the shadow state for the rest of the scan.
+head) gets a reservation. Every running job (and every job started this instant) has an estimated end, now for
+a job that overran its estimate; the shadow time is the earliest such end at which the head can be placed with
+the core's placement rule once every job ending by then is released (all jobs ending at that same instant
+included, so the result does not depend on the order of jobs in the workload), and the shadow state is the free
+capacity at that time. A later job that fits now is backfilled
+(a) on its preferred placement (env/placement.py's `place`) if it is estimated to end there by the shadow time
+    (the preferred placement is the fastest free now, so a job that fails this fails it everywhere), else
+(b) on the first of its alternative placements (env/placement.py's `alternatives`: every free node of each
+    one-node option in best-fit order, each free spread, fractional jobs the best-fit GPU of each speed; all in
+    the rule's preference order) after which the head still fits in the shadow state: the heterogeneous
+    generalisation of EASY's "extra nodes". Its GPUs then stay removed from the shadow state for the rest of the
+    scan. A job with no such placement is refused.
 """
 
 from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from itertools import accumulate, islice
 
 from env.cluster import FULL, FreeState, Placement
+from env.placement import alternative_placement, effective_speed, spans_nodes_on
 from env.simulator import Decision, View
 from schedulers.plan import Plan
 from schedulers.shadow import CountShadow
@@ -40,16 +48,15 @@ def easy_backfill(view: View) -> list[Decision]:
     shape_runtime = view.queue_by_shape_runtime
     known = jt.known_runtime_s
     type_speed = view.layout.type_speed
-    factor = view.multi_node_runtime_factor
     groups = list(view.queue_by_shape.items())
     # The scan in arrival order, done shape by shape: between two starts the plan and the shadow state do not
-    # change, so every job of one shape gets the same placement and the same verdict on test (b), and passing
+    # change, so every job of one shape gets the same placements and the same verdict on test (b), and passing
     # test (a) is monotone in the known runtime; the next job the arrival-order scan would start is the
     # earliest, over all shapes, that passes (a) or (b). The reservation is computed only once some job fits.
     shadow_s, shadow = -1.0, None
     pos = head
     while not plan.exhausted():
-        best, best_s, best_takes_shadow = _AFTER_ALL, None, False
+        best, best_s, best_p = _AFTER_ALL, None, None
         free = plan.free
         whole_left = sum(free.type_whole)  # no whole-GPU shape larger than this can fit
         for s, members in groups:
@@ -64,32 +71,64 @@ def easy_backfill(view: View) -> list[Decision]:
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
                 shadow_s, shadow = reservation(view, plan.snapshot(), head, started)
-            elig, k_gpus = s[0], s[1]
-            speed = type_speed[t]
-            if k_gpus > elig.max_node_gpus:  # placed across nodes
-                speed /= factor
+            elig, k_gpus, milli, _, pace = s
+            # the preferred placement is the fastest free now: if a job does not end by the shadow time on it,
+            # it does not on any other
+            speed = effective_speed(type_speed[t], spans_nodes_on(elig, k_gpus, milli, t), pace)
             first = members[k]
             if now + known[first] / speed <= shadow_s:  # (a) ends by the shadow time
-                best, best_s, best_takes_shadow = first, s, False
+                best, best_s, best_p = first, s, None
                 continue
-            head_fits = shadow.head_fits_without_shape(s, t)
-            if head_fits is None:
-                head_fits = shadow.head_fits_without(plan.place(s))
-            if head_fits:  # (b) leaves room for the head at the shadow time
-                best, best_s, best_takes_shadow = first, s, True
+            harmless = _harmless(plan, shadow, s)
+            if harmless is not None:  # (b) leaves room for the head at the shadow time
+                best, best_s, best_p = first, s, harmless
                 continue
             # later jobs of the shape can only pass (a), and those that do are its shortest
             j = _earliest_passing(members, k + 1, shape_runtime[s], pos, best, known, now, speed, shadow_s)
             if j < best:
-                best, best_s, best_takes_shadow = j, s, False
+                best, best_s, best_p = j, s, None
         if best_s is None:
             break
-        best_p = plan.place(best_s)
-        plan.add(best, best_p)
-        if best_takes_shadow:
-            shadow.take(best_p)
+        if best_p is None:
+            plan.add(best, plan.place(best_s))
+        else:
+            p = best_p()
+            plan.add(best, p)
+            shadow.take(p)
         pos = best
     return plan.decisions
+
+
+def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placement] | None:
+    """The first of the shape's alternative placements (env/placement.py, preference order) after which the
+    head still fits in the shadow state (built on demand: most verdicts need no placement), or None.
+
+    One-node alternatives are judged once per (pool, shadow free GPUs of the node) while the shadow is kept as
+    counts: the verdict depends on nothing else."""
+    if s[2] < FULL:
+        for p in plan.alternatives(s):
+            if shadow.head_fits_without(p):
+                return lambda p=p: p
+        return None
+    k = s[1]
+    by_type = {t: shadow.head_fits_without_shape(s, t) for t in s[0].types}  # when the type alone decides
+    if not any(v is None or v for v in by_type.values()):
+        return None
+    free = plan.free
+    node_type = free.layout.node_type
+    verdicts: dict[tuple[int, int], bool] = {}
+    for o, n, c in plan.alternative_slots(s):
+        fits = by_type[node_type[n] if n >= 0 else o.multi_type]
+        if fits is None:
+            key = shadow.node_key(n) if n >= 0 else None
+            fits = verdicts.get(key) if key is not None else None
+            if fits is None:
+                fits = shadow.head_fits_without(alternative_placement(free, o, n, c, k))
+                if key is not None:
+                    verdicts[key] = fits
+        if fits:
+            return lambda o=o, n=n, c=c: alternative_placement(free, o, n, c, k)
+    return None
 
 
 def _earliest_passing(members, k, by_runtime, pos, best, known, now, speed, shadow_s) -> int:
@@ -145,7 +184,7 @@ def reservation(
             if started
             else running
         )
-        end = shadow.release_until_head_fits(releases)
+        end = shadow.release_until_head_fits(releases, now)
     return (float("inf") if end is None else max(end, now)), shadow
 
 
@@ -169,6 +208,9 @@ def _release_by_counts(
         merged_counts += counts[prev:]
     totals = list(accumulate(merged_counts))
     n = bisect_left(totals, shadow.k - shadow.avail)
+    if n < len(merged):  # the head fits at that end: release every job ending at the same instant too
+        shadow_s = max(merged[n][0], view.now_s)
+        n = bisect_right(merged, shadow_s, lo=n, key=lambda e: e[0]) - 1
     placements = view.placements
 
     def released() -> list[Placement]:

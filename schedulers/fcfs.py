@@ -11,7 +11,7 @@ def fcfs(view: View) -> list[Decision]:
     jt = view.jobs
     plan = Plan(view.free)
     for i in view.queue:
-        p = place(plan.free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
+        p = place(plan.free, *jt.shape[i])
         if p is None:
             break
         plan.add(i, p)

@@ -7,7 +7,7 @@ one start per instant costs no copy.
 from __future__ import annotations
 
 from env.cluster import FreeState, Placement
-from env.placement import fit_type, place
+from env.placement import alternative_slots, alternatives, fit_type, place
 from env.simulator import Decision
 
 
@@ -39,6 +39,15 @@ class Plan:
         if t < 0:
             self._no_fit.add(shape)
         return t
+
+    def alternatives(self, shape: tuple):
+        """`alternatives(free, *shape)` on the capacity left: the placements of each option free now."""
+        return alternatives(self.free, *shape)
+
+    def alternative_slots(self, shape: tuple):
+        """`alternative_slots` of a whole-GPU shape on the capacity left."""
+        elig, k, _, _, pace = shape
+        return alternative_slots(self.free, elig, k, pace)
 
     @property
     def free(self) -> FreeState:

@@ -1,10 +1,11 @@
 """EASY's shadow state: the free capacity the reserved head job will find, kept as whole-GPU counts.
 
 Releasing and taking whole-GPU placements only moves whole-GPU counts per node and per pool, and whether a
-whole-GPU head fits depends on those counts alone (env/placement.py: one node with k free GPUs, or k free GPUs
-on the eligible pools of one type). So the shadow keeps count deltas on top of the live free state instead of
-copying per-GPU arrays. The base must not change while the shadow is in use (Plan.snapshot). A fractional head or a fractional placement turns it into a full FreeState copy
-(`materialize`), which is always exact.
+whole-GPU head fits depends on those counts alone (env/placement.py: it fits if some option is free, i.e. one
+node with k free GPUs of a type that has nodes that big, or k free GPUs on the eligible pools of a type whose
+nodes are all smaller). So the shadow keeps count deltas on top of the live free state instead of copying
+per-GPU arrays. The base must not change while the shadow is in use (Plan.snapshot). A fractional head or a
+fractional placement turns it into a full FreeState copy (`materialize`), which is always exact.
 """
 
 from __future__ import annotations
@@ -16,27 +17,36 @@ from env.placement import can_place
 
 
 class CountShadow:
-    __slots__ = ("base", "shape", "k", "multi", "types", "eligible_pools", "delta", "pool_sum", "fit_nodes",
-                 "full", "log", "one_type", "whole_type", "avail", "lazy_log")  # fmt: skip
+    __slots__ = ("base", "shape", "k", "track", "spreads", "eligible_pools", "fit_pools", "delta", "pool_sum",
+                 "fit_nodes", "full", "log", "one_type", "whole_type", "avail", "lazy_log")  # fmt: skip
 
     def __init__(self, base: FreeState, head_shape: tuple):
-        elig, k, milli, _ = head_shape
+        elig, k, milli = head_shape[:3]
         self.base, self.shape, self.k = base, head_shape, k
-        self.multi = k > elig.max_node_gpus
-        self.types = [(t, elig.type_pools[t]) for t in elig.types]
-        self.eligible_pools = frozenset(q for _, pools in self.types for q in pools)
+        # the head's options (env/placement.py): one node of a type with nodes of >= k GPUs (`fit_pools`,
+        # tracked as the number of their nodes with >= k free), or a spread over one type whose nodes are all
+        # smaller (`spreads`: k free GPUs over that type's eligible pools)
+        self.fit_pools = frozenset(
+            q for t in elig.types if elig.type_max_node[t] >= k for q in elig.type_pools[t]
+        )
+        self.spreads = [
+            (t, elig.type_pools[t]) for t in elig.types if elig.type_max_node[t] < k <= elig.type_total[t]
+        ]
+        self.track = bool(self.fit_pools)
+        self.eligible_pools = frozenset(q for t in elig.types for q in elig.type_pools[t])
         self.delta: dict[int, int] = {}
         self.pool_sum = [sum(c * len(by_c[c]) for c in range(1, len(by_c))) for by_c in base.pool_free]
         self.fit_nodes = 0
-        if not self.multi:
+        if self.track:
             pool_free = base.pool_free
             self.fit_nodes = sum(
-                len(pool_free[q][c]) for q in self.eligible_pools for c in range(k, len(pool_free[q]))
+                len(pool_free[q][c]) for q in self.fit_pools for c in range(k, len(pool_free[q]))
             )
-        # a multi-node head of one type needs only that type's free GPUs on its eligible pools: one integer
+        # a head whose only option is a spread over one type needs only that type's free GPUs on its eligible
+        # pools: one integer
         self.one_type, self.whole_type, self.avail = -1, False, 0
-        if self.multi and len(self.types) == 1:
-            t, pools = self.types[0]
+        if not self.track and len(self.spreads) == 1:
+            t, pools = self.spreads[0]
             self.one_type, self.avail = t, sum(self.pool_sum[q] for q in pools)
             self.whole_type = len(pools) == sum(1 for pt in base.layout.pool_type if pt == t)
         self.log: list[tuple[int, Placement]] = []
@@ -70,14 +80,14 @@ class CountShadow:
             return
         base_whole, delta, pool_sum = self.base.node_whole, self.delta, self.pool_sum
         node_pool = self.base.layout.node_pool
-        k, track = self.k, not self.multi
+        k, track = self.k, self.track
         for n, c in zip(p.nodes, p.node_counts or (len(p.gpus),), strict=True):
             before = base_whole[n] + delta.get(n, 0)
             after = before + sign * c
             delta[n] = after - base_whole[n]
             q = node_pool[n]
             pool_sum[q] += sign * c
-            if track and q in self.eligible_pools:
+            if track and q in self.fit_pools:
                 self.fit_nodes += (after >= k) - (before >= k)
 
     def _change(self, p: Placement, sign: int) -> None:
@@ -107,13 +117,22 @@ class CountShadow:
         self.avail += whole_gpus_released
         self.lazy_log = placements
 
-    def release_until_head_fits(self, releases: Iterable[tuple[float, Placement]]) -> float | None:
-        """Give back `releases` ((time, placement), in time order) until the head fits; that time, or None if
-        it never does."""
-        for end, p in releases:
+    def release_until_head_fits(
+        self, releases: Iterable[tuple[float, Placement]], now_s: float
+    ) -> float | None:
+        """Give back `releases` ((estimated end, placement), in time order; an end before `now_s` counts as
+        `now_s`) until the head fits, and then every other release of that same instant; that instant, or None
+        if the head never fits."""
+        it = iter(releases)
+        for end, p in it:
             self.give(p)
             if self.head_fits():
-                return end
+                shadow_s = max(end, now_s)
+                for end_next, p_next in it:
+                    if end_next > shadow_s:
+                        break
+                    self.give(p_next)
+                return shadow_s
         return None
 
     def head_fits(self) -> bool:
@@ -121,10 +140,17 @@ class CountShadow:
             return can_place(self.full, *self.shape)
         if self.one_type >= 0:
             return self.avail >= self.k
-        if not self.multi:
-            return self.fit_nodes > 0
+        if self.fit_nodes > 0:
+            return True
         k, pool_sum = self.k, self.pool_sum
-        return any(sum(pool_sum[q] for q in pools) >= k for _, pools in self.types)
+        return any(sum(pool_sum[q] for q in pools) >= k for _, pools in self.spreads)
+
+    def node_key(self, n: int) -> tuple[int, int] | None:
+        """What decides `head_fits_without` for a whole-GPU placement on node n alone, while the shadow is
+        kept as counts: (n's pool, n's free GPUs in the shadow); None once materialized."""
+        if self.full is not None:
+            return None
+        return self.base.layout.node_pool[n], self.base.node_whole[n] + self.delta.get(n, 0)
 
     def head_fits_without_shape(self, shape: tuple, type_idx: int) -> bool | None:
         """Like `head_fits_without` for any placement of `shape` on type `type_idx`, when the counts alone

@@ -1,12 +1,11 @@
 """The plain arrival-order EASY scan (the rule is in schedulers/easy.py's docstring), kept unoptimised as the
-reference the shape-by-shape schedulers/easy.py must match decision for decision."""
+reference the shape-by-shape schedulers/easy.py must match decision for decision: full per-GPU copies of the
+free state, every job tested one by one, every release applied one by one."""
 
 from __future__ import annotations
 
-import heapq
-
 from env.cluster import FreeState, Placement
-from env.placement import place
+from env.placement import alternatives, place
 from env.simulator import Decision, View
 from schedulers.plan import Plan
 
@@ -18,7 +17,7 @@ def easy_reference(view: View) -> list[Decision]:
     queue = iter(view.queue)
     head = -1
     for i in queue:
-        p = place(plan.free, jt.elig[i], jt.num_gpus[i], jt.milli[i], jt.mem_mb[i])
+        p = place(plan.free, *jt.shape[i])
         if p is None:
             head = i
             break
@@ -26,44 +25,51 @@ def easy_reference(view: View) -> list[Decision]:
     if head < 0 or plan.exhausted():
         return plan.decisions
     started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
-    shadow_s, shadow = reservation(view, plan.free, head, started)
-    h_elig, h_k, h_milli, h_mem = jt.elig[head], jt.num_gpus[head], jt.milli[head], jt.mem_mb[head]
-    shape = jt.shape
+    shadow_s, shadow = reservation(view, plan.free.copy(), head, started)
+    refused: set[tuple] = set()  # shapes no alternative of which passes (b) since the last start
     for i in queue:
         if plan.exhausted():
             break
-        p = plan.place(shape[i])
+        p = place(plan.free, *jt.shape[i])
         if p is None:
             continue
-        if now + view.duration_on(i, p) > shadow_s:
-            shadow.take(p)
-            if place(shadow, h_elig, h_k, h_milli, h_mem) is None:
-                shadow.give(p)
-                continue
-        plan.add(i, p)
+        if now + view.duration_on(i, p) <= shadow_s:  # (a) ends by the shadow time
+            plan.add(i, p)
+            refused.clear()
+            continue
+        if jt.shape[i] in refused:
+            continue
+        for alt in alternatives(plan.free, *jt.shape[i]):  # (b) some placement leaves room for the head
+            shadow.take(alt)
+            if place(shadow, *jt.shape[head]) is not None:
+                plan.add(i, alt)
+                refused.clear()
+                break
+            shadow.give(alt)
+        else:
+            refused.add(jt.shape[i])
     return plan.decisions
 
 
 def reservation(
     view: View, free: FreeState, head: int, started: list[tuple[float, Placement]]
 ) -> tuple[float, FreeState]:
-    """(shadow time, free capacity at that time) for `head`, releasing jobs in order of estimated end.
+    """(shadow time, free capacity at that time) for `head`.
 
-    `free` is the capacity after this instant's decisions; `started` are those decisions' (estimated end,
-    placement). Returns (inf, capacity with everything released) if the head never fits (it was rejected at
-    the start of the run in that case, so this is defensive).
+    `free` (modified) is the capacity after this instant's decisions; `started` are those decisions' (estimated
+    end, placement). Every running or started job has an estimated end, max(its estimate, now); the shadow time
+    is the earliest such end at which the head fits once every job ending by then is released. Returns (inf,
+    capacity with everything released) if the head never fits (it was rejected at the start of the run in that
+    case, so this is defensive).
     """
-    jt = view.jobs
-    elig, k, milli, mem = jt.elig[head], jt.num_gpus[head], jt.milli[head], jt.mem_mb[head]
     now = view.now_s
-    shadow = free.copy()
-    placements = view.placements
-    running = ((end, placements[j]) for end, j in view.running)
-    releases = (
-        heapq.merge(running, sorted(started, key=lambda e: e[0]), key=lambda e: e[0]) if started else running
-    )
-    for end, p in releases:
-        shadow.give(p)
-        if place(shadow, elig, k, milli, mem) is not None:
-            return max(end, now), shadow
+    ends = [(max(end, now), view.placements[j]) for end, j in view.running]
+    ends += [(max(end, now), p) for end, p in started]
+    shadow = free
+    for t in sorted({end for end, _ in ends}):
+        for end, p in ends:
+            if end == t:
+                shadow.give(p)
+        if place(shadow, *view.jobs.shape[head]) is not None:
+            return t, shadow
     return float("inf"), shadow

@@ -64,9 +64,14 @@ def test_same_seed_identical_rollout_and_return_is_minus_sum_jct(reward):
     assert ret == pytest.approx(-sum_jct / cfg.env.reward_scale_s, rel=1e-9)
 
 
+# An env action picks a job; the placement rule places it. EASY may instead backfill a job on one of its
+# alternative placements (another node or type, issue 9), which no action can express: on the medium preset
+# it does, so EASY is compared on the easy preset only.
 @pytest.mark.parametrize("profile", ["legacy", "philly"])
-@pytest.mark.parametrize("policy", ["fcfs", "sjf", "easy"])
-@pytest.mark.parametrize("difficulty", ["easy", "medium"])
+@pytest.mark.parametrize(
+    ("policy", "difficulty"),
+    [("fcfs", "easy"), ("sjf", "easy"), ("easy", "easy"), ("fcfs", "medium"), ("sjf", "medium")],
+)
 def test_heuristic_through_env_matches_native_run(policy, difficulty, profile, request):
     if (policy, difficulty, profile) == ("easy", "easy", "philly"):
         # At t = 77,984.6 s (seed 7) EASY backfills a burst of 35 jobs past job 17; called again after 29 of

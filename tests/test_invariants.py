@@ -83,8 +83,8 @@ def check_invariants(sim: Simulator, layout: ClusterLayout, workload: Workload, 
         assert not j.gpu_types or gpu_type in j.gpu_types
         assert all(layout.node_mem_mb[layout.gpu_node[g]] >= j.gpu_mem_gb * 1000 for g in p.gpus)
         elig = layout.eligible(j.gpu_types, int(round(j.gpu_mem_gb * 1000)))
-        if j.num_gpus <= elig.max_node_gpus:
-            assert len(p.nodes) == 1, "a job that fits one node gets one node"
+        if j.num_gpus <= elig.type_max_node[p.type_idx]:
+            assert len(p.nodes) == 1, "a job that fits one node of its type gets one node"
         # runs exactly its runtime on the type it got
         expected = j.runtime_s / CATALOG[gpu_type].speed * (factor if len(p.nodes) > 1 else 1.0)
         assert np.isclose(r.end_s[i] - r.start_s[i], expected, rtol=1e-12, atol=1e-9)

@@ -83,6 +83,52 @@ def test_easy_reservation_respects_gpu_type():
     assert times(r) == {"A": (0, 100), "B": (100, 110), "C": (2, 1002)}
 
 
+def test_easy_backfills_on_another_type_when_the_preferred_one_would_delay_the_head():
+    # issue 9: a holds 3 of the 4 A100s until 100, b 2 of the 4 V100s until 100 (50 s at speed 0.5); the head h
+    # needs the whole A100 node -> shadow time 100. c (any type, 1,000 s) would go to the free A100 GPU and
+    # hold it past 100 -> refused there; on a V100 it leaves the A100 node to h -> backfilled at 2 and runs
+    # 1000 / 0.5 = 2000 s (before issue 9 it waited until 100 and ended at 2,100)
+    jobs = [
+        job("a", 0, 100, 3, gpu_types=("A100-80GB",)),
+        job("b", 0, 50, 2, gpu_types=("V100-32GB",)),
+        job("h", 1, 10, 4, gpu_types=("A100-80GB",)),
+        job("c", 2, 1000, 1),
+    ]
+    _, r = run("1xA100-80GB:4,1xV100-32GB:4", jobs, "easy")
+    assert times(r) == {"a": (0, 100), "b": (0, 100), "h": (100, 110), "c": (2, 2002)}
+    assert r["c"][3] == "V100-32GB"
+
+
+def test_easy_backfills_on_another_node_of_the_same_type():
+    # 2 nodes x 4 A100s. A (3 GPUs) goes to n0 until 100, B (2 GPUs) to n1 until 1000. The head H needs a whole
+    # node -> n0 at 100. C (1 GPU, 500 s) best-fits onto n0's last GPU, which would delay H; on n1 it leaves n0
+    # to H -> backfilled there at 2 (type-only alternatives would have refused it until 100).
+    jobs = [job("A", 0, 100, 3), job("B", 0, 1000, 2), job("H", 1, 10, 4), job("C", 2, 500, 1)]
+    _, r = run("2xA100-80GB:4", jobs, "easy")
+    assert times(r) == {"A": (0, 100), "B": (0, 1000), "H": (100, 110), "C": (2, 502)}
+    assert r["C"][4] == "n1/2" and r["H"][4] == "n0/0;n0/1;n0/2;n0/3"
+
+
+def test_easy_counts_every_gpu_released_at_the_shadow_instant_as_spare():
+    # issue 9: a and b (3 GPUs each) both end at 100; the head h needs 4 -> shadow time 100 with all 8 free,
+    # 4 spare. c (2 GPUs, 1,000 s) fits now and leaves 6 >= 4 for h -> backfilled at 2 (before issue 9 only a
+    # was released: 5 free, 3 after c -> refused until 100)
+    jobs = [job("a", 0, 100, 3), job("b", 0, 100, 3), job("h", 1, 10, 4), job("c", 2, 1000, 2)]
+    _, r = run("1xA100-80GB:8", jobs, "easy")
+    assert times(r) == {"a": (0, 100), "b": (0, 100), "h": (100, 110), "c": (2, 1002)}
+
+
+@pytest.mark.parametrize("first", ["small", "large"])
+def test_easy_reservation_does_not_depend_on_job_order_at_equal_ends(first):
+    # The two running jobs (2 and 4 GPUs) end together at 100; the head needs 4 of 8 -> 8 free then, 4 spare,
+    # whichever of the two comes first in the workload: c (2 GPUs, long) is backfilled at 2 either way.
+    a, b = job("a", 0, 100, 2), job("b", 0, 100, 4)
+    jobs = [a, b] if first == "small" else [b, a]
+    jobs += [job("h", 1, 10, 4), job("c", 2, 1000, 2)]
+    _, r = run("1xA100-80GB:8", jobs, "easy")
+    assert times(r) == {"a": (0, 100), "b": (0, 100), "h": (100, 110), "c": (2, 1002)}
+
+
 def test_runtime_depends_on_gpu_type_and_fastest_type_goes_first():
     jobs = [job("a", 0, 100), job("b", 0, 100), job("c", 0, 100)]
     _, r = run("1xH100:1,1xA100:1,1xV100:1", jobs, "fcfs")
@@ -115,14 +161,38 @@ def test_job_that_fits_one_node_waits_rather_than_spreading():
 
 
 def test_multi_node_job_spans_nodes_of_one_type_with_slowdown():
+    # 8 GPUs, 100 s reference: spread over the two A100 nodes 100 x 1.2 = 120 s; one V100 node 100 / 0.5 = 200 s
+    # -> the spread finishes first (before issue 9 the job took the V100 node because it "fits one node")
     jobs = [job("big", 0, 100, 8)]
     _, r = run("2xA100:4,1xV100:8", jobs, "fcfs", factor=1.2)
-    # fits one V100 node (8 GPUs) -> no spreading, but V100 runs at half speed
+    assert r["big"][3] == "A100-80GB" and float(r["big"][1]) == pytest.approx(120.0)
+    assert r["big"][4].count("n0/") == 4 and r["big"][4].count("n1/") == 4
+    # with a 2.5x multi-node factor the spread takes 250 s > 200 s: one V100 node
+    _, r = run("2xA100:4,1xV100:8", jobs, "fcfs", factor=2.5)
+    assert r["big"][3] == "V100-16GB" and float(r["big"][1]) == 200.0
+    # equal durations (factor 2.0: 200 s either way) -> one node before a spread
+    _, r = run("2xA100:4,1xV100:8", jobs, "fcfs", factor=2.0)
     assert r["big"][3] == "V100-16GB" and float(r["big"][1]) == 200.0
     jobs = [job("big", 0, 100, 8, gpu_types=("A100-80GB",))]
     _, r = run("2xA100:4,1xV100:8", jobs, "fcfs", factor=1.2)
     assert r["big"][4].count("n0/") == 4 and r["big"][4].count("n1/") == 4
     assert float(r["big"][1]) == pytest.approx(120.0)
+
+
+def test_multi_node_spread_over_faster_type_beats_one_slow_node_issue_case():
+    # issue 9: on 2xA100-80GB:4,1xT4:8 an 8-GPU job of 1,000 reference seconds ran 5,000 s on the T4 node
+    # (speed 0.2); over the two A100 nodes it runs 1,000 x 1.2 = 1,200 s
+    _, r = run("2xA100-80GB:4,1xT4:8", [job("big", 0, 1000, 8)], "fcfs", factor=1.2)
+    assert r["big"][3] == "A100-80GB" and float(r["big"][1]) == pytest.approx(1200.0)
+
+
+def test_placement_takes_a_free_option_rather_than_waiting_for_a_faster_busy_one():
+    # A holds one A100 node until 100: the 8-GPU job B cannot spread over the A100s now, so it starts at once
+    # on the T4 node (ends 1 + 1000 / 0.2 = 5001) although waiting would end at 100 + 1200 = 1300: the
+    # placement rule never waits; reservations are a policy's business
+    jobs = [job("A", 0, 100, 4, gpu_types=("A100-80GB",)), job("B", 1, 1000, 8)]
+    _, r = run("2xA100-80GB:4,1xT4:8", jobs, "fcfs", factor=1.2)
+    assert r["B"][3] == "T4" and times(r)["B"] == (1.0, 5001.0)
 
 
 def test_fractional_jobs_share_a_gpu_within_share_and_memory():
