@@ -187,11 +187,8 @@ class GPUClusterEnv(gym.Env):
             t = layout.node_type[i]
             self._type_max_node[t] = max(self._type_max_node[t], layout.node_num_gpus[i])
         jt = self.sim.jobs
-        factor = sc.multi_node_runtime_factor
-        # runtime multiplier of each job's placement shape (multi-node jobs are slower)
-        self._shape_factor = [
-            factor if k > e.max_node_gpus else 1.0 for k, e in zip(jt.num_gpus, jt.elig, strict=True)
-        ]
+        # whether each job's placement spans nodes (the placement rule spreads only jobs above one node)
+        self._multi_node = [k > e.max_node_gpus for k, e in zip(jt.num_gpus, jt.elig, strict=True)]
         self._inv_slowdown = [1.0 / max(r, 10.0) for r in self.sim.jobs.known_runtime_s]
         self._static_rows = self._static_job_features()
 
@@ -307,16 +304,15 @@ class GPUClusterEnv(gym.Env):
         head = next(iter(queue), -1)
         static = self._static_rows
         arrival = jt.arrival_s
-        known = jt.known_runtime_s
-        speed = layout.type_speed
-        shape_factor = self._shape_factor
+        multi_node = self._multi_node
+        duration_s = jt.duration_s
         log1p = math.log1p
         vals: list[float] = []
         for i, t in zip(self._slots, self._slot_type, strict=True):
             demand, mem, runtime, prio = static[i]
             waited = min(1.0, log1p((now - arrival[i]) / 60.0) / _MAX_MIN)
             if t >= 0:
-                here = min(1.0, log1p(known[i] * shape_factor[i] / speed[t] / 60.0) / _MAX_MIN)
+                here = min(1.0, log1p(duration_s(i, t, multi_node[i]) / 60.0) / _MAX_MIN)
                 vals += (demand, mem, runtime, here, waited, prio, 1.0, 1.0 if i == head else 0.0)
             else:
                 vals += (demand, mem, runtime, 0.0, waited, prio, 0.0, 1.0 if i == head else 0.0)

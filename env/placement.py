@@ -16,12 +16,16 @@ from __future__ import annotations
 import numpy as np
 
 from env.cluster import FULL, Eligible, FreeState, Placement
+from env.duration import DurationRule
 
 _BIG = np.iinfo(np.int64).max
 
 
-def place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> Placement | None:
-    """A placement for the job shape on `free` now, or None if it does not fit now."""
+def place(
+    free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, rule: DurationRule | None = None
+) -> Placement | None:
+    """A placement for the job shape on `free` now, or None if it does not fit now (`rule`, the shape's duration
+    rule, is not needed by the current rule)."""
     if milli < FULL:
         return _place_fraction(free, elig, milli, mem_mb)
     if _too_few_whole(free.type_whole, elig, num_gpus):
@@ -77,12 +81,16 @@ def _place_one_node(free: FreeState, elig: Eligible, k: int) -> Placement | None
     return None if found is None else _gpus_on_node(free, found[0], k, found[1])
 
 
-def can_place(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> bool:
+def can_place(
+    free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, rule: DurationRule | None = None
+) -> bool:
     """Whether `place` would find a placement (from free counts alone for whole-GPU shapes)."""
     return fit_type(free, elig, num_gpus, milli, mem_mb) >= 0
 
 
-def fit_type(free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int) -> int:
+def fit_type(
+    free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, rule: DurationRule | None = None
+) -> int:
     """The GPU type index `place` would use now, or -1 if the job does not fit now (cheaper than `place`:
     whole-GPU shapes are decided from free counts alone)."""
     if milli < FULL:

@@ -17,6 +17,7 @@ import numpy as np
 import simpy
 
 from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
+from env.duration import DurationRule, duration_rules
 from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
 from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
@@ -34,7 +35,13 @@ class Decision(NamedTuple):
 class JobTable:
     """Per-job static facts as python lists (fast scalar access on the hot path), indexed like the workload."""
 
-    def __init__(self, jobs: Sequence[Job], layout: ClusterLayout, known_runtime_s: np.ndarray):
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        layout: ClusterLayout,
+        known_runtime_s: np.ndarray,
+        multi_node_runtime_factor: float = 1.2,
+    ):
         self.jobs = tuple(jobs)
         self.arrival_s = [j.arrival_s for j in jobs]
         self.runtime_s = [j.runtime_s for j in jobs]
@@ -43,16 +50,28 @@ class JobTable:
         self.mem_mb = [gb_to_mb(j.gpu_mem_gb) if j.gpu_milli < FULL else 0 for j in jobs]
         self.priority = [j.priority for j in jobs]
         self.known_runtime_s = [float(x) for x in known_runtime_s]
+        self.type_speed = layout.type_speed
         # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
         self.elig: list[Eligible] = [layout.eligible(j.gpu_types, gb_to_mb(j.gpu_mem_gb)) for j in jobs]
-        # (eligible nodes, GPUs, share, memory): the arguments of place(); equal shapes place identically
+        # how long each job runs on a placement (env/duration.py: the one duration rule)
+        self.rule: list[DurationRule] = duration_rules(jobs, multi_node_runtime_factor)
+        # (eligible nodes, GPUs, share, memory, duration rule): the arguments of place(); equal shapes place
+        # identically and, for equal runtimes, last equally long
         self.shape = [
-            (e, k, m, mem)
-            for e, k, m, mem in zip(self.elig, self.num_gpus, self.milli, self.mem_mb, strict=True)
+            (e, k, m, mem, r)
+            for e, k, m, mem, r in zip(
+                self.elig, self.num_gpus, self.milli, self.mem_mb, self.rule, strict=True
+            )
         ]
 
     def __len__(self) -> int:
         return len(self.jobs)
+
+    def duration_s(self, job: int, type_idx: int, multi_node: bool, runtime_s: float | None = None) -> float:
+        """Seconds `job` runs on GPU type `type_idx` (spread over several nodes if `multi_node`) given a reference
+        runtime (default: the known runtime); the one duration rule, env/duration.py."""
+        r = self.known_runtime_s[job] if runtime_s is None else runtime_s
+        return self.rule[job].duration_s(r, self.type_speed[type_idx], multi_node)
 
 
 class View(NamedTuple):
@@ -82,11 +101,7 @@ class View(NamedTuple):
 
     def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
         """Duration of `job` on placement `p` given a reference runtime (default: the known runtime)."""
-        r = self.jobs.known_runtime_s[job] if runtime_s is None else runtime_s
-        speed = self.layout.type_speed[p.type_idx]
-        if len(p.nodes) > 1:
-            speed /= self.multi_node_runtime_factor
-        return r / speed
+        return self.jobs.duration_s(job, p.type_idx, len(p.nodes) > 1, runtime_s)
 
 
 class Simulator:
@@ -114,7 +129,7 @@ class Simulator:
         self.layout = layout
         self.multi_node_runtime_factor = multi_node_runtime_factor
         known = np.array([j.runtime_s for j in jobs]) if known_runtime_s is None else known_runtime_s
-        self.jobs = JobTable(jobs, layout, known)
+        self.jobs = JobTable(jobs, layout, known, multi_node_runtime_factor)
         n = len(jobs)
         self.env = simpy.Environment()
         self.free = FreeState(layout)
@@ -292,9 +307,7 @@ class Simulator:
             by_runtime = self.queue_by_shape_runtime[s]
             by_runtime.pop(bisect.bisect_left(by_runtime, (known, i)))
         now = self.env.now
-        speed = self.layout.type_speed[p.type_idx]
-        if len(p.nodes) > 1:
-            speed /= self.multi_node_runtime_factor
+        speed = jt.rule[i].speed(self.layout.type_speed[p.type_idx], len(p.nodes) > 1)
         duration = jt.runtime_s[i] / speed
         self.placements[i] = p
         self.start_s[i] = now

@@ -40,7 +40,6 @@ def easy_backfill(view: View) -> list[Decision]:
     shape_runtime = view.queue_by_shape_runtime
     known = jt.known_runtime_s
     type_speed = view.layout.type_speed
-    factor = view.multi_node_runtime_factor
     groups = list(view.queue_by_shape.items())
     # The scan in arrival order, done shape by shape: between two starts the plan and the shadow state do not
     # change, so every job of one shape gets the same placement and the same verdict on test (b), and passing
@@ -64,10 +63,7 @@ def easy_backfill(view: View) -> list[Decision]:
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
                 shadow_s, shadow = reservation(view, plan.snapshot(), head, started)
-            elig, k_gpus = s[0], s[1]
-            speed = type_speed[t]
-            if k_gpus > elig.max_node_gpus:  # placed across nodes
-                speed /= factor
+            speed = s[4].speed(type_speed[t], s[1] > s[0].max_node_gpus)  # multi-node when above one node
             first = members[k]
             if now + known[first] / speed <= shadow_s:  # (a) ends by the shadow time
                 best, best_s, best_takes_shadow = first, s, False

@@ -20,7 +20,7 @@ class CountShadow:
                  "full", "log", "one_type", "whole_type", "avail", "lazy_log")  # fmt: skip
 
     def __init__(self, base: FreeState, head_shape: tuple):
-        elig, k, milli, _ = head_shape
+        elig, k, milli = head_shape[:3]
         self.base, self.shape, self.k = base, head_shape, k
         self.multi = k > elig.max_node_gpus
         self.types = [(t, elig.type_pools[t]) for t in elig.types]
