@@ -13,6 +13,7 @@ from env.duration import DurationRule, duration_rules
 from env.scenario import build_scenario
 from schedulers import POLICIES
 from tests.helpers import job, run, times
+from workloads.csv_jobs import load_jobs_csv
 from workloads.traces import load_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -168,3 +169,24 @@ def test_swf_processors_are_max_of_allocated_and_requested(tmp_path):
     assert {j.job_id: j.num_gpus for j in t.workload.jobs} == {"1": 8, "2": 16, "3": 4, "4": 4}
     assert t.workload.report["filtered"]["unknown processors"] == 1
     assert t.workload.report["mapping"]["gpus"].startswith("processors = max(field 5 allocated, field 8")
+
+
+def test_csv_columns_set_the_duration_rule(tmp_path):
+    csv = tmp_path / "jobs.csv"
+    csv.write_text(
+        "job_id,arrival_time,runtime,gpus,gpu_types,runtime_includes_spread,speed_scaled\n"
+        "spread,0,100,16,A100,1,\n"
+        "default,0,100,16,A100,,\n"
+        "service,0,100,1,T4,,false\n"
+        "batch,0,100,1,T4,0,TRUE\n"
+    )
+    cfg = RunConfig(
+        workload=WorkloadConfig(workload_type="csv", workload_path=str(csv)),
+        cluster=ClusterConfig(spec="4xA100-80GB:8,1xT4:2"),
+    )
+    sc, r = _scenario_run(cfg)
+    got = dict(zip([j.job_id for j in sc.workload.jobs], r.runtime_actual_s.tolist(), strict=True))
+    assert got == {"spread": 100.0, "default": 120.0, "service": 100.0, "batch": 500.0}
+    csv.write_text("arrival_time,runtime,gpus,speed_scaled\n0,100,1,yes\n")
+    with pytest.raises(ValueError, match=r"jobs\.csv:2: speed_scaled must be 1/0 or true/false, got 'yes'"):
+        load_jobs_csv(csv)
