@@ -24,8 +24,9 @@ _BIG = np.iinfo(np.int64).max
 def place(
     free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, rule: DurationRule | None = None
 ) -> Placement | None:
-    """A placement for the job shape on `free` now, or None if it does not fit now (`rule`, the shape's duration
-    rule, is not needed by the current rule)."""
+    """A placement for the job shape on `free` now, or None if it does not fit now. `rule` (the job's duration
+    rule, env/duration.py, the last element of a shape) lets shapes unpack into this call; placement does not
+    use it yet."""
     if milli < FULL:
         return _place_fraction(free, elig, milli, mem_mb)
     if _too_few_whole(free.type_whole, elig, num_gpus):
