@@ -190,3 +190,16 @@ def test_csv_columns_set_the_duration_rule(tmp_path):
     csv.write_text("arrival_time,runtime,gpus,speed_scaled\n0,100,1,yes\n")
     with pytest.raises(ValueError, match=r"jobs\.csv:2: speed_scaled must be 1/0 or true/false, got 'yes'"):
         load_jobs_csv(csv)
+
+
+def test_google_unit_option():
+    from main import build_parser, config_from_args
+
+    def cfg(*argv):
+        return config_from_args(build_parser().parse_args(["--workload_type", "google", *argv]))
+
+    assert cfg().workload.google_unit == "task"
+    assert cfg("--google_unit", "job").workload.google_unit == "job"
+    with pytest.raises(SystemExit) as e:
+        cfg("--google_unit", "gang")
+    assert e.value.code == 2
