@@ -132,6 +132,8 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(AGENT_ONLY, f"agent options; no RL agent ({', '.join(AGENTS)}) runs, only {', '.join(algos)}")
     if cfg.mode == "eval" and "checkpoint" in given:
         refuse(("model",), "--checkpoint names the model file itself")
+    if w.workload_type != "google":
+        refuse(("google_unit",), f"it maps the google trace; the workload is {w.workload_type}")
     if w.workload_type != "synthetic":
         refuse(("synthetic_profile",), f"the synthetic generator's option; the workload is {w.workload_type}")
     if w.workload_type in ("synthetic", "csv"):

@@ -67,6 +67,8 @@ class WorkloadConfig:
     """GPU demand given to each task of a CPU-only trace (google/alibaba 2017/swf): see docs/traces.md"""
     recorded_gpu_type: str | None = None
     """trace: GPU type the recorded durations were measured on (default: the cluster's most common type)"""
+    google_unit: str = "task"
+    """google: one job per Borg task (task, as Borg schedules them) or one rigid gang per Borg job (job)"""
 
 
 @dataclass(frozen=True)

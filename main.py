@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="trace: GPU type its durations were measured on (default: the cluster's most common type)",
     )
+    g.add_argument(
+        "--google_unit",
+        choices=("task", "job"),
+        default=w.google_unit,
+        help="google: one job per Borg task (default) or one rigid gang per Borg job",
+    )
     g = p.add_argument_group("cluster")
     g.add_argument(
         "--cluster",
@@ -270,6 +276,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             round_fractional=a.round_fractional,
             cpu_job_gpus=a.cpu_job_gpus,
             recorded_gpu_type=a.recorded_gpu_type,
+            google_unit=a.google_unit,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info),
         env=replace(

@@ -28,7 +28,8 @@ CASES = (
         "alibaba 2017",
         "--workload_type alibaba --workload_path {t}/alibaba-v2017-batch-task/batch_task.csv.gz",
     ),
-    ("google 2011", "--workload_type google --workload_path {t}/google-2011"),
+    ("google 2011, per task", "--workload_type google --workload_path {t}/google-2011"),
+    ("google 2011, gangs", "--workload_type google --workload_path {t}/google-2011 --google_unit job"),
     (
         "itp cluster04",
         "--workload_type itp --workload_path {t}/microsoft-itp-elasticflow-2021/cluster04.csv --cluster 40xV100:8",
@@ -49,8 +50,8 @@ def main() -> None:
         Path(a.traces),
         *(Path(x) for _, opts in CASES for x in opts.format(t=a.traces).split() if x.startswith(a.traces)),
     )
-    print("| trace | command options | jobs | FCFS avg JCT / wait / util | SJF | EASY |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| trace | command options | jobs | offered load | FCFS avg JCT / wait / util | SJF | EASY |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, opts in CASES:
         argv = opts.format(t=a.traces).split()
         cfg = config_from_args(build_parser().parse_args(["--mode", "compare", *argv]))
@@ -59,6 +60,8 @@ def main() -> None:
         cells = []
         for algo in ("fcfs", "sjf", "easy"):
             r = summarize(run_heuristic(sc, algo))
+            if not cells:
+                cells.append(f"{r.load_factor:.3f}")
             cells.append(f"{r.avg_jct_s:,.0f} s / {r.avg_wait_s:,.0f} s / {r.gpu_utilization:.3f}")
         shown = opts.format(t="…").replace("…/", "")
         print(

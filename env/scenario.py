@@ -149,7 +149,9 @@ def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Genera
 
 def _to_reference_runtimes(workload: Workload, layout: ClusterLayout, recorded: str | None, note: str):
     """Trace durations were measured on the trace's hardware: convert them to reference (A100) runtimes so that
-    on the recorded type a job runs exactly its recorded duration (faster/slower types scale by speed).
+    on the recorded type a job runs exactly its recorded duration (faster/slower types scale by speed). A job
+    whose lifetime does not scale with speed (`speed_scaled=False`, e.g. an inference service) keeps its
+    recorded duration as is: it lasts that long on every type.
 
     The recorded type is --recorded_gpu_type, else the cluster's most common GPU type.
     """
@@ -172,6 +174,8 @@ def _to_reference_runtimes(workload: Workload, layout: ClusterLayout, recorded: 
             runtime_s=j.runtime_s * speed,
             estimate_s=None if j.estimate_s is None else j.estimate_s * speed,
         )
+        if j.speed_scaled
+        else j
         for j in workload.jobs
     )
     return Workload(workload.name, jobs, report), note

@@ -52,9 +52,17 @@ class JobTable:
         self.known_runtime_s = [float(x) for x in known_runtime_s]
         # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
         self.elig: list[Eligible] = [layout.eligible(j.gpu_types, gb_to_mb(j.gpu_mem_gb)) for j in jobs]
-        # how each job's duration depends on its placement (env/placement.py's duration formula)
-        pace = Pace(multi_node_factor, True)
-        self.pace: list[Pace] = [pace] * len(self.jobs)
+        # how each job's duration depends on its placement (env/placement.py's duration formula): a recorded trace
+        # duration already includes its spreading (no multi-node factor), a service's lifetime ignores GPU speed
+        paces: dict[tuple[bool, bool], Pace] = {}
+        self.pace: list[Pace] = []
+        for j in jobs:
+            key = (j.runtime_includes_spread, j.speed_scaled)
+            pace = paces.get(key)
+            if pace is None:
+                factor = 1.0 if j.runtime_includes_spread else multi_node_factor
+                pace = paces[key] = Pace(factor, j.speed_scaled)
+            self.pace.append(pace)
         # (eligible nodes, GPUs, share, memory, pace): the arguments of place(); equal shapes place identically
         self.shape = [
             (e, k, m, mem, pc)

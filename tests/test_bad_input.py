@@ -107,6 +107,11 @@ CASES = [
     ),
     ([*TRACE, "--load_factor", "2"], {"t.swf": SWF}, "synthetic generator only"),
     (
+        [*TRACE, "--google_unit", "job"],
+        {"t.swf": SWF},
+        "--google_unit has no effect on this run (it maps the google trace; the workload is swf)",
+    ),
+    (
         [*CSV, "--synthetic_profile", "helios"],
         {"jobs.csv": JOBS},
         "--synthetic_profile has no effect on this run (the synthetic generator's option; the workload is csv)",

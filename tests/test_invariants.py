@@ -60,6 +60,8 @@ def workloads(draw):
                 gpu_mem_gb=float(draw(st.sampled_from([0, 8, 12, 20, 40]))),
                 gpu_types=tuple(sorted(types)),
                 priority=draw(st.integers(0, 2)),
+                runtime_includes_spread=draw(st.booleans()),  # trace jobs: no multi-node factor
+                speed_scaled=not (draw(st.booleans()) and draw(st.booleans())),  # services: no speed scaling
             )
         )
     return Workload("random", tuple(jobs))
@@ -85,8 +87,11 @@ def check_invariants(sim: Simulator, layout: ClusterLayout, workload: Workload, 
         elig = layout.eligible(j.gpu_types, int(round(j.gpu_mem_gb * 1000)))
         if j.num_gpus <= elig.type_max_node[p.type_idx]:
             assert len(p.nodes) == 1, "a job that fits one node of its type gets one node"
-        # runs exactly its runtime on the type it got
-        expected = j.runtime_s / CATALOG[gpu_type].speed * (factor if len(p.nodes) > 1 else 1.0)
+        # runs exactly its runtime on the type it got (services: on any type), x the factor when spread unless
+        # its runtime already includes the spreading (README, The model)
+        speed = CATALOG[gpu_type].speed if j.speed_scaled else 1.0
+        spread = len(p.nodes) > 1 and not j.runtime_includes_spread
+        expected = j.runtime_s / speed * (factor if spread else 1.0)
         assert np.isclose(r.end_s[i] - r.start_s[i], expected, rtol=1e-12, atol=1e-9)
         for g in p.gpus:
             usage[g].append((r.start_s[i], r.end_s[i], p.milli, p.mem_mb))

@@ -1,4 +1,4 @@
-"""Google 2011 loader: the README's facts on the twelve shared shards, attempt/gang logic on shards we write."""
+"""Google 2011 loader: the README's facts on the twelve shared shards, attempt/task/gang logic on shards we write."""
 
 from __future__ import annotations
 
@@ -41,13 +41,36 @@ def test_shipped_shards_match_the_readme(shipped):
     }  # fmt: skip
     assert r["attempts"] == 762_872  # one attempt per SCHEDULE
     assert r["last_timestamp_s"] == pytest.approx(60_733.665699 - 600)
-    # every job of either table ends up loaded or under exactly one reason
-    assert r["jobs_loaded"] + sum(r["filtered"].values()) == 16_628
-    assert r["filtered"]["submitted before trace start"] > 0
+    # per-task default: every task of the task table ends up loaded or under exactly one reason
+    assert r["unit"] == "task"
+    assert r["jobs_loaded"] + sum(r["filtered"].values()) == 541_186
+    assert r["jobs_loaded"] == 373_502 and r["filtered"]["submitted before trace start"] == 144_339
     jobs = t.workload.jobs
+    assert all(j.num_gpus == 1 and j.runtime_includes_spread for j in jobs)
     assert all(0 <= j.priority <= 11 for j in jobs)
     assert all(j.arrival_s <= 60_134 and j.runtime_s > 0 for j in jobs)
+    assert r["mapping"]["gpus"] == "cpu_job_gpus=1 per task"
+    # so the default cluster is sized by load alone (2 x the largest job is 2 GPUs)
+    assert "largest job (1 GPUs)" in t.cluster_note
+
+
+@needs_google
+def test_shipped_shards_as_gangs():
+    """--google_unit job: the issue's figures (601 gangs of >= 100 tasks carry 95.6 % of the work, one needs
+    10,500 GPUs)."""
+    cfg = WorkloadConfig(workload_type="google", workload_path=str(GOOGLE), google_unit="job")
+    t = load_trace(cfg)
+    r = t.workload.report
+    assert r["unit"] == "job"
+    # every job of either table ends up loaded or under exactly one reason
+    assert r["jobs_loaded"] + sum(r["filtered"].values()) == 16_628
+    assert r["jobs_loaded"] == 12_604 and r["filtered"]["submitted before trace start"] == 3_986
     assert r["mapping"]["gpus"].startswith("peak running tasks x cpu_job_gpus=1")
+    jobs = t.workload.jobs
+    work = sum(j.num_gpus * j.runtime_s for j in jobs)
+    big = [j for j in jobs if j.num_gpus >= 100]
+    assert len(big) == 601 and max(j.num_gpus for j in jobs) == 10_500
+    assert sum(j.num_gpus * j.runtime_s for j in big) / work == pytest.approx(0.956, abs=5e-4)
 
 
 @needs_google
@@ -104,8 +127,8 @@ def small_trace(tmp_path):
     return _write_shards(tmp_path / "trace", tasks, jobs)
 
 
-def test_jobs_are_gangs_of_their_tasks(small_trace):
-    t = load_trace(WorkloadConfig(workload_type="google", workload_path=str(small_trace)))
+def test_gang_option_makes_jobs_gangs_of_their_tasks(small_trace):
+    t = load_trace(WorkloadConfig(workload_type="google", workload_path=str(small_trace), google_unit="job"))
     by_id = {j.job_id: j for j in t.workload.jobs}
     assert set(by_id) == {"2", "3"}
     # job 2: task 0 held 8 s + 20 s (evicted, resubmitted), task 1 held 10 s, at most 2 at once
@@ -121,19 +144,37 @@ def test_jobs_are_gangs_of_their_tasks(small_trace):
 
 def test_task_events_folder_is_accepted(small_trace):
     t = load_trace(WorkloadConfig(workload_type="google", workload_path=str(small_trace / "task_events")))
-    assert t.workload.report["job_event_rows"] == 6 and len(t.workload.jobs) == 2
+    assert t.workload.report["job_event_rows"] == 6 and len(t.workload.jobs) == 3
 
 
-def test_cpu_job_gpus_scales_the_gang(small_trace):
+def test_cpu_job_gpus_scales_the_task_and_the_gang(small_trace):
     cfg = WorkloadConfig(workload_type="google", workload_path=str(small_trace), cpu_job_gpus=4)
-    assert {j.job_id: j.num_gpus for j in load_trace(cfg).workload.jobs} == {"2": 8, "3": 4}
+    assert {j.job_id: j.num_gpus for j in load_trace(cfg).workload.jobs} == {"2-0": 4, "2-1": 4, "3-0": 4}
+    gang = WorkloadConfig(
+        workload_type="google", workload_path=str(small_trace), cpu_job_gpus=4, google_unit="job"
+    )
+    assert {j.job_id: j.num_gpus for j in load_trace(gang).workload.jobs} == {"2": 8, "3": 4}
 
 
-def test_task_unit(small_trace):
-    table = read_google(small_trace, cpu_job_gpus=1, unit="task")
-    runtimes = dict(zip(table.job_id.tolist(), table.runtime_s.tolist(), strict=True))
-    assert runtimes == pytest.approx({"2-0": 28.0, "2-1": 10.0, "3-0": 90.0})
-    assert table.dropped["submitted before trace start"] == 1 and table.dropped["never started"] == 1
+def test_tasks_are_independent_jobs_by_default(small_trace):
+    t = load_trace(WorkloadConfig(workload_type="google", workload_path=str(small_trace)))
+    by_id = {j.job_id: j for j in t.workload.jobs}
+    # task 2-0: held 12..20 s (evicted) and 30..50 s; task 2-1: 15..25 s; task 3-0: 110 s to the last timestamp
+    assert {i: j.runtime_s for i, j in by_id.items()} == pytest.approx(
+        {"2-0": 28.0, "2-1": 10.0, "3-0": 90.0}
+    )
+    # each arrives at its own first SUBMIT (10 s is the first kept arrival)
+    assert {i: j.arrival_s for i, j in by_id.items()} == pytest.approx({"2-0": 0.0, "2-1": 0.0, "3-0": 90.0})
+    assert all(j.num_gpus == 1 for j in by_id.values())
+    assert by_id["2-0"].trace_status == "FINISH" and by_id["3-0"].trace_status == "Running"
+    f = t.workload.report["filtered"]
+    assert f["submitted before trace start"] == 1 and f["never started"] == 1
+    assert t.workload.report["mapping"]["job"] == "one Google task"
+
+
+def test_unknown_unit_is_refused(small_trace):
+    with pytest.raises(ValueError, match="unknown google unit 'gang'"):
+        read_google(small_trace, cpu_job_gpus=1, unit="gang")
 
 
 def test_bad_row_is_located(tmp_path):

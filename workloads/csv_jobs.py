@@ -2,7 +2,10 @@
 
 Columns: required `arrival_time,runtime,gpus` (seconds, reference-GPU seconds, GPUs); optional `job_id`,
 `priority` (integer, default 0), `gpu_mem_gb` (per GPU, default 0), `gpu_types` (`|`-separated catalog names or
-aliases, default any) and `estimate` (user runtime estimate in seconds, default none). `gpus` below 1 asks for
+aliases, default any), `estimate` (user runtime estimate in seconds, default none), and the duration rule's two
+flags (env/placement.py's duration formula, via each job's Pace; 1/0 or true/false): `runtime_includes_spread` (default 0: the multi-node factor applies;
+1 for durations recorded on the real placement, as in a trace) and `speed_scaled` (default 1; 0 for a service
+whose lifetime does not depend on GPU speed). `gpus` below 1 asks for
 that fraction of one GPU (0.5 -> num_gpus=1, gpu_milli=500); above 1 it must be a whole number. Jobs are sorted
 by arrival (stable) and arrival times are rebased so the first is 0; the shift is in report["arrival_offset_s"].
 A missing job_id becomes the row's 0-based index among the data rows (file order); job_ids must be unique.
@@ -21,7 +24,15 @@ from env.catalog import resolve_gpu_type
 from workloads.job import FULL_GPU_MILLI, Job, Workload
 
 REQUIRED_COLUMNS = ("arrival_time", "runtime", "gpus")
-OPTIONAL_COLUMNS = ("job_id", "priority", "gpu_mem_gb", "gpu_types", "estimate")
+OPTIONAL_COLUMNS = (
+    "job_id",
+    "priority",
+    "gpu_mem_gb",
+    "gpu_types",
+    "estimate",
+    "runtime_includes_spread",
+    "speed_scaled",
+)
 _FORM = f"{','.join(REQUIRED_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
 
 
@@ -120,7 +131,21 @@ def _parse_row(row: dict, index: int) -> dict:
         "gpu_types": gpu_types,
         "priority": priority,
         "estimate_s": estimate_s,
+        "runtime_includes_spread": _flag(row, "runtime_includes_spread", False),
+        "speed_scaled": _flag(row, "speed_scaled", True),
     }
+
+
+_FLAGS = {"1": True, "true": True, "0": False, "false": False}
+
+
+def _flag(row: dict, column: str, default: bool) -> bool:
+    text = (row.get(column) or "").strip().lower()
+    if not text:
+        return default
+    if text not in _FLAGS:
+        raise ValueError(f"{column} must be 1/0 or true/false, got {row[column]!r}")
+    return _FLAGS[text]
 
 
 @functools.cache

@@ -14,6 +14,10 @@ class Job:
     `runtime_s` is the duration on one reference GPU type (A100, speed 1.0); on a type of speed v it runs
     runtime_s / v. `gpu_milli` < 1000 means the job asks for that fraction of a single GPU (then num_gpus == 1).
     `gpu_types` holds canonical catalog names; empty means any type is acceptable.
+    The duration rule (env/placement.py's duration formula, via each job's Pace) has two exceptions: `runtime_includes_spread` (True for every trace job:
+    its recorded duration already includes whatever spreading over nodes cost) means the multi-node factor is
+    never applied; `speed_scaled=False` (an inference service, e.g. an openb LS pod, lives as long as its
+    traffic, not its compute) means the job runs `runtime_s` on every GPU type.
     """
 
     job_id: str
@@ -26,6 +30,8 @@ class Job:
     priority: int = 0
     estimate_s: float | None = None
     trace_status: str = ""  # status recorded by a trace (e.g. Failed, Killed); "" for synthetic jobs
+    runtime_includes_spread: bool = False
+    speed_scaled: bool = True
 
     @property
     def gpu_demand(self) -> float:

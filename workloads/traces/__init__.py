@@ -88,7 +88,7 @@ def _parse(kind: str, path: Path, cfg: WorkloadConfig) -> tuple[TraceTable, Path
     if kind == "alibaba-2017":
         return alibaba_2017.read_batch_task(path, cfg.cpu_job_gpus), None, None
     if kind == "google":
-        return google.read_google(path, cfg.cpu_job_gpus), None, None
+        return google.read_google(path, cfg.cpu_job_gpus, cfg.google_unit), None, None
     if kind == "itp":
         return itp.read_itp(path), None, None
     if kind == "helios":

@@ -44,6 +44,9 @@ class TraceTable:
     `arrival_s` is in seconds since the format's time origin (the same axis --trace_start/--trace_end use).
     `runtime_s` is the recorded time the job held its GPUs. `gpu_milli` < 1000 only with num_gpus == 1.
     `failed` marks statuses that --exclude_failed drops. `estimate_s` uses NaN for "no estimate".
+    `speed_scaled` marks jobs whose lifetime scales with GPU speed (None: all of them; False for services, whose
+    lifetime is set by their traffic). Every trace job's runtime already includes its spreading over nodes, so
+    `finish` sets Job.runtime_includes_spread (the multi-node factor never applies to a recorded duration).
     `dropped` counts rows or jobs the parser left out, by reason; `mapping` says in words how the trace's
     fields became Job fields; `extra` holds further plain report values (counts, spans).
     """
@@ -62,6 +65,7 @@ class TraceTable:
     gpu_types: np.ndarray | None = None
     priority: np.ndarray | None = None
     estimate_s: np.ndarray | None = None
+    speed_scaled: np.ndarray | None = None
     dropped: dict[str, int] = field(default_factory=dict)
     mapping: dict[str, str] = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
@@ -137,6 +141,7 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
         "type_constrained_jobs": int(sum(1 for j in jobs if j.gpu_types)),
         "status_counts": _histogram([j.trace_status for j in jobs]),
         "gpu_seconds": float(sum(j.gpu_demand * j.runtime_s for j in jobs)),
+        "not_speed_scaled_jobs": int(sum(1 for j in jobs if not j.speed_scaled)),
         "mapping": dict(table.mapping),
         **table.extra,
     }
@@ -158,8 +163,9 @@ def _build_jobs(
     est = [None if e is None or math.isnan(e) else float(e) for e in column(table.estimate_s, None)]
     status = [str(s) for s in np.asarray(table.status)[idx].tolist()]
     gpus = np.asarray(table.num_gpus, dtype=np.int64)[idx].tolist()
+    scaled = [bool(x) for x in column(table.speed_scaled, True)]
     return tuple(
-        Job(*row)
+        Job(*row[:-1], runtime_includes_spread=True, speed_scaled=row[-1])
         for row in zip(
             ids,
             arrival.tolist(),
@@ -171,6 +177,7 @@ def _build_jobs(
             prio,
             est,
             status,
+            scaled,
             strict=True,
         )
     )
