@@ -54,7 +54,8 @@ class GPUClusterEnv(gym.Env):
     asked to act only at decision points: instants at which at least one queued job can start. It may start
     several jobs at the same instant (one per step, simulated time does not move), or WAIT, which lets the
     simulator run to its next event (an arrival or a completion), and on to the next decision point.
-    A chosen job is placed by the core placement rule (env/placement.py).
+    A chosen job is placed by the core placement rule (env/placement.py); `step_decision` lets a heuristic that
+    chooses placements itself (EASY) start a job on its own placement, outside the agents' action space.
 
     ## Action Space
     `Discrete(K + 1)`: action i < K starts the job in window slot i; action K is WAIT. The window shows queued
@@ -399,7 +400,8 @@ def heuristic_action(env: GPUClusterEnv, policy) -> int:
     """The action a heuristic takes through the env: its first decision's slot, or WAIT if it starts nothing.
 
     Policies are pure functions of the snapshot, so calling one again after each start reproduces the rest of
-    its decisions for that instant (tests/test_easy.py checks it for EASY). The action names the job only: the
+    its decisions for that instant (tests/test_schedulers.py and tests/test_invariants.py check it for EASY;
+    README, Schedulers, gives its one known limit: spread backfills). The action names the job only: the
     env places it by the core placement rule, which is the policy's placement except when EASY backfills on an
     alternative placement; `heuristic_step` keeps the policy's placement.
     """
@@ -411,7 +413,8 @@ def heuristic_action(env: GPUClusterEnv, policy) -> int:
 
 def heuristic_step(env: GPUClusterEnv, policy):
     """One env step taken by a heuristic with its own placement: its first decision through `step_decision`, or
-    WAIT if it starts nothing. Stepping this to the end gives the same job records as the native run."""
+    WAIT if it starts nothing. Stepping this to the end gives the native run's job records whenever the policy,
+    asked again after each start, gives the rest of its decisions."""
     decisions = policy(env.sim.view())
     if not decisions:
         return env.step(env.window)
