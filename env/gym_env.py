@@ -54,7 +54,8 @@ class GPUClusterEnv(gym.Env):
     asked to act only at decision points: instants at which at least one queued job can start. It may start
     several jobs at the same instant (one per step, simulated time does not move), or WAIT, which lets the
     simulator run to its next event (an arrival or a completion), and on to the next decision point.
-    A chosen job is placed by the core placement rule (env/placement.py).
+    A chosen job is placed by the core placement rule (env/placement.py); `step_decision` lets a heuristic that
+    chooses placements itself (EASY) start a job on its own placement, outside the agents' action space.
 
     ## Action Space
     `Discrete(K + 1)`: action i < K starts the job in window slot i; action K is WAIT. The window shows queued
@@ -161,12 +162,37 @@ class GPUClusterEnv(gym.Env):
             reward, done = self._wait()
         else:
             i = self._slots[a]
-            self.sim.start(Decision(i, place(self.sim.free, *self.sim.jobs.shape[i])))
-            reward, done = self._to_decision_point()
-            if self.reward_name == "jct_at_start":
-                reward -= self.sim.duration_s[i] / self.reward_scale_s
-            elif self.reward_name == "delay":  # only the time lost to a slower GPU or a multi-node split
-                reward -= (self.sim.duration_s[i] - self.sim.jobs.runtime_s[i]) / self.reward_scale_s
+            reward, done = self._start(Decision(i, place(self.sim.free, *self.sim.jobs.shape[i])))
+        return self._finish_step(reward, done, illegal)
+
+    def step_decision(self, decision: Decision):
+        """`step` for a heuristic that places jobs itself: start `decision.job` on `decision.placement` (EASY
+        backfills a job on one of its alternative placements, which an action, naming a job only, cannot
+        express). Same transition, reward and info as the action starting that job's slot would give, except the
+        placement. The job must be startable (a legal slot), else it is an illegal no-op like an illegal action;
+        a placement that is not free or does not match the job raises ValueError (Simulator.start). Agents never
+        need this: their action space is `step`'s."""
+        self._steps += 1
+        if self._done:
+            return self._observe(), 0.0, True, False, self._info(False, True)
+        nfit = int(self._mask[: self.window].sum())
+        if decision.job not in self._slots[:nfit]:
+            return self._finish_step(0.0, False, True)
+        reward, done = self._start(decision)
+        return self._finish_step(reward, done, False)
+
+    def _start(self, d: Decision) -> tuple[float, bool]:
+        """Start `d`, advance to the next decision point; (reward, done)."""
+        self.sim.start(d)
+        i = d.job
+        reward, done = self._to_decision_point()
+        if self.reward_name == "jct_at_start":
+            reward -= self.sim.duration_s[i] / self.reward_scale_s
+        elif self.reward_name == "delay":  # only the time lost to a slower GPU or a multi-node split
+            reward -= (self.sim.duration_s[i] - self.sim.jobs.runtime_s[i]) / self.reward_scale_s
+        return reward, done
+
+    def _finish_step(self, reward: float, done: bool, illegal: bool):
         self._done = done
         obs = self._observe()
         truncated = not done and self._steps >= self.max_steps
@@ -374,12 +400,29 @@ def heuristic_action(env: GPUClusterEnv, policy) -> int:
     """The action a heuristic takes through the env: its first decision's slot, or WAIT if it starts nothing.
 
     Policies are pure functions of the snapshot, so calling one again after each start reproduces the rest of
-    its decisions for that instant.
+    its decisions for that instant (tests/test_schedulers.py and tests/test_invariants.py check it for EASY;
+    README, Schedulers, gives its one known limit: spread backfills). The action names the job only: the
+    env places it by the core placement rule, which is the policy's placement except when EASY backfills on an
+    alternative placement; `heuristic_step` keeps the policy's placement.
     """
     decisions = policy(env.sim.view())
     if not decisions:
         return env.window
-    job = decisions[0].job
+    return _slot_of(env, decisions[0].job)
+
+
+def heuristic_step(env: GPUClusterEnv, policy):
+    """One env step taken by a heuristic with its own placement: its first decision through `step_decision`, or
+    WAIT if it starts nothing. Stepping this to the end gives the native run's job records whenever the policy,
+    asked again after each start, gives the rest of its decisions."""
+    decisions = policy(env.sim.view())
+    if not decisions:
+        return env.step(env.window)
+    _slot_of(env, decisions[0].job)
+    return env.step_decision(decisions[0])
+
+
+def _slot_of(env: GPUClusterEnv, job: int) -> int:
     try:
         return env._slots.index(job)
     except ValueError:

@@ -11,8 +11,9 @@ from gymnasium.utils.env_checker import check_env
 
 import env as _env_package  # noqa: F401  (registers GPUClusterScheduling-v0)
 from config import EnvConfig, RunConfig, WorkloadConfig
-from env.gym_env import GPUClusterEnv, heuristic_action
+from env.gym_env import GPUClusterEnv, heuristic_action, heuristic_step
 from env.scenario import build_scenario
+from env.simulator import Decision
 from runner import run_heuristic
 from schedulers import POLICIES
 
@@ -64,37 +65,86 @@ def test_same_seed_identical_rollout_and_return_is_minus_sum_jct(reward):
     assert ret == pytest.approx(-sum_jct / cfg.env.reward_scale_s, rel=1e-9)
 
 
-# An env action picks a job; the placement rule places it. EASY may instead backfill a job on one of its
-# alternative placements (another node or type, issue 9), which no action can express: on the medium preset
-# it does, so EASY is compared on the easy preset only.
-@pytest.mark.parametrize("profile", ["legacy", "philly"])
-@pytest.mark.parametrize(
-    ("policy", "difficulty"),
-    [("fcfs", "easy"), ("sjf", "easy"), ("easy", "easy"), ("fcfs", "medium"), ("sjf", "medium")],
-)
-def test_heuristic_through_env_matches_native_run(policy, difficulty, profile, request):
-    if (policy, difficulty, profile) == ("easy", "easy", "philly"):
-        # At t = 77,984.6 s (seed 7) EASY backfills a burst of 35 jobs past job 17; called again after 29 of
-        # those starts it picks job 17 first, so one decision per step diverges from the native run.
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="EASY decisions change when re-asked mid-instant")
-        )
-    cfg = RunConfig(
-        workload=WorkloadConfig(difficulty=difficulty, num_jobs=300, synthetic_profile=profile),
-        env=replace(EnvConfig(), window=256),
-    )
-    sc = build_scenario(cfg, 7)
-    native = run_heuristic(sc, policy)
+def _run_through_env(cfg: RunConfig, sc, policy: str, drive) -> object:
     e = GPUClusterEnv(cfg, scenario=sc, max_steps=10**9)
     e.reset(seed=0)
     done = False
     while not done:
-        _, _, done, _, info = e.step(heuristic_action(e, POLICIES[policy]))
+        _, _, done, _, info = drive(e, POLICIES[policy])
         assert not info["illegal_action"]
-    via_env = e.sim.result(policy, 7)
+    return e.sim.result(policy, 7)
+
+
+def _assert_same_records(native, via_env) -> None:
     assert np.array_equal(native.start_s, via_env.start_s)
     assert np.array_equal(native.end_s, via_env.end_s)
     assert native.placement == via_env.placement and native.status == via_env.status
+
+
+def _parity_config(difficulty: str, profile: str) -> RunConfig:
+    return RunConfig(
+        workload=WorkloadConfig(difficulty=difficulty, num_jobs=300, synthetic_profile=profile),
+        env=replace(EnvConfig(), window=256),
+    )
+
+
+# One start per env step, the policy re-asked after each start at the same instant, gives the native run (all of
+# an instant's decisions applied at once): the policy's own placement goes through `step_decision`.
+@pytest.mark.parametrize("profile", ["legacy", "philly"])
+@pytest.mark.parametrize("difficulty", ["easy", "medium"])
+@pytest.mark.parametrize("policy", ["fcfs", "sjf", "easy"])
+def test_heuristic_through_env_matches_native_run(policy, difficulty, profile):
+    cfg = _parity_config(difficulty, profile)
+    sc = build_scenario(cfg, 7)
+    _assert_same_records(run_heuristic(sc, policy), _run_through_env(cfg, sc, policy, heuristic_step))
+
+
+# Through plain actions (a job only, placed by the core rule) FCFS and SJF give their native runs too: they never
+# choose a placement other than the rule's. EASY does (a backfill on an alternative placement, issue 9), which no
+# action can express: on philly/easy, seed 7, job 17 is backfilled on a V100 at 52,716.5 s while the rule would
+# put it on an A100 and delay the reservation.
+@pytest.mark.parametrize("profile", ["legacy", "philly"])
+@pytest.mark.parametrize(
+    ("policy", "difficulty"), [("fcfs", "easy"), ("sjf", "easy"), ("fcfs", "medium"), ("sjf", "medium")]
+)
+def test_heuristic_actions_through_env_match_native_run(policy, difficulty, profile):
+    cfg = _parity_config(difficulty, profile)
+    sc = build_scenario(cfg, 7)
+    drive = lambda e, pol: e.step(heuristic_action(e, pol))  # noqa: E731
+    _assert_same_records(run_heuristic(sc, policy), _run_through_env(cfg, sc, policy, drive))
+
+
+def test_easy_actions_alone_cannot_reproduce_alternative_placements():
+    cfg = _parity_config("easy", "philly")
+    sc = build_scenario(cfg, 7)
+    native = run_heuristic(sc, "easy")
+    drive = lambda e, pol: e.step(heuristic_action(e, pol))  # noqa: E731
+    via_actions = _run_through_env(cfg, sc, "easy", drive)
+    assert native.gpu_type[17] == "V100-32GB" and native.start_s[17] == pytest.approx(52_716.49, abs=0.01)
+    assert via_actions.gpu_type[17] == "A100-80GB" and via_actions.start_s[17] == native.start_s[17]
+
+
+def test_step_decision_applies_the_given_placement_and_refuses_what_step_would():
+    from env.placement import alternatives, place
+
+    e = GPUClusterEnv(small_config(reward="delay"))
+    _, info = e.reset(seed=0, options={"scenario_seed": 0})
+    sim = e.sim
+    i = e._slots[0]
+    shape = sim.jobs.shape[i]
+    alts = list(alternatives(sim.free, *shape))
+    other = next((p for p in alts if p != place(sim.free, *shape)), None)
+    assert other is not None  # the scenario leaves the first job another free node
+    t = sim.now_s
+    future = len(sim.jobs) - 1  # not arrived yet: not startable, an illegal no-op as an illegal slot is
+    assert future not in sim.queue
+    _, r, _, _, info2 = e.step_decision(Decision(future, other))
+    assert info2["illegal_action"] and r == 0.0 and sim.now_s == t and sim.placements[future] is None
+    with pytest.raises(ValueError, match="does not match"):
+        e.step_decision(Decision(i, other._replace(milli=other.milli - 1)))
+    _, r, _, _, info3 = e.step_decision(Decision(i, other))
+    assert not info3["illegal_action"] and sim.placements[i] == other
+    assert r <= -(sim.duration_s[i] - sim.jobs.runtime_s[i]) / e.reward_scale_s + 1e-12
 
 
 def test_illegal_action_is_flagged_noop():

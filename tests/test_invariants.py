@@ -191,6 +191,24 @@ def test_easy_by_shape_equals_the_plain_scan_on_synthetic_scenarios(difficulty, 
     assert _same_schedule(fast, plain)
 
 
+@pytest.mark.parametrize("profile", ["legacy", "philly", "helios", "itp"])
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_easy_asked_again_after_each_start_gives_the_rest_on_synthetic_scenarios(difficulty, profile):
+    """The property the env's one start per step relies on (README, Schedulers): at every instant, EASY asked
+    again right after each of its starts returns exactly the decisions (jobs and placements) it had left."""
+    cfg = RunConfig(workload=WorkloadConfig(difficulty=difficulty, num_jobs=300, synthetic_profile=profile))
+    sim = build_scenario(cfg, 7).simulator()
+    easy = POLICIES["easy"]
+    starts = 0
+    while sim.advance():
+        ds = easy(sim.view())
+        for n, d in enumerate(ds):
+            sim.start(d)
+            assert easy(sim.view()) == ds[n + 1 :], (sim.now_s, n)
+        starts += len(ds)
+    assert starts == 300 - sim.num_rejected
+
+
 RICC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "swf-pwa" / "RICC-2010-2.swf.gz"
 
 
