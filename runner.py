@@ -363,10 +363,11 @@ def mode_compare(cfg: RunConfig) -> Path:
 
 
 def mode_train(cfg: RunConfig) -> Path:
-    from agents.train_cli import train_from_config
+    from agents.train_cli import check_training, train_from_config
     from agents.trainer import TrainingInterrupted
 
     folder = open_run_folder(cfg, {})
+    check_training(cfg)  # a refused training never touches its folder
     folder.claim()
     try:
         run_dir = train_from_config(replace(cfg, log_dir=str(folder.path)))
