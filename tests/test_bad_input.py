@@ -122,6 +122,11 @@ CASES = [
         "--cpu_job_gpus has no effect on this run (it maps the CPU-only traces google, alibaba, alibaba-2017, swf)",
     ),
     (
+        ["--workload_type", "itp", "--workload_path", "{tmp}/i.csv", "--exclude_failed"],
+        {"i.csv": ITP},
+        "--exclude_failed has no effect on this run (the itp trace records no job status, so no job is failed)",
+    ),
+    (
         [*TRACE, "--uniform_speed", "--recorded_gpu_type", "V100"],
         {"t.swf": SWF},
         "--recorded_gpu_type has no effect on this run (with --uniform_speed every GPU type runs at speed 1)",
