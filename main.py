@@ -80,11 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--seeds", type=_int_list, default=None, help="compare mode: comma-separated seeds (default --seed)"
     )
-    g.add_argument("--log_dir", default=None, help="put the run's files directly here (default: under logs/)")
+    g.add_argument(
+        "--log_dir",
+        default=None,
+        help="put the run's files directly here (default: logs/<mode>_<algo>_<workload>_seed<S>_<hash>)",
+    )
     g.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace another run's files in the run folder (never files no run writes)",
+        help="replace another run's files in the run folder (never files no run writes); train: also start over "
+        "when --models_dir holds an earlier run's _ep<N>/_interrupted checkpoints of that algo and seed",
     )
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("workload")
@@ -96,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--difficulty",
         default=w.difficulty,
         choices=tuple(DIFFICULTIES),
-        help="synthetic preset: cluster, job count and target load (the cluster is also the default for a CSV)",
+        help="synthetic preset: cluster, job count and target load; its cluster is also a jobs CSV's when no "
+        "--cluster is given (default: medium)",
     )
     g.add_argument(
         "--num_jobs",
@@ -137,10 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--time_scale", type=float, default=w.time_scale, help="trace: divide arrival times by this"
     )
     g.add_argument("--max_jobs", type=int, default=None, help="trace: keep the first N jobs (default: all)")
-    g.add_argument("--exclude_failed", action="store_true", help="trace: drop failed/killed jobs")
-    g.add_argument("--round_fractional", action="store_true", help="round fractional GPU requests up")
     g.add_argument(
-        "--cpu_job_gpus", type=int, default=w.cpu_job_gpus, help="GPUs per task of CPU-only traces"
+        "--exclude_failed",
+        action="store_true",
+        help="trace: drop failed/killed jobs (formats with a job status)",
+    )
+    g.add_argument(
+        "--round_fractional",
+        action="store_true",
+        help="trace: round fractional GPU requests (a share of one GPU) up to whole GPUs",
+    )
+    g.add_argument(
+        "--cpu_job_gpus", type=int, default=w.cpu_job_gpus, help="trace: GPUs per task of CPU-only traces"
     )
     g.add_argument(
         "--recorded_gpu_type",
