@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from dataclasses import replace
+from pathlib import Path
 
 from cli_checks import check_command_line, given_options, usage_error
 from config import (
@@ -314,7 +316,23 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("--window must be > 0")
 
 
+def _one_line_warning(python_form, message, category, filename, lineno, file=None, line=None) -> None:
+    """This program's warnings are one `warning:` line on stderr (Python's form adds the file, line and source
+    line); other packages' warnings keep Python's form."""
+    if issubclass(category, UserWarning) and Path(filename).resolve().is_relative_to(Path(__file__).parent):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        python_form(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
+    with warnings.catch_warnings():
+        python_form = warnings.showwarning
+        warnings.showwarning = lambda *args, **kwargs: _one_line_warning(python_form, *args, **kwargs)
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     parser.error = usage_error  # argparse's own mistakes (bad int, missing value) also get one `error:` line
     args = parser.parse_args(argv)

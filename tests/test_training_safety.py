@@ -565,3 +565,15 @@ def test_a_replay_buffer_that_does_not_belong_to_its_checkpoint_is_not_used(tmp_
     assert (
         load_checkpoint(second.final_checkpoint)["replay"]["size"] == 16
     )  # refilled from empty, not 40 + 16
+
+
+def test_a_warning_during_training_is_one_line(unfinished_run, tmp_path, capsys):
+    """Resuming a copy of a checkpoint without its replay buffer warns, as one `warning:` line."""
+    copy = tmp_path / "copy.pt"
+    copy.write_bytes(unfinished_run.read_bytes())
+    args = ["--mode", "train", "--algo", "d3qn", "--resume", str(copy), "--models_dir", str(tmp_path / "m"),
+            "--log_dir", str(tmp_path / "l"), "--no_progress"]  # fmt: skip
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {copy}: no replay buffer saved; refilling" in err
+    assert "UserWarning" not in err and "train(" not in err and err.count("\n") == 1
