@@ -101,7 +101,7 @@ def _no_negative_or_repeated(option: str, seeds) -> None:
         raise UserError(f"{option} must be >= 0 (numpy seeds are non-negative), got {negative[0]}")
     repeated = sorted({s for s in seeds if seeds.count(s) > 1})
     if repeated:
-        raise UserError(f"{option} lists {', '.join(map(str, repeated))} more than once")
+        raise UserError(f"{option} lists {', '.join(map(str, repeated))} more than once; give each seed once")
 
 
 def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:

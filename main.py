@@ -309,11 +309,12 @@ def validate(cfg: RunConfig) -> None:
     if cfg.mode == "compare":
         bad = [x for x in cfg.algos if x not in known]
         if bad or not cfg.algos:
-            raise UserError(f"unknown --algos {bad}; choose from {', '.join(known)}")
+            named = f"unknown --algos {', '.join(bad)}" if bad else "--algos names no algorithm"
+            raise UserError(f"{named}; choose from {', '.join(known)} (comma-separated)")
     if cfg.total_steps is not None and cfg.total_steps <= 0:
-        raise UserError("--total_steps must be > 0")
+        raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
     if cfg.env.window <= 0:
-        raise UserError("--window must be > 0")
+        raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
 
 
 def _one_line_warning(python_form, message, category, filename, lineno, file=None, line=None) -> None:

@@ -259,7 +259,12 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         cluster = parse_cluster_spec(preset.cluster)
         note = f"difficulty preset {cfg.workload.difficulty}: {preset.cluster}"
     if not workload.jobs:
-        raise UserError(f"workload {workload.name!r} has no jobs after filtering")
+        dropped = workload.report.get("filtered") or {}
+        why = "; ".join(f"{n} {reason}" for reason, n in dropped.items() if n) or "no job rows"
+        raise UserError(
+            f"workload {workload.name!r} has no jobs after filtering ({why}); check --trace_start/--trace_end "
+            "(seconds on the trace's clock), --max_jobs and --exclude_failed"
+        )
     layout = ClusterLayout(cluster, uniform_speed=cfg.cluster.uniform_speed)
     if cfg.workload.workload_type in TRACE_TYPES:
         workload, note = _to_reference_runtimes(workload, layout, cfg.workload.recorded_gpu_type, note)

@@ -214,7 +214,19 @@ CASES = [
     ([*TRACE, "--max_jobs", "-3"], {"t.swf": SWF}, "--max_jobs must be > 0"),
     ([*TRACE, "--cpu_job_gpus", "0"], {"t.swf": SWF}, "--cpu_job_gpus must be > 0"),
     (["--mode", "eval", "--algo", "d3qn", "--window", "0"], {}, "--window must be > 0"),
-    (["--mode", "compare", "--seeds", "1,1"], {}, "--seeds lists 1 more than once"),
+    (["--mode", "compare", "--seeds", "1,1"], {}, "--seeds lists 1 more than once; give each seed once"),
+    (["--mode", "compare", "--algos", ","], {}, "--algos names no algorithm; choose from fcfs, sjf, easy"),
+    (["--mode", "compare", "--algos", "foo,fcfs"], {}, "unknown --algos foo; choose from fcfs, sjf, easy"),
+    (
+        ["--mode", "train", "--algo", "sac", "--total_steps", "0"],
+        {},
+        "--total_steps must be > 0 env steps, got 0",
+    ),
+    (
+        [*TRACE, "--trace_start", "1e9"],
+        {"t.swf": SWF},
+        "has no jobs after filtering (5 outside window); check --trace_start/--trace_end",
+    ),
     (["--mode", "train", "--algo", "sac", "--checkpoint_every", "0"], {}, "--checkpoint_every must be > 0"),
     (
         ["--mode", "train", "--algo", "sac", "--validation_seeds", "3,-1"],
