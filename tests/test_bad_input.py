@@ -216,6 +216,16 @@ CASES = [
     (["--mode", "eval", "--algo", "d3qn", "--window", "0"], {}, "--window must be > 0"),
     (["--mode", "compare", "--seeds", "1,1"], {}, "--seeds lists 1 more than once; give each seed once"),
     (["--mode", "compare", "--algos", ","], {}, "--algos names no algorithm; choose from fcfs, sjf, easy"),
+    (
+        ["--workload_type", "swf", "--workload_path", "{tmp}/d"],
+        {"d/t.swf": SWF},
+        "--workload_path {tmp}/d: is a folder; --workload_type swf reads a file here",
+    ),
+    (
+        ["--workload_type", "swf", "--workload_path", "{tmp}/t.swf.gz"],
+        {"t.swf.gz": b"not gzip"},
+        "t.swf.gz: ",
+    ),
     (["--mode", "compare", "--algos", "foo,fcfs"], {}, "unknown --algos foo; choose from fcfs, sjf, easy"),
     (
         ["--mode", "train", "--algo", "sac", "--total_steps", "0"],
