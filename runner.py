@@ -282,6 +282,8 @@ def _checkpoints_used(cfg: RunConfig) -> dict[str, str]:
     """Resolve and print which checkpoint each agent of the run evaluates (before any work)."""
     checkpoints = checkpoint_choice(cfg)
     for algo, path in checkpoints.items():
+        if not Path(path).is_file():
+            continue  # a folder: loading it reports that, before any work
         size = Path(path).stat().st_size
         print(f"{algo}: evaluating checkpoint {path} ({size:,} bytes, sha256 {sha256_of(Path(path))[:12]})")
     return checkpoints

@@ -437,3 +437,24 @@ def test_a_failed_resume_keeps_the_training_folders_run_config(trained, capsys):
                  "--window", "8", "--no_progress", "--models_dir", str(trained)])  # fmt: skip
     assert code == 2 and "--window 8 (the checkpoint's run has 16)" in capsys.readouterr().err
     assert snapshot(train_dir) == before
+
+
+def test_a_checkpoint_folder_is_refused_without_claiming_to_evaluate_it(tmp_path, capsys):
+    folder = tmp_path / "model.pt"
+    folder.mkdir()
+    args = [
+        "--mode",
+        "eval",
+        "--algo",
+        "d3qn",
+        "--checkpoint",
+        str(folder),
+        *TINY,
+        "--log_dir",
+        str(tmp_path / "o"),
+    ]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert (
+        "evaluating checkpoint" not in out and f"error: {folder} is a directory, not a checkpoint file" in err
+    )
