@@ -194,6 +194,13 @@ class RunFolder:
                 f"{self.path}/ holds files that no run writes ({listed}); nothing was written: choose another "
                 "--log_dir or move them (--overwrite only ever removes a run's own files)"
             )
+        # a run killed while replacing another (a failure would have put it back)
+        if (self.path / BACKUP).is_dir() and not self.cfg.overwrite:
+            raise UserError(
+                f"{self.path}/ holds an unfinished run that was replacing another, whose files are in "
+                f"{self.path / BACKUP}/; nothing was written: move them back to keep them, or pass --overwrite to "
+                "replace both"
+            )
         if not ours:
             return
         previous = read_run_config(self.path)
@@ -233,7 +240,7 @@ class RunFolder:
         self.path.mkdir(parents=True, exist_ok=True)
         _lock(self.path)
         backup = self.path / BACKUP
-        shutil.rmtree(backup, ignore_errors=True)  # left by a run that was killed after it had finished
+        shutil.rmtree(backup, ignore_errors=True)  # a killed run's: check() let only --overwrite through
         for p in self._replaced:
             if p.exists():
                 (backup / p.relative_to(self.path)).parent.mkdir(parents=True, exist_ok=True)

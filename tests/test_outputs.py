@@ -458,3 +458,21 @@ def test_a_checkpoint_folder_is_refused_without_claiming_to_evaluate_it(tmp_path
     assert (
         "evaluating checkpoint" not in out and f"error: {folder} is a directory, not a checkpoint file" in err
     )
+
+
+def test_a_run_killed_while_replacing_another_is_refused_until_overwrite(tmp_path, capsys):
+    """A kill -9 during an --overwrite run leaves the replaced run in .replaced/: never deleted silently."""
+    exp = tmp_path / "exp"
+    args = ["--mode", "eval", "--algo", "fcfs", *TINY, "--log_dir", str(exp)]
+    assert main(args) == 0
+    (exp / ".replaced").mkdir()
+    (exp / "summary.csv").rename(exp / ".replaced" / "summary.csv")  # as a killed --overwrite run leaves it
+    capsys.readouterr()
+    assert main(args) == 2  # even the same run again
+    err = capsys.readouterr().err
+    assert (
+        f"holds an unfinished run that was replacing another, whose files are in {exp / '.replaced'}/" in err
+    )
+    assert (exp / ".replaced" / "summary.csv").exists()
+    assert main([*args, "--overwrite"]) == 0
+    assert not (exp / ".replaced").exists() and (exp / "summary.csv").exists()
