@@ -30,6 +30,7 @@ TRACE_ONLY = (
     "recorded_gpu_type",
 )
 CPU_TRACES = ("google", "alibaba", "alibaba-2017", "swf")  # `alibaba` may turn out to be the 2017 CPU trace
+NO_STATUS_TRACES = ("itp",)  # formats without a status column: --exclude_failed would drop nothing
 TRAIN_ONLY = ("total_steps", "resume", "validation_seeds", "checkpoint_every", "demo_policy", "reward")
 AGENT_ONLY = ("checkpoint", "model", "window")
 AGENT_WHERE = ("device", "models_dir")
@@ -100,7 +101,7 @@ def _no_negative_or_repeated(option: str, seeds) -> None:
         raise UserError(f"{option} must be >= 0 (numpy seeds are non-negative), got {negative[0]}")
     repeated = sorted({s for s in seeds if seeds.count(s) > 1})
     if repeated:
-        raise UserError(f"{option} lists {', '.join(map(str, repeated))} more than once")
+        raise UserError(f"{option} lists {', '.join(map(str, repeated))} more than once; give each seed once")
 
 
 def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
@@ -144,6 +145,10 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         )
         if w.workload_type not in CPU_TRACES:
             refuse(("cpu_job_gpus",), f"it maps the CPU-only traces {', '.join(CPU_TRACES)}")
+        if w.workload_type in NO_STATUS_TRACES:
+            refuse(
+                ("exclude_failed",), f"the {w.workload_type} trace records no job status, so no job is failed"
+            )
     if cfg.cluster.uniform_speed:
         refuse(("recorded_gpu_type",), "with --uniform_speed every GPU type runs at speed 1")
     if w.workload_type == "csv" and (cfg.cluster.spec or cfg.cluster.path):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from dataclasses import replace
+from pathlib import Path
 
 from cli_checks import check_command_line, given_options, usage_error
 from config import (
@@ -80,11 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--seeds", type=_int_list, default=None, help="compare mode: comma-separated seeds (default --seed)"
     )
-    g.add_argument("--log_dir", default=None, help="put the run's files directly here (default: under logs/)")
+    g.add_argument(
+        "--log_dir",
+        default=None,
+        help="put the run's files directly here (default: logs/<mode>_<algo>_<workload>_seed<S>_<hash>)",
+    )
     g.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace another run's files in the run folder (never files no run writes)",
+        help="replace another run's files in the run folder (never files no run writes); train: also start over "
+        "when --models_dir holds an earlier run's _ep<N>/_interrupted checkpoints of that algo and seed",
     )
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("workload")
@@ -96,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--difficulty",
         default=w.difficulty,
         choices=tuple(DIFFICULTIES),
-        help="synthetic preset: cluster, job count and target load (the cluster is also the default for a CSV)",
+        help="synthetic preset: cluster, job count and target load; its cluster is also a jobs CSV's when no "
+        "--cluster is given (default: medium)",
     )
     g.add_argument(
         "--num_jobs",
@@ -137,10 +145,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--time_scale", type=float, default=w.time_scale, help="trace: divide arrival times by this"
     )
     g.add_argument("--max_jobs", type=int, default=None, help="trace: keep the first N jobs (default: all)")
-    g.add_argument("--exclude_failed", action="store_true", help="trace: drop failed/killed jobs")
-    g.add_argument("--round_fractional", action="store_true", help="round fractional GPU requests up")
     g.add_argument(
-        "--cpu_job_gpus", type=int, default=w.cpu_job_gpus, help="GPUs per task of CPU-only traces"
+        "--exclude_failed",
+        action="store_true",
+        help="trace: drop failed/killed jobs (formats with a job status)",
+    )
+    g.add_argument(
+        "--round_fractional",
+        action="store_true",
+        help="trace: round fractional GPU requests (a share of one GPU) up to whole GPUs",
+    )
+    g.add_argument(
+        "--cpu_job_gpus", type=int, default=w.cpu_job_gpus, help="trace: GPUs per task of CPU-only traces"
     )
     g.add_argument(
         "--recorded_gpu_type",
@@ -300,14 +316,31 @@ def validate(cfg: RunConfig) -> None:
     if cfg.mode == "compare":
         bad = [x for x in cfg.algos if x not in known]
         if bad or not cfg.algos:
-            raise UserError(f"unknown --algos {bad}; choose from {', '.join(known)}")
+            named = f"unknown --algos {', '.join(bad)}" if bad else "--algos names no algorithm"
+            raise UserError(f"{named}; choose from {', '.join(known)} (comma-separated)")
     if cfg.total_steps is not None and cfg.total_steps <= 0:
-        raise UserError("--total_steps must be > 0")
+        raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
     if cfg.env.window <= 0:
-        raise UserError("--window must be > 0")
+        raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
+
+
+def _one_line_warning(python_form, message, category, filename, lineno, file=None, line=None) -> None:
+    """This program's warnings are one `warning:` line on stderr (Python's form adds the file, line and source
+    line); other packages' warnings keep Python's form."""
+    if issubclass(category, UserWarning) and Path(filename).resolve().is_relative_to(Path(__file__).parent):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        python_form(message, category, filename, lineno, file, line)
 
 
 def main(argv: list[str] | None = None) -> int:
+    with warnings.catch_warnings():
+        python_form = warnings.showwarning
+        warnings.showwarning = lambda *args, **kwargs: _one_line_warning(python_form, *args, **kwargs)
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     parser.error = usage_error  # argparse's own mistakes (bad int, missing value) also get one `error:` line
     args = parser.parse_args(argv)

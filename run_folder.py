@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -23,6 +24,9 @@ RUN_CONFIG = "run_config.json"
 LOCK = ".run.lock"
 """held (pid and host inside) while a run writes into its folder; hidden, so never one of the run's files"""
 RUN_CONFIG_FORMAT = 1
+BACKUP = ".replaced"
+"""--overwrite: the replaced run's files wait here (hidden) until the new run has finished, so a run that fails
+part-way gives the folder back as it was"""
 ROOT = Path(__file__).resolve().parent
 
 # Files a run of any mode may write, used to recognise a run folder without a usable manifest (a run that was
@@ -170,6 +174,8 @@ class RunFolder:
         self.identity = identity
         self.resolved: list[dict[str, Any]] = []
         self._replaced: list[Path] = []
+        self._kept: set[str] = set()
+        self._previous_config: bytes | None = None
         self._created = False
 
     def check(self) -> None:
@@ -187,6 +193,13 @@ class RunFolder:
             raise UserError(
                 f"{self.path}/ holds files that no run writes ({listed}); nothing was written: choose another "
                 "--log_dir or move them (--overwrite only ever removes a run's own files)"
+            )
+        # a run killed while replacing another (a failure would have put it back)
+        if (self.path / BACKUP).is_dir() and not self.cfg.overwrite:
+            raise UserError(
+                f"{self.path}/ holds an unfinished run that was replacing another, whose files are in "
+                f"{self.path / BACKUP}/; nothing was written: move them back to keep them, or pass --overwrite to "
+                "replace both"
             )
         if not ours:
             return
@@ -215,7 +228,8 @@ class RunFolder:
         return _canonical(previous.get("run")) == _canonical(self.identity)  # NaN-safe, unlike ==
 
     def claim(self) -> None:
-        """Remove the run being replaced (--overwrite), create the folder and record this run as started."""
+        """Move the run being replaced (--overwrite) out of the way, create the folder and record this run as
+        started."""
         try:
             self._claim()
         except OSError as err:
@@ -225,25 +239,52 @@ class RunFolder:
         self._created = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         _lock(self.path)
+        backup = self.path / BACKUP
+        shutil.rmtree(backup, ignore_errors=True)  # a killed run's: check() let only --overwrite through
         for p in self._replaced:
-            p.unlink(missing_ok=True)
-        for d in sorted({p.parent for p in self._replaced}, key=lambda d: -len(d.parts)):
-            if d != self.path and d.is_dir() and not any(d.iterdir()):
-                d.rmdir()
+            if p.exists():
+                (backup / p.relative_to(self.path)).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(p, backup / p.relative_to(self.path))
+        _remove_empty_subfolders(self.path, {p.parent for p in self._replaced})
+        self._kept = set(run_files(self.path)[0])  # the same run's files (rerun, resumed training)
+        config = self.path / RUN_CONFIG
+        self._previous_config = config.read_bytes() if config.exists() else None
         self._write(outputs=None)
 
     def abandon(self) -> None:
-        """After a user error before any output: take back what `claim` wrote."""
-        ours, unknown = run_files(self.path) if self.path.is_dir() else ([], [])
-        if ours == [RUN_CONFIG] and not unknown:
-            (self.path / RUN_CONFIG).unlink()
+        """After a run failed (a user error, Ctrl-C, a crash): give the folder back as it was before `claim` -
+        remove the files this run wrote, put back the run it was replacing and the previous run_config.json."""
+        if not self.path.is_dir():
+            return
+        ours, _ = run_files(self.path)
+        written = [self.path / name for name in ours if name not in self._kept]
+        for p in written:
+            p.unlink(missing_ok=True)
+        _remove_empty_subfolders(self.path, {p.parent for p in written})
+        if self._previous_config is not None:
+            tmp = self.path / f".{RUN_CONFIG}.{os.getpid()}.tmp"
+            tmp.write_bytes(self._previous_config)
+            os.replace(tmp, self.path / RUN_CONFIG)
+        backup = self.path / BACKUP
+        if backup.is_dir():
+            for p in sorted(q for q in backup.rglob("*") if q.is_file()):
+                (self.path / p.relative_to(backup)).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(p, self.path / p.relative_to(backup))
+            shutil.rmtree(backup, ignore_errors=True)
         (self.path / LOCK).unlink(missing_ok=True)
-        if self._created and self.path.is_dir() and not any(self.path.iterdir()):
+        if self._created and not any(self.path.iterdir()):
             self.path.rmdir()
+
+    def leave_unfinished(self) -> None:
+        """A training stopped part-way but resumable: the replaced run is gone, this one stays recorded as
+        unfinished (outputs null), so only --resume or --overwrite reuses the folder."""
+        shutil.rmtree(self.path / BACKUP, ignore_errors=True)
+        (self.path / LOCK).unlink(missing_ok=True)
 
     def finish(self) -> None:
         ours, _ = run_files(self.path)
         self._write(outputs=[name for name in ours if name != RUN_CONFIG])
+        shutil.rmtree(self.path / BACKUP, ignore_errors=True)  # the replaced run is gone only now
         (self.path / LOCK).unlink(missing_ok=True)
 
     def _write(self, outputs: list[str] | None) -> None:
@@ -257,6 +298,12 @@ class RunFolder:
         tmp = self.path / f".{RUN_CONFIG}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
         os.replace(tmp, self.path / RUN_CONFIG)
+
+
+def _remove_empty_subfolders(root: Path, folders: set[Path]) -> None:
+    for d in sorted(folders, key=lambda d: -len(d.parts)):
+        if d != root and d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
 
 
 def _lock_holder(folder: Path) -> str | None:

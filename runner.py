@@ -282,6 +282,8 @@ def _checkpoints_used(cfg: RunConfig) -> dict[str, str]:
     """Resolve and print which checkpoint each agent of the run evaluates (before any work)."""
     checkpoints = checkpoint_choice(cfg)
     for algo, path in checkpoints.items():
+        if not Path(path).is_file():
+            continue  # a folder: loading it reports that, before any work
         size = Path(path).stat().st_size
         print(f"{algo}: evaluating checkpoint {path} ({size:,} bytes, sha256 {sha256_of(Path(path))[:12]})")
     return checkpoints
@@ -311,14 +313,14 @@ def mode_eval(cfg: RunConfig) -> Path:
     )
     folder.resolved.append(_resolved(sc))
     folder.claim()
-    try:
+    try:  # whatever stops the run (a user error, Ctrl-C, a crash), the folder goes back to how it was
         result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo))
         refuse_all_rejected(result, sc)
-    except UserError:
+        row = summarize(result)
+        write_run(result, sc, out, [row])
+    except BaseException:
         folder.abandon()
         raise
-    row = summarize(result)
-    write_run(result, sc, out, [row])
     folder.finish()
     _print_summary(row)
     print(f"wrote {out}/ in {time.perf_counter() - t0:.1f} s")
@@ -330,30 +332,32 @@ def mode_compare(cfg: RunConfig) -> Path:
     folder = open_run_folder(cfg, checkpoints)
     out = folder.path
     rows: list[SummaryRow] = []
-    for i, seed in enumerate(cfg.seeds):
-        sc = build_scenario(cfg, seed)
-        folder.resolved.append(_resolved(sc))
-        if i == 0:
-            folder.claim()  # after the first scenario loaded: a bad input never costs the run it would replace
-        results = []
-        for algo in cfg.algos:
-            try:
+    sc = build_scenario(cfg, cfg.seeds[0])  # a bad input is reported before the folder is touched
+    folder.resolved.append(_resolved(sc))
+    folder.claim()
+    try:  # whatever stops the run (a user error on a later seed, Ctrl-C, a crash), the folder goes back
+        for i, seed in enumerate(cfg.seeds):
+            if i > 0:
+                sc = build_scenario(cfg, seed)
+                folder.resolved.append(_resolved(sc))
+            results = []
+            for algo in cfg.algos:
                 result = run_one(cfg, sc, algo, cfg.progress, checkpoints.get(algo))
                 refuse_all_rejected(result, sc)
-            except UserError:
-                folder.abandon()
-                raise
-            results.append(result)
-            row = summarize(result)
-            rows.append(row)
-            write_run(result, sc, out / f"{algo}_seed{seed}", [row])
-            _print_summary(row)
-        assert_same_jobs(results)
-        plot_compare_cdf(results, out / f"jct_cdf_seed{seed}.png")
-    write_summary_csv(rows, out / "summary.csv")
-    agg = aggregate(rows)
-    write_compare_csv(agg, out / "compare.csv")
-    plot_compare(rows, out)
+                results.append(result)
+                row = summarize(result)
+                rows.append(row)
+                write_run(result, sc, out / f"{algo}_seed{seed}", [row])
+                _print_summary(row)
+            assert_same_jobs(results)
+            plot_compare_cdf(results, out / f"jct_cdf_seed{seed}.png")
+        write_summary_csv(rows, out / "summary.csv")
+        agg = aggregate(rows)
+        write_compare_csv(agg, out / "compare.csv")
+        plot_compare(rows, out)
+    except BaseException:
+        folder.abandon()
+        raise
     folder.finish()
     print(format_table(agg))
     print(f"wrote {out}/")
@@ -361,14 +365,22 @@ def mode_compare(cfg: RunConfig) -> Path:
 
 
 def mode_train(cfg: RunConfig) -> Path:
+    from agents.train_cli import check_training, train_from_config
+    from agents.trainer import TrainingInterrupted
+
     folder = open_run_folder(cfg, {})
+    check_training(cfg)  # a refused training never touches its folder
     folder.claim()
     try:
-        from agents.train_cli import train_from_config
-
         run_dir = train_from_config(replace(cfg, log_dir=str(folder.path)))
-    except UserError:
+    except TrainingInterrupted:
+        folder.leave_unfinished()  # resumable: its checkpoint continues in this folder
+        raise
+    except (UserError, KeyboardInterrupt):  # refused, or stopped before the first step: nothing to keep
         folder.abandon()
+        raise
+    except BaseException:
+        folder.leave_unfinished()  # its periodic checkpoints may be resumed into this folder
         raise
     folder.finish()
     return run_dir

@@ -9,12 +9,13 @@ run, refusing options that contradict it.
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from agents.checkpoint import INTERRUPTED_TAG, checkpoint_path, load_checkpoint, new_run_id
+from agents.checkpoint import INTERRUPTED_TAG, checkpoint_path, load_checkpoint, new_run_id, replay_path
 from agents.files import TrainingLock
 from agents.trainer import AGENTS, TrainingInterrupted, is_training_seed, train
 from agents.validation import BestCheckpoint, pending_best_path, validation_record
@@ -186,10 +187,41 @@ def resume_command(cfg: RunConfig, checkpoint: str) -> str:
     return " ".join(map(shlex.quote, [*words, "--resume", checkpoint]))
 
 
-def train_from_config(cfg: RunConfig) -> Path:
-    """Train `cfg.algo` on GPUClusterEnv(cfg) episodes; returns the TensorBoard run directory."""
-    from runner import default_log_dir  # the one place run directories are named
+def earlier_checkpoints(cfg: RunConfig) -> list[Path]:
+    """The periodic (`_ep<N>.pt`) and interrupted checkpoints of cfg.algo seed cfg.seed in --models_dir, in
+    episode order: a fresh run of that algo and seed would write over them."""
+    models = Path(cfg.models_dir)
+    if not models.is_dir():
+        return []
+    pattern = re.compile(rf"{re.escape(cfg.algo)}_seed{cfg.seed}_(?:ep(\d+)|{INTERRUPTED_TAG})\.pt")
+    found = [(m, p) for p in models.iterdir() if (m := pattern.fullmatch(p.name))]
+    return [p for m, p in sorted(found, key=lambda mp: int(mp[0].group(1) or 10**12))]
 
+
+def _check_earlier_checkpoints(cfg: RunConfig) -> None:
+    """A fresh run would overwrite another run's checkpoints one by one, leaving a mix of two runs: refused
+    unless --overwrite (then they are removed when the run starts)."""
+    found = earlier_checkpoints(cfg)
+    if cfg.resume or not found or cfg.overwrite:
+        return
+    names = [p.name for p in found]
+    listed = ", ".join(names[:3]) + (f" … {names[-1]} ({len(names)} files)" if len(names) > 3 else "")
+    stopped = found[-1].name.endswith(f"_{INTERRUPTED_TAG}.pt")  # Ctrl-C; else it finished or was killed
+    resume = (
+        f" with --resume {found[-1]}" if stopped else f", if it did not finish, with --resume {found[-1]}"
+    )
+    final, best = (checkpoint_path(cfg.models_dir, cfg.algo, cfg.seed, tag).name for tag in (None, "best"))
+    raise UserError(
+        f"{cfg.models_dir}/ holds checkpoints of an earlier {cfg.algo} seed {cfg.seed} training ({listed}) that "
+        f"a fresh run would overwrite: continue that run{resume}, or pass --overwrite to start "
+        f"over (they are removed when it starts; {final} and {best} stay until it completes), or train into "
+        "another --models_dir or --seed"
+    )
+
+
+def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | None, str]:
+    """(the run's config, the resumed checkpoint, the step target, the demonstrator): every check of a
+    training's options, before any work."""
     if cfg.algo not in AGENTS:
         raise UserError(f"--mode train needs --algo {' or '.join(AGENTS)}, got {cfg.algo!r}")
     resumed, total_steps = None, cfg.total_steps
@@ -204,11 +236,33 @@ def train_from_config(cfg: RunConfig) -> Path:
             f"--demo_policy {demo_policy!r}: with window order {cfg.env.window_order!r} only "
             f"{', '.join(allowed)} (or none) can act through the window"
         )
+    _check_earlier_checkpoints(cfg)
+    return cfg, resumed, total_steps, demo_policy
+
+
+def check_training(cfg: RunConfig) -> None:
+    """Refuse (UserError) what train_from_config would refuse, before the run folder is touched."""
+    _prepare(cfg)
+
+
+def train_from_config(cfg: RunConfig) -> Path:
+    """Train `cfg.algo` on GPUClusterEnv(cfg) episodes; returns the TensorBoard run directory."""
+    from runner import default_log_dir  # the one place run directories are named
+
+    cfg, resumed, total_steps, demo_policy = _prepare(cfg)
     run_id = (resumed or {}).get("run_id") or new_run_id()
     run_dir = default_log_dir(cfg)
     models = Path(cfg.models_dir)
     best = checkpoint_path(models, cfg.algo, cfg.seed, "best")
     with TrainingLock(models / f"{cfg.algo}_seed{cfg.seed}.lock", f"{cfg.algo} seed {cfg.seed}"):
+        if not cfg.resume:  # --overwrite (else _prepare refused): start over without the earlier run's files
+            removed = earlier_checkpoints(cfg)
+            for old in removed:
+                old.unlink(missing_ok=True)
+                replay_path(old).unlink(missing_ok=True)
+            if removed:
+                shown = removed[0].name + (f" … {removed[-1].name}" if len(removed) > 1 else "")
+                print(f"note: --overwrite removed {len(removed)} checkpoint(s) of an earlier run ({shown})")
         try:
             validation = None
             if cfg.validation_seeds:

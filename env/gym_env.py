@@ -86,9 +86,10 @@ class GPUClusterEnv(gym.Env):
     10 s), i.e. -sum(bounded slowdown-like ratio). `utilization`: +dt x busy GPU share / (GPUs x scale).
 
     ## Starting State
-    A fresh scenario: `options["scenario_seed"]` if given, else a seed drawn from the env's RNG (synthetic
-    workloads differ per episode; trace workloads are the same jobs with seed-dependent estimates). The
-    simulator is advanced to the first decision point.
+    A fresh scenario: `options["scenario_seed"]` (an integer >= 0; another key is a ValueError) if given, else a
+    seed drawn from the env's RNG (synthetic workloads differ per episode; trace workloads are the same jobs with
+    seed-dependent estimates). The simulator is advanced to the first decision point. `step()` before the first
+    `reset()` raises RuntimeError.
 
     ## Episode End
     Terminates when no job is waiting and no event remains (all jobs done). Truncates after `max_steps` steps.
@@ -108,6 +109,8 @@ class GPUClusterEnv(gym.Env):
         e = self.config.env
         if e.reward not in REWARDS:
             raise ValueError(f"unknown reward {e.reward!r}; choose one of {', '.join(REWARDS)}")
+        if isinstance(e.window, bool) or not isinstance(e.window, int) or e.window < 1:
+            raise ValueError(f"window must be an integer >= 1 (visible queued jobs), got {e.window!r}")
         self.window = e.window
         self.job_feature_dim = len(JOB_FEATURES)
         self.context_dim = len(CONTEXT_FEATURES)
@@ -136,9 +139,23 @@ class GPUClusterEnv(gym.Env):
         if self._fixed is not None:
             sc = self._fixed
         else:
+            unknown = sorted(set(options or {}) - {"scenario_seed"})
+            if unknown:
+                raise ValueError(
+                    f"reset(options=...): unknown key(s) {', '.join(map(repr, unknown))}; the only option is "
+                    "'scenario_seed' (an integer >= 0; default: drawn from the reset seed)"
+                )
             sc_seed = (options or {}).get("scenario_seed")
             if sc_seed is None:
                 sc_seed = int(self.np_random.integers(0, 2**31 - 1))
+            elif (
+                isinstance(sc_seed, (bool, np.bool_))
+                or not isinstance(sc_seed, (int, np.integer))
+                or sc_seed < 0
+            ):
+                raise ValueError(
+                    f"reset(options=...): 'scenario_seed' must be an integer >= 0, got {sc_seed!r}"
+                )
             sc = build_scenario(self.config, int(sc_seed))
         self.scenario = sc
         self.sim = sc.simulator()
@@ -151,6 +168,8 @@ class GPUClusterEnv(gym.Env):
 
     def step(self, action):
         a = as_action(action)
+        if self.sim is None:
+            raise RuntimeError("step() before reset(): call env.reset() to start an episode")
         self._steps += 1
         if self._done:  # nothing left to schedule (also when every job was rejected at reset)
             return self._observe(), 0.0, True, False, self._info(False, True)

@@ -147,6 +147,23 @@ def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Genera
     return t.workload, t.cluster, t.default_cluster, t.cluster_note
 
 
+def _os_error(cfg: RunConfig, e: OSError) -> str:
+    """One line naming the option and file an OSError while loading inputs is about, and what is wrong."""
+    if isinstance(e, IsADirectoryError):
+        problem = f"is a folder; --workload_type {cfg.workload.workload_type} reads a file here"
+    else:
+        problem = f"cannot read it ({e.strerror or e})"
+    where = Path(e.filename).resolve() if e.filename else None
+    for option, value in (
+        ("--workload_path", cfg.workload.workload_path),
+        ("--cluster_path", cfg.cluster.path),
+    ):
+        given = Path(value).resolve() if value else None
+        if given is not None and where is not None and (where == given or given in where.parents):
+            return f"{option} {value}{'' if where == given else f' ({e.filename})'}: {problem}"
+    return f"{e.filename or cfg.workload.workload_path}: {problem}"
+
+
 def _to_reference_runtimes(workload: Workload, layout: ClusterLayout, recorded: str | None, note: str):
     """Trace durations were measured on the trace's hardware: convert them to reference (A100) runtimes so that
     on the recorded type a job runs exactly its recorded duration (faster/slower types scale by speed). A job
@@ -250,7 +267,9 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         raise
     except UnicodeDecodeError:  # a reader that decodes text itself: find the file and line here, once for all
         raise UserError(_not_utf8_input(cfg)) from None
-    except (ValueError, OSError, EOFError) as e:
+    except OSError as e:  # a folder where a file is read, unreadable, a damaged .gz, ...
+        raise UserError(_os_error(cfg, e)) from None
+    except (ValueError, EOFError) as e:
         raise UserError(str(e)) from None
     if user_cluster is not None:
         cluster = user_cluster
@@ -263,7 +282,12 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         cluster = parse_cluster_spec(preset.cluster)
         note = f"difficulty preset {cfg.workload.difficulty}: {preset.cluster}"
     if not workload.jobs:
-        raise UserError(f"workload {workload.name!r} has no jobs after filtering")
+        dropped = workload.report.get("filtered") or {}
+        why = "; ".join(f"{n} {reason}" for reason, n in dropped.items() if n) or "no job rows"
+        raise UserError(
+            f"workload {workload.name!r} has no jobs after filtering ({why}); check --trace_start/--trace_end "
+            "(seconds on the trace's clock), --max_jobs and --exclude_failed"
+        )
     layout = ClusterLayout(cluster, uniform_speed=cfg.cluster.uniform_speed)
     if cfg.workload.workload_type in TRACE_TYPES:
         workload, note = _to_reference_runtimes(workload, layout, cfg.workload.recorded_gpu_type, note)

@@ -127,6 +127,11 @@ CASES = [
         "--cpu_job_gpus has no effect on this run (it maps the CPU-only traces google, alibaba, alibaba-2017, swf)",
     ),
     (
+        ["--workload_type", "itp", "--workload_path", "{tmp}/i.csv", "--exclude_failed"],
+        {"i.csv": ITP},
+        "--exclude_failed has no effect on this run (the itp trace records no job status, so no job is failed)",
+    ),
+    (
         [*TRACE, "--uniform_speed", "--recorded_gpu_type", "V100"],
         {"t.swf": SWF},
         "--recorded_gpu_type has no effect on this run (with --uniform_speed every GPU type runs at speed 1)",
@@ -214,7 +219,29 @@ CASES = [
     ([*TRACE, "--max_jobs", "-3"], {"t.swf": SWF}, "--max_jobs must be > 0"),
     ([*TRACE, "--cpu_job_gpus", "0"], {"t.swf": SWF}, "--cpu_job_gpus must be > 0"),
     (["--mode", "eval", "--algo", "d3qn", "--window", "0"], {}, "--window must be > 0"),
-    (["--mode", "compare", "--seeds", "1,1"], {}, "--seeds lists 1 more than once"),
+    (["--mode", "compare", "--seeds", "1,1"], {}, "--seeds lists 1 more than once; give each seed once"),
+    (["--mode", "compare", "--algos", ","], {}, "--algos names no algorithm; choose from fcfs, sjf, easy"),
+    (
+        ["--workload_type", "swf", "--workload_path", "{tmp}/d"],
+        {"d/t.swf": SWF},
+        "--workload_path {tmp}/d: is a folder; --workload_type swf reads a file here",
+    ),
+    (
+        ["--workload_type", "swf", "--workload_path", "{tmp}/t.swf.gz"],
+        {"t.swf.gz": b"not gzip"},
+        "t.swf.gz: ",
+    ),
+    (["--mode", "compare", "--algos", "foo,fcfs"], {}, "unknown --algos foo; choose from fcfs, sjf, easy"),
+    (
+        ["--mode", "train", "--algo", "sac", "--total_steps", "0"],
+        {},
+        "--total_steps must be > 0 env steps, got 0",
+    ),
+    (
+        [*TRACE, "--trace_start", "1e9"],
+        {"t.swf": SWF},
+        "has no jobs after filtering (5 outside window); check --trace_start/--trace_end",
+    ),
     (["--mode", "train", "--algo", "sac", "--checkpoint_every", "0"], {}, "--checkpoint_every must be > 0"),
     (
         ["--mode", "train", "--algo", "sac", "--validation_seeds", "3,-1"],

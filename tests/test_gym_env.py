@@ -268,3 +268,19 @@ def test_episode_with_every_job_rejected_terminates():
     assert done and not truncated and r == 0.0
     result = run_policy_in_env(RunConfig(), sc, lambda obs, mask: 0, "x")
     assert result.status == ("rejected",)
+
+
+def test_step_before_reset_and_bad_reset_options_or_window_are_clear_errors():
+    e = GPUClusterEnv(small_config())
+    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\): call env.reset\(\)"):
+        e.step(0)
+    with pytest.raises(ValueError, match="unknown key\\(s\\) 'scenario'; the only option is 'scenario_seed'"):
+        e.reset(options={"scenario": 3})
+    for bad in (-1, "3", 1.5, True):
+        with pytest.raises(ValueError, match=f"'scenario_seed' must be an integer >= 0, got {bad!r}"):
+            e.reset(options={"scenario_seed": bad})
+    e.reset(options={"scenario_seed": np.int64(3)})  # numpy integers are fine
+    cfg = small_config()
+    for window in (0, -2):
+        with pytest.raises(ValueError, match=f"window must be an integer >= 1 .*got {window}"):
+            GPUClusterEnv(replace(cfg, env=replace(cfg.env, window=window)))

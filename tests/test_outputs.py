@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from env.scenario import UserError
 from main import main
 
 TINY = ["--difficulty", "easy", "--num_jobs", "12", "--no_progress"]
@@ -360,3 +361,118 @@ def test_a_resumed_training_continues_in_the_folder_its_checkpoint_records(train
     recorded = json.loads((train_dir / "run_config.json").read_text())
     assert recorded["run"]["options"]["resume"] == str(trained / "d3qn_seed0_final.pt")
     assert sorted(recorded["outputs"]) == sorted(events_after)
+
+
+# ---- a run that fails part-way gives its folder back as it was ---------------------------------------------
+
+
+def _fail_on_seed(monkeypatch, seed: int, error: BaseException) -> None:
+    """Make loading scenario `seed` fail (as a bad input or Ctrl-C would, after earlier seeds ran)."""
+    import runner
+
+    real = runner.build_scenario
+
+    def build(cfg, s):
+        if s == seed:
+            raise error
+        return real(cfg, s)
+
+    monkeypatch.setattr(runner, "build_scenario", build)
+
+
+@pytest.mark.parametrize("error", [UserError("seed 2's input is bad"), KeyboardInterrupt()])
+def test_an_overwrite_that_fails_after_its_first_seed_puts_the_replaced_run_back(
+    tmp_path, capsys, monkeypatch, error
+):
+    exp = tmp_path / "exp"
+    assert main(["--mode", "eval", "--algo", "fcfs", *TINY, "--log_dir", str(exp)]) == 0
+    before = snapshot(exp)
+    _fail_on_seed(monkeypatch, 2, error)
+    args = [
+        "--mode",
+        "compare",
+        "--algos",
+        "sjf",
+        "--seeds",
+        "1,2",
+        *TINY,
+        "--log_dir",
+        str(exp),
+        "--overwrite",
+    ]
+    if isinstance(error, KeyboardInterrupt):
+        assert main(args) == 130
+    else:
+        assert main(args) == 2 and "seed 2's input is bad" in capsys.readouterr().err
+    assert snapshot(exp) == before  # the old run, byte for byte; no sjf_seed1/ and no hidden leftovers
+    assert sorted(p.name for p in exp.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_run_that_fails_after_its_first_seed_leaves_no_partial_run_or_empty_folder(tmp_path, monkeypatch):
+    out = tmp_path / "new" / "cmp"
+    _fail_on_seed(monkeypatch, 1, UserError("bad"))
+    assert main(["--mode", "compare", "--algos", "fcfs", "--seeds", "0,1", *TINY, "--log_dir", str(out)]) == 2
+    assert not out.exists()
+    out.mkdir()  # an empty folder the user made stays, empty
+    assert main(["--mode", "compare", "--algos", "fcfs", "--seeds", "0,1", *TINY, "--log_dir", str(out)]) == 2
+    assert out.is_dir() and list(out.iterdir()) == []
+
+
+def test_an_all_rejected_compare_leaves_no_folder(tmp_path, capsys):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_time,runtime,gpus\n0,100,4\n5,50,2\n")
+    out = tmp_path / "cmp"
+    args = ["--mode", "compare", "--algos", "fcfs,sjf", "--seeds", "0,1", "--workload_type", "csv"]
+    code = main(
+        [*args, "--workload_path", str(jobs), "--cluster", "1xT4:1", "--no_progress", "--log_dir", str(out)]
+    )
+    assert code == 2 and "all 2 jobs are rejected" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_failed_resume_keeps_the_training_folders_run_config(trained, capsys):
+    train_dir = trained.parent / "train"
+    before = snapshot(train_dir)
+    code = main(["--mode", "train", "--algo", "d3qn", "--resume", str(trained / "d3qn_seed0_final.pt"),
+                 "--window", "8", "--no_progress", "--models_dir", str(trained)])  # fmt: skip
+    assert code == 2 and "--window 8 (the checkpoint's run has 16)" in capsys.readouterr().err
+    assert snapshot(train_dir) == before
+
+
+def test_a_checkpoint_folder_is_refused_without_claiming_to_evaluate_it(tmp_path, capsys):
+    folder = tmp_path / "model.pt"
+    folder.mkdir()
+    args = [
+        "--mode",
+        "eval",
+        "--algo",
+        "d3qn",
+        "--checkpoint",
+        str(folder),
+        *TINY,
+        "--log_dir",
+        str(tmp_path / "o"),
+    ]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert (
+        "evaluating checkpoint" not in out and f"error: {folder} is a directory, not a checkpoint file" in err
+    )
+
+
+def test_a_run_killed_while_replacing_another_is_refused_until_overwrite(tmp_path, capsys):
+    """A kill -9 during an --overwrite run leaves the replaced run in .replaced/: never deleted silently."""
+    exp = tmp_path / "exp"
+    args = ["--mode", "eval", "--algo", "fcfs", *TINY, "--log_dir", str(exp)]
+    assert main(args) == 0
+    (exp / ".replaced").mkdir()
+    (exp / "summary.csv").rename(exp / ".replaced" / "summary.csv")  # as a killed --overwrite run leaves it
+    capsys.readouterr()
+    assert main(args) == 2  # even the same run again
+    err = capsys.readouterr().err
+    assert (
+        f"holds an unfinished run that was replacing another, whose files are in {exp / '.replaced'}/" in err
+    )
+    assert (exp / ".replaced" / "summary.csv").exists()
+    assert main([*args, "--overwrite"]) == 0
+    assert not (exp / ".replaced").exists() and (exp / "summary.csv").exists()

@@ -181,7 +181,7 @@ def test_old_best_and_final_survive_a_killed_or_interrupted_run_until_a_complete
     with monkeypatch.context() as patch:
         fail_at_env_step(patch, 150, RuntimeError("power cut"))
         with pytest.raises(RuntimeError, match="power cut"):
-            main(train_args(tmp_path, "--total_steps", "400", *validated, log="b"))
+            main(train_args(tmp_path, "--total_steps", "400", *validated, "--overwrite", log="b"))
     assert {path: path.read_bytes() for path in old} == old
     assert run_id_of(models / "d3qn_seed3_best.pending.pt") != old_run  # the crashed run's own best so far
 
@@ -189,7 +189,7 @@ def test_old_best_and_final_survive_a_killed_or_interrupted_run_until_a_complete
     capsys.readouterr()
     with monkeypatch.context() as patch:
         fail_at_env_step(patch, 150, KeyboardInterrupt())
-        assert main(train_args(tmp_path, "--total_steps", "400", *validated, log="c")) == 130
+        assert main(train_args(tmp_path, "--total_steps", "400", *validated, "--overwrite", log="c")) == 130
     assert {path: path.read_bytes() for path in old} == old
     interrupted = models / "d3qn_seed3_interrupted.pt"
     new_run = run_id_of(interrupted)
@@ -258,6 +258,33 @@ def _saved(value) -> io.BytesIO:
     torch.save(value, buffer)
     buffer.seek(0)
     return buffer
+
+
+def test_a_fresh_run_never_writes_over_another_runs_checkpoints_unless_overwrite(tmp_path, capsys):
+    models = tmp_path / "models"
+    every = ["--validation_seeds", "none", "--checkpoint_every", "1"]
+    assert main(train_args(tmp_path, "--total_steps", "120", *every, log="a")) == 0
+    periodic = sorted(p.name for p in models.glob("d3qn_seed3_ep*.pt"))
+    assert len(periodic) >= 3  # 20-job episodes: several in 120 steps
+    before = {p.name: p.read_bytes() for p in models.iterdir()}
+    capsys.readouterr()
+    fresh = train_args(tmp_path, "--total_steps", "60", "--validation_seeds", "none", "--checkpoint_every", "2",
+                       log="b")  # fmt: skip
+    assert main(fresh) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "holds checkpoints of an earlier d3qn seed 3 training (d3qn_seed3_ep1.pt" in err
+    assert f"--resume {models / periodic[-1]}" in err and "--overwrite" in err
+    assert {p.name: p.read_bytes() for p in models.iterdir()} == before  # nothing touched
+    assert not (tmp_path / "b").exists()  # refused before its run folder was made
+    # --overwrite starts over without the earlier run's periodic files (final/best wait for completion)
+    assert main([*fresh, "--overwrite"]) == 0
+    assert "--overwrite removed" in capsys.readouterr().out
+    new_run = run_id_of(models / "d3qn_seed3_final.pt")
+    assert all(run_id_of(p) == new_run for p in models.glob("d3qn_seed3_ep*.pt"))
+    # a resume of the run is no fresh run: allowed
+    resume = ["--resume", str(models / "d3qn_seed3_final.pt"), "--total_steps", "100"]
+    assert main([*train_args(tmp_path, log="b")[:-2], "--log_dir", str(tmp_path / "b"), *resume]) == 0
 
 
 # ---- Ctrl-C -----------------------------------------------------------------------------------------------
@@ -538,3 +565,15 @@ def test_a_replay_buffer_that_does_not_belong_to_its_checkpoint_is_not_used(tmp_
     assert (
         load_checkpoint(second.final_checkpoint)["replay"]["size"] == 16
     )  # refilled from empty, not 40 + 16
+
+
+def test_a_warning_during_training_is_one_line(unfinished_run, tmp_path, capsys):
+    """Resuming a copy of a checkpoint without its replay buffer warns, as one `warning:` line."""
+    copy = tmp_path / "copy.pt"
+    copy.write_bytes(unfinished_run.read_bytes())
+    args = ["--mode", "train", "--algo", "d3qn", "--resume", str(copy), "--models_dir", str(tmp_path / "m"),
+            "--log_dir", str(tmp_path / "l"), "--no_progress"]  # fmt: skip
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {copy}: no replay buffer saved; refilling" in err
+    assert "UserWarning" not in err and "train(" not in err and err.count("\n") == 1
