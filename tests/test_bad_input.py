@@ -405,15 +405,19 @@ def test_one_huge_swf_row_does_not_size_the_default_cluster(header, cluster_gpus
 
 
 def test_outlier_rule_by_hand():
-    """Outliers ask more than 64 x the 99th-percentile demand (lower empirical quantile)."""
+    """Outliers ask more than 64 x the 99th-percentile demand of the other jobs (lower empirical quantile)."""
     from workloads.job import Job
     from workloads.traces.common import sizing_outliers
 
     def jobs(demands):
         return tuple(Job(str(i), float(i), 10.0, g) for i, g in enumerate(demands))
 
-    # 99 jobs: the 99th percentile is the largest job itself, so a small log has no outlier (the old rule)
-    assert sizing_outliers(jobs([1] * 98 + [100_000])) is None
+    # a small log: the largest job is left out of the quantile, so one huge row cannot vouch for itself
+    assert sizing_outliers(jobs([1] * 98 + [100_000])) == 64
+    assert sizing_outliers(jobs([1] * 50 + [100_000])) == 64
+    assert sizing_outliers(jobs([4, 8, 16, 128])) is None  # 128 <= 64 x 16
+    assert sizing_outliers(jobs([1, 1, 1, 65])) == 64
+    assert sizing_outliers(jobs([100_000])) is None  # a lone job has nothing to be compared with
     # 201 jobs: 99th percentile = the 199th smallest = 1 -> limit 64; a 65-GPU job is an outlier, 64 is not
     assert sizing_outliers(jobs([1] * 200 + [65])) == 64
     assert sizing_outliers(jobs([1] * 200 + [64])) is None
