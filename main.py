@@ -66,9 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument(
         "--mode",
-        choices=("train", "eval", "compare"),
+        choices=("train", "eval", "compare", "sweep"),
         default=d.mode,
-        help="train an agent, evaluate one algorithm, or compare several on the same jobs",
+        help="train an agent, evaluate one algorithm, compare several on the same jobs, or run a study (--study)",
     )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
     g.add_argument(
@@ -85,6 +85,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace another run's files in the run folder (never files no run writes)",
     )
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
+    g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; README, Sweeps)")
+    g.add_argument(
+        "--study",
+        default=None,
+        help="sweep: the study file, TOML (required with --mode sweep; there --resume alone skips finished runs)",
+    )
+    g.add_argument(
+        "--workers", type=int, default=None, help="sweep: runs at a time (default: all cores, os.cpu_count())"
+    )
+    g.add_argument(
+        "--backend", choices=("local", "ray"), default="local", help="sweep: where the runs execute"
+    )
+    g.add_argument(
+        "--address", default=None, help="sweep: address of a Ray cluster (default: start a local Ray)"
+    )
     g = p.add_argument_group("workload")
     g.add_argument("--workload_type", default=w.workload_type, help=" | ".join(WORKLOAD_TYPES))
     g.add_argument(
@@ -285,9 +300,22 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("--window must be > 0")
 
 
+def _is_sweep(argv: list[str]) -> bool:
+    mode = argparse.ArgumentParser(add_help=False)
+    mode.add_argument("--mode")
+    return mode.parse_known_args(argv)[0].mode == "sweep"
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if _is_sweep(argv):  # its own parser: there --resume is a flag (skip finished runs)
+        from sweep.cli import sweep_main
+
+        return sweep_main(argv)
     args = build_parser().parse_args(argv)
     try:
+        if args.study or args.workers is not None or args.address or args.backend != "local":
+            raise UserError("--study, --workers, --backend and --address are options of --mode sweep")
         cfg = config_from_args(args)
         validate(cfg)
         from runner import run_mode

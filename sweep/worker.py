@@ -1,0 +1,82 @@
+"""One run of a study in a worker process: the same parsing, validation and run as `python main.py ARGV`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import time
+import traceback
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    name: str
+    status: str
+    """ok | failed"""
+    error: str
+    """'' when ok; the error line a user would see (UserError text, or ExceptionType: message)"""
+    output: str
+    """what the run printed (stdout and stderr), with the traceback of an unexpected exception"""
+    wall_s: float
+
+
+def parse_run(argv: list[str]):
+    """argv -> validated RunConfig through main.py's own parser, config_from_args and validate (UserError on a
+    mistake, as `python main.py ARGV` would report it)."""
+    from env.scenario import UserError
+    from main import build_parser, config_from_args, validate
+
+    parser = build_parser()
+    parser.exit_on_error = False
+    try:
+        args = parser.parse_args(argv)
+    except argparse.ArgumentError as err:
+        raise UserError(str(err)) from None
+    cfg = config_from_args(args)
+    validate(cfg)
+    return cfg
+
+
+def _limit_threads() -> None:
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
+def execute(name: str, argv: list[str], cwd: str | None = None) -> RunOutcome:
+    """Run one study run here (a fresh worker process); never raises except on Ctrl-C."""
+    _limit_threads()
+    if cwd is not None:
+        os.chdir(
+            cwd
+        )  # Ray: relative paths of the study mean what they mean on the driver (shared filesystem)
+    from env.scenario import UserError
+
+    t0 = time.perf_counter()
+    buf = io.StringIO()
+    status, error = "ok", ""
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        try:
+            cfg = parse_run(argv)
+            if cfg.mode == "train" or cfg.algo in ("d3qn", "sac") or {"d3qn", "sac"} & set(cfg.algos):
+                import torch
+
+                torch.set_num_threads(1)
+            from runner import run_mode
+
+            run_mode(cfg)
+        except UserError as err:
+            status, error = "failed", f"error: {err}"
+            print(error)
+        except Exception as err:  # noqa: BLE001 - a crashing run is recorded, the study goes on
+            status, error = "failed", f"{type(err).__name__}: {err}"
+            traceback.print_exc()
+    return RunOutcome(name, status, " ".join(error.split()), buf.getvalue(), time.perf_counter() - t0)
+
+
+def preload() -> None:
+    """Imports shared by every run, done once in the fork server so each fresh run process starts fast."""
+    _limit_threads()
+    import runner  # noqa: F401
