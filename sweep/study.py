@@ -149,15 +149,25 @@ def _options(table: Any, actions: dict[str, argparse.Action], where: str, what: 
 def _combos(
     table: dict[str, Any], actions: dict[str, argparse.Action], where: str, grid_what: str, runs_what: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The grid's cartesian product (keys in file order, last key fastest) followed by the explicit runs."""
+    """Each explicit run (one table of options; a single empty one when there is no list) crossed with the grid's
+    cartesian product (keys in file order, last key fastest): runs outer, grid inner."""
     grid = table.get("grid")
     runs = table.get("runs")
     if grid is None and runs is None:
         raise UserError(
             f"{where}: no runs: give {grid_what} (lists of values) or {runs_what} (one table per run)"
         )
-    combos: list[dict[str, Any]] = []
+    cases: list[dict[str, Any]] = [{}]
     keys: list[str] = []
+    if runs is not None:
+        if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+            raise UserError(f"{where}: {runs_what}: expected one or more tables of options")
+        cases = []
+        for n, run in enumerate(runs):
+            checked = {k: _checked(k, v, actions, where, f"{runs_what} #{n + 1}") for k, v in run.items()}
+            _extend(keys, list(checked))
+            cases.append(checked)
+    points: list[dict[str, Any]] = [{}]
     if grid is not None:
         if not isinstance(grid, dict):
             raise UserError(f"{where}: {grid_what}: expected a table of lists")
@@ -165,21 +175,18 @@ def _combos(
             raise UserError(f"{where}: {grid_what} is empty: give each varied option a list of values")
         values = []
         for key, vals in grid.items():
+            if key in keys:
+                raise UserError(
+                    f"{where}: {grid_what} key {key!r} is also set in {runs_what}: set it in one place"
+                )
             if not isinstance(vals, list):
                 raise UserError(f"{where}: {grid_what} key {key!r}: expected a list of values, got {vals!r}")
             if not vals:
                 raise UserError(f"{where}: {grid_what} key {key!r}: empty list (the grid would have no runs)")
             values.append([_checked(key, v, actions, where, grid_what) for v in vals])
-            keys.append(key)
-        combos += [dict(zip(keys, c, strict=True)) for c in itertools.product(*values)]
-    if runs is not None:
-        if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
-            raise UserError(f"{where}: {runs_what}: expected one or more tables of options")
-        for n, run in enumerate(runs):
-            checked = {k: _checked(k, v, actions, where, f"{runs_what} #{n + 1}") for k, v in run.items()}
-            _extend(keys, list(checked))
-            combos.append(checked)
-    return combos, keys
+        points = [dict(zip(grid, c, strict=True)) for c in itertools.product(*values)]
+        _extend(keys, list(grid))
+    return [{**case, **point} for case in cases for point in points], keys
 
 
 def _checked(key: str, value: Any, actions: dict[str, argparse.Action], where: str, what: str) -> Any:

@@ -54,29 +54,30 @@ def _tree(folder: Path) -> dict[str, bytes]:
 # ---------------------------------------------------------------- expansion and validation
 
 
-def test_grid_expands_in_file_order_last_key_fastest_then_runs(tmp_path):
+def test_grid_expands_in_file_order_last_key_fastest_crossed_with_each_run(tmp_path):
     study = load_study(
         _write(
             tmp_path,
             'name = "x"\n[options]\nnum_jobs = 10\n[grid]\nalgo = ["fcfs", "sjf"]\nload_factor = [0.5, 1]\n'
-            '[[runs]]\nalgo = "easy"\nseed = 3\n',
+            '[[runs]]\ndifficulty = "easy"\n[[runs]]\ndifficulty = "hard"\nseed = 3\n',
         )
     )
     assert [s.name for s in study.runs] == [
-        "000_algo=fcfs_load_factor=0.5",
-        "001_algo=fcfs_load_factor=1.0",
-        "002_algo=sjf_load_factor=0.5",
-        "003_algo=sjf_load_factor=1.0",
-        "004_algo=easy_seed=3",
+        "000_difficulty=easy_algo=fcfs_load_factor=0.5",
+        "001_difficulty=easy_algo=fcfs_load_factor=1.0",
+        "002_difficulty=easy_algo=sjf_load_factor=0.5",
+        "003_difficulty=easy_algo=sjf_load_factor=1.0",
+        "004_difficulty=hard_seed=3_algo=fcfs_load_factor=0.5",
+        "005_difficulty=hard_seed=3_algo=fcfs_load_factor=1.0",
+        "006_difficulty=hard_seed=3_algo=sjf_load_factor=0.5",
+        "007_difficulty=hard_seed=3_algo=sjf_load_factor=1.0",
     ]
     assert study.runs[1].options == (
-        ("mode", "eval"),
-        ("num_jobs", 10),
-        ("algo", "fcfs"),
-        ("load_factor", 1.0),
-    )
-    assert study.params == ("mode", "num_jobs", "algo", "load_factor", "seed")
-    assert study.varying == ("algo", "load_factor", "seed")
+        ("mode", "eval"), ("num_jobs", 10), ("difficulty", "easy"), ("algo", "fcfs"), ("load_factor", 1.0),
+    )  # fmt: skip
+    assert study.params == ("mode", "num_jobs", "difficulty", "seed", "algo", "load_factor")
+    assert study.varying == ("difficulty", "seed", "algo", "load_factor")
+    assert study.runs[0].value("seed") is None and study.runs[4].value("seed") == 3
     assert not study.has_train
 
 
@@ -134,6 +135,7 @@ def test_train_runs_come_first_and_evaluations_use_the_study_models(tmp_path):
             "[train.grid] key 'total_steps': training may vary only algo and seed",
         ),
         ("[grid\nseed = [0]\n", "not valid TOML"),
+        ("[grid]\nseed = [0]\n[[runs]]\nseed = 1\n", "[grid] key 'seed' is also set in [[runs]]"),
     ],
 )
 def test_study_mistakes_name_the_file_and_key_and_run_nothing(tmp_path, capsys, text, expected):
@@ -314,3 +316,24 @@ def test_study_folder_holding_another_study_or_foreign_files_is_refused(tiny_stu
     assert _sweep(other, out, "--overwrite", "--workers", "2") == 0
     assert {r["num_jobs"] for r in _csv(out / "results.csv")} == {"12"}
     assert (out / "study.toml").read_text() == other.read_text()
+
+
+def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path):
+    study = _write(
+        tmp_path,
+        '[train.options]\ntotal_steps = 150\ndemo_policy = "none"\nvalidation_seeds = "none"\n'
+        'difficulty = "easy"\nnum_jobs = 12\ndevice = "cpu"\n[train.grid]\nalgo = ["d3qn"]\nseed = [0]\n'
+        '[options]\nmode = "compare"\nalgos = ["fcfs", "d3qn"]\nseeds = [100]\ndifficulty = "easy"\n'
+        "num_jobs = 12\n[grid]\nseed = [0]\n",
+    )
+    out = tmp_path / "out"
+    assert _sweep(study, out, "--workers", "2") == 0
+    assert (out / "models" / "d3qn_seed0_final.pt").is_file()
+    rows = _csv(out / "results.csv")
+    assert [(r["run"], r["phase"], r["status"], r["scheduler"]) for r in rows] == [
+        ("train_000_algo=d3qn_seed=0", "train", "ok", ""),
+        ("000_seed=0", "eval", "ok", "fcfs"),
+        ("000_seed=0", "eval", "ok", "d3qn"),
+    ]
+    record = json.loads((out / "runs" / "000_seed=0" / "run_config.json").read_text())
+    assert record["run"]["checkpoints"]["d3qn"]["path"] == str(out / "models" / "d3qn_seed0_final.pt")
