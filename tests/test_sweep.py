@@ -337,3 +337,14 @@ def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path)
     ]
     record = json.loads((out / "runs" / "000_seed=0" / "run_config.json").read_text())
     assert record["run"]["checkpoints"]["d3qn"]["path"] == str(out / "models" / "d3qn_seed0_final.pt")
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.toml")))
+def test_shipped_studies_are_valid(path):
+    from sweep.cli import run_argv
+    from sweep.worker import parse_run
+
+    study = load_study(path)
+    assert study.runs and study.name == path.stem
+    for spec in study.runs:
+        parse_run(run_argv(study, spec, Path("logs") / "x"))
