@@ -154,7 +154,16 @@ def run_study(args: argparse.Namespace) -> int:
     return 1 if counts["failed"] else 0
 
 
-def _run_phase(jobs, argvs, folder, status, args, workers, phase) -> None:
+def _run_phase(
+    jobs: list[RunSpec],
+    argvs: dict[str, list[str]],
+    folder: Path,
+    status: dict[str, tuple[str, str]],
+    args: argparse.Namespace,
+    workers: int,
+    phase: str,
+) -> None:
+    """Run one phase's runs on the backend, recording each outcome as it arrives (status, output/<run>.log)."""
     from tqdm import tqdm
 
     from sweep.backends import run_local, run_ray
@@ -250,7 +259,13 @@ def claim_study_folder(
         raise UserError(f"--log_dir {folder}: cannot write there ({err.strerror})") from None
 
 
-def _write_study_config(folder, study, identity, argvs, counts) -> None:
+def _write_study_config(
+    folder: Path,
+    study: Study,
+    identity: dict[str, Any],
+    argvs: dict[str, list[str]],
+    counts: dict[str, int] | None,
+) -> None:
     """study_config.json: the study's identity (file sha256, code version), each run's command line and, once the
     study ends, how many runs are ok / failed / not run (null while it runs). No times, no backend: the same
     study writes the same bytes on every backend."""
