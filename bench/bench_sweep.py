@@ -51,6 +51,9 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--sample", type=int, default=12, help="runs timed in this process for the compute figure")
     p.add_argument("--no_ray", action="store_true")
+    p.add_argument(
+        "--ray_only", action="store_true", help="only the Ray backend (and the in-process compute)"
+    )
     a = p.parse_args()
 
     from sweep.cli import run_argv
@@ -73,8 +76,9 @@ def main() -> None:
     compute = (time.perf_counter() - t0) / len(sample)
 
     results: dict[str, tuple[float, int]] = {}
-    results["local, 1 worker"] = (_sweep(study_path, tmp / "w1", "--workers", "1"), 1)
-    results["local, 2 workers"] = (_sweep(study_path, tmp / "w2", "--workers", "2"), 2)
+    if not a.ray_only:
+        results["local, 1 worker"] = (_sweep(study_path, tmp / "w1", "--workers", "1"), 1)
+        results["local, 2 workers"] = (_sweep(study_path, tmp / "w2", "--workers", "2"), 2)
     ray_start = math.nan
     if not a.no_ray:
         try:
@@ -90,10 +94,8 @@ def main() -> None:
             2,
         )
 
-    same = all(
-        (tmp / d / "results.csv").read_bytes() == (tmp / "w1" / "results.csv").read_bytes()
-        for d in ("w2", "ray")
-        if (tmp / d).exists()
+    same = (
+        len({(tmp / d / "results.csv").read_bytes() for d in ("w1", "w2", "ray") if (tmp / d).exists()}) == 1
     )
     print(
         f"study: {runs} runs (3 policies x 7 loads x {a.seeds} seeds, easy preset, {a.num_jobs} jobs per run)"
@@ -106,8 +108,9 @@ def main() -> None:
     for name, (wall, workers) in results.items():
         overhead = wall * workers / runs - compute
         print(f"| {name} | {wall:.1f} | {runs / wall:.2f} | {overhead:.3f} |")
-    w1, w2 = results["local, 1 worker"][0], results["local, 2 workers"][0]
-    print(f"scaling 1 -> 2 local workers: speed-up {w1 / w2:.2f}x (efficiency {w1 / w2 / 2:.0%})")
+    if not a.ray_only:
+        w1, w2 = results["local, 1 worker"][0], results["local, 2 workers"][0]
+        print(f"scaling 1 -> 2 local workers: speed-up {w1 / w2:.2f}x (efficiency {w1 / w2 / 2:.0%})")
     print(f"results.csv byte-identical across backends: {same}")
     if "Ray (local, 2 CPUs)" in results:
         ray_wall = results["Ray (local, 2 CPUs)"][0]

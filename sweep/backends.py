@@ -10,7 +10,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from env.scenario import UserError
-from sweep.worker import RunOutcome, execute, preload
+from sweep.worker import RunOutcome, execute, execute_isolated, preload
 
 ROOT = Path(__file__).resolve().parents[1]
 Job = tuple[str, list[str]]
@@ -47,8 +47,9 @@ def _outcome(name: str, result: Callable[[], RunOutcome]) -> RunOutcome:
 
 def run_ray(jobs: Sequence[Job], workers: int | None, address: str | None) -> Iterator[RunOutcome]:
     """Yield each run's outcome as it finishes on Ray: `address` of a running cluster, else a local Ray with
-    `workers` CPUs. Each run is a task of 1 CPU in a fresh worker process (max_calls=1). The cluster's nodes must
-    see this checkout and the study folder at the same paths (a shared filesystem)."""
+    `workers` CPUs. Each run is a task of 1 CPU; the (reused) Ray worker runs it in a fresh forked process
+    (sweep.worker.execute_isolated): a new Ray worker per run (max_calls=1) cost 5.5 s a run here (BENCHMARKS.md).
+    The cluster's nodes must see this checkout and the study folder at the same paths (a shared filesystem)."""
     try:
         import ray
     except ImportError:
@@ -73,7 +74,7 @@ def run_ray(jobs: Sequence[Job], workers: int | None, address: str | None) -> It
             )
         except (ConnectionError, ValueError, RuntimeError) as err:
             raise UserError(f"--address {address}: cannot connect to Ray ({err})") from None
-    task = ray.remote(num_cpus=1, max_calls=1)(execute)
+    task = ray.remote(num_cpus=1)(execute_isolated)
     cwd = os.getcwd()
     refs = {task.remote(name, argv, cwd): name for name, argv in jobs}
     try:

@@ -76,6 +76,33 @@ def execute(name: str, argv: list[str], cwd: str | None = None) -> RunOutcome:
     return RunOutcome(name, status, " ".join(error.split()), buf.getvalue(), time.perf_counter() - t0)
 
 
+_POOL = None
+"""Ray: this worker process's pool of one fresh process per run (created on its first run)"""
+
+
+def execute_isolated(name: str, argv: list[str], cwd: str | None = None) -> RunOutcome:
+    """execute() in a fresh child process of this long-lived (Ray) worker: forked from a fork server that has
+    imported the code, so a run costs a fork rather than a new Ray worker, and nothing leaks between runs."""
+    global _POOL
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if _POOL is None:
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        ctx = multiprocessing.get_context(method)
+        if method == "forkserver":
+            ctx.set_forkserver_preload(["sweep.worker", "runner"])
+        _POOL = ProcessPoolExecutor(1, mp_context=ctx, max_tasks_per_child=1, initializer=preload)
+    try:
+        return _POOL.submit(execute, name, argv, cwd).result()
+    except Exception:
+        _POOL.shutdown(wait=False, cancel_futures=True)
+        _POOL = (
+            None  # a child that died (killed, out of memory) fails its run only; the next run gets a new pool
+        )
+        raise
+
+
 def preload() -> None:
     """Imports shared by every run, done once in the fork server so each fresh run process starts fast."""
     _limit_threads()
