@@ -111,7 +111,8 @@ def main() -> None:
     if not a.ray_only:
         w1, w2 = results["local, 1 worker"][0], results["local, 2 workers"][0]
         print(f"scaling 1 -> 2 local workers: speed-up {w1 / w2:.2f}x (efficiency {w1 / w2 / 2:.0%})")
-    print(f"results.csv byte-identical across backends: {same}")
+    if len(results) > 1:
+        print(f"results.csv byte-identical across backends: {same}")
     if "Ray (local, 2 CPUs)" in results:
         ray_wall = results["Ray (local, 2 CPUs)"][0]
         per_run = (ray_wall - ray_start) * 2 / runs  # compute + Ray's per-task cost (fresh worker process)
