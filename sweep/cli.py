@@ -38,13 +38,16 @@ STUDY_DIRS = frozenset({"runs", "models", "output"})
 
 def build_sweep_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="main.py --mode sweep",
-        description="Run every run of a study file; the runs' own options are in the study file.",
+        prog="main.py",
+        description="Run every run of a study file; the runs' own options are in the study file (README, Sweeps).",
+        epilog="exit status: 0 all runs ok, 1 some run failed, 2 a mistake in the study or options, 130 interrupted",
     )
-    p.add_argument("--mode", choices=("sweep",), required=True)
+    p.add_argument("--mode", choices=("sweep",), required=True, help="sweep")
     p.add_argument("--study", required=True, help="the study file (TOML)")
     p.add_argument("--workers", type=int, default=None, help="runs at a time (default: all cores)")
-    p.add_argument("--backend", choices=("local", "ray"), default="local")
+    p.add_argument(
+        "--backend", choices=("local", "ray"), default="local", help="where runs execute (default: local)"
+    )
     p.add_argument("--address", default=None, help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--resume", action="store_true", help="skip runs whose outputs are complete")
     p.add_argument("--log_dir", default=None, help="the study folder (default: logs/sweep_<name>_<hash>)")
