@@ -300,22 +300,32 @@ def validate(cfg: RunConfig) -> None:
         raise UserError("--window must be > 0")
 
 
-def _is_sweep(argv: list[str]) -> bool:
-    mode = argparse.ArgumentParser(add_help=False)
-    mode.add_argument("--mode")
-    return mode.parse_known_args(argv)[0].mode == "sweep"
+def _sweep(argv: list[str]) -> int | None:
+    """--mode sweep runs here (its own parser: there --resume is a flag, skip finished runs): its exit status.
+    None for the other modes, after refusing the sweep's own options there."""
+    pre = argparse.ArgumentParser(add_help=False)
+    for option in ("--mode", "--study", "--workers", "--backend", "--address"):
+        pre.add_argument(option)
+    known = pre.parse_known_args(argv)[0]
+    if known.mode == "sweep":
+        from sweep.cli import sweep_main
+
+        return sweep_main(argv)
+    if any(getattr(known, k) is not None for k in ("study", "workers", "backend", "address")):
+        print(
+            "error: --study, --workers, --backend and --address are options of --mode sweep", file=sys.stderr
+        )
+        return 2
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if _is_sweep(argv):  # its own parser: there --resume is a flag (skip finished runs)
-        from sweep.cli import sweep_main
-
-        return sweep_main(argv)
+    swept = _sweep(argv)
+    if swept is not None:
+        return swept
     args = build_parser().parse_args(argv)
     try:
-        if args.study or args.workers is not None or args.address or args.backend != "local":
-            raise UserError("--study, --workers, --backend and --address are options of --mode sweep")
         cfg = config_from_args(args)
         validate(cfg)
         from runner import run_mode

@@ -25,19 +25,37 @@ class RunOutcome:
 
 def parse_run(argv: list[str]):
     """argv -> validated RunConfig through main.py's own parser, config_from_args and validate (UserError on a
-    mistake, as `python main.py ARGV` would report it)."""
-    from env.scenario import UserError
-    from main import build_parser, config_from_args, validate
+    mistake, as `python main.py ARGV` would report it), to check every run of a study before any starts. The run
+    itself goes through main.main (execute), so its files are exactly the command line's."""
+    from dataclasses import replace
 
-    parser = build_parser()
+    import main as cli
+    from env.scenario import UserError
+
+    parser = cli.build_parser()
     parser.exit_on_error = False
+    parser.error = _raise_user_error
     try:
         args = parser.parse_args(argv)
     except argparse.ArgumentError as err:
         raise UserError(str(err)) from None
-    cfg = config_from_args(args)
-    validate(cfg)
+    cfg = cli.config_from_args(args)
+    try:  # issue 8's checks of the options typed (cli_checks), where this checkout has them
+        from cli_checks import check_command_line, given_options
+    except ImportError:
+        cli.validate(cfg)
+        return cfg
+    given = given_options(cli.build_parser(), argv)
+    cfg = replace(cfg, explicit_options=tuple(sorted(given)))
+    cli.validate(cfg)
+    check_command_line(cfg, given)  # warnings are printed by the run itself
     return cfg
+
+
+def _raise_user_error(message: str):
+    from env.scenario import UserError
+
+    raise UserError(message)
 
 
 def _limit_threads() -> None:
@@ -64,9 +82,12 @@ def execute(name: str, argv: list[str], cwd: str | None = None) -> RunOutcome:
                 import torch
 
                 torch.set_num_threads(1)
-            from runner import run_mode
+            import main as cli
 
-            run_mode(cfg)
+            rc = cli.main(list(argv))  # exactly `python main.py ARGV`
+            if rc != 0:
+                errors = [line for line in buf.getvalue().splitlines() if line.startswith("error:")]
+                status, error = "failed", errors[-1] if errors else f"exit status {rc}"
         except UserError as err:
             status, error = "failed", f"error: {err}"
             print(error)
