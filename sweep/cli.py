@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from env.scenario import UserError
-from run_folder import code_version, git_dirty, read_run_config, short_hash
+from run_folder import code_version, git_dirty, read_run_config, run_files, short_hash
 from sweep.report import (
     MAIN_METRICS,
     aggregate,
@@ -171,14 +171,13 @@ def _run_phase(
 
     from sweep.backends import run_local, run_ray
 
-    batch = []
     for spec in jobs:
-        argv = list(argvs[spec.name])
-        if (folder / "runs" / spec.name).exists():
-            argv.append(
-                "--overwrite"
-            )  # an interrupted or failed run of this same study (folder checked above)
-        batch.append((spec.name, argv))
+        run_dir = folder / "runs" / spec.name
+        if run_dir.is_dir() and not run_complete(run_dir, spec.phase):
+            clear_run(
+                run_dir
+            )  # an interrupted or failed run of this same study (the study folder was checked)
+    batch = [(spec.name, argvs[spec.name]) for spec in jobs]
     outcomes = run_ray(batch, workers, args.address) if args.backend == "ray" else run_local(batch, workers)
     bar = tqdm(total=len(batch), desc=f"{phase} runs", unit="run", disable=args.no_progress, smoothing=0.1)
     failed = 0
@@ -206,6 +205,18 @@ def run_complete(run_dir: Path, phase: str) -> bool:
     if phase == "eval" and "summary.csv" not in outputs:
         return False
     return all((run_dir / name).is_file() for name in outputs)
+
+
+def clear_run(run_dir: Path) -> None:
+    """Remove an unfinished run's own files (run_folder.run_files) so that its rerun starts clean; files no run
+    writes stay, and the rerun then refuses the folder and is recorded as failed. (Not --overwrite on the run's
+    command line: the run is then exactly the study's command line.)"""
+    ours, _ = run_files(run_dir)
+    for name in ours:
+        (run_dir / name).unlink(missing_ok=True)
+    for d in sorted((p for p in run_dir.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
 
 
 def check_study_folder(folder: Path, identity: dict[str, Any], study_file: Path, overwrite: bool) -> None:

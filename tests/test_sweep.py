@@ -148,11 +148,11 @@ def test_study_mistakes_name_the_file_and_key_and_run_nothing(tmp_path, capsys, 
 
 
 def test_each_run_is_validated_by_mains_own_checks_before_any_run(tmp_path, capsys):
-    study = _write(tmp_path, "[grid]\nwindow = [4, 0]\nnum_jobs = [10]\n")
+    study = _write(tmp_path, '[options]\nalgo = "d3qn"\n[grid]\nwindow = [4, 0]\n')
     out = tmp_path / "out"
     assert _sweep(study, out) == 2
     err = capsys.readouterr().err
-    assert "run 001_window=0_num_jobs=10: --window must be > 0" in err and str(study) in err
+    assert "run 001_window=0: --window must be > 0" in err and str(study) in err
     assert not out.exists()
 
 
