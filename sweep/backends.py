@@ -23,7 +23,7 @@ def run_local(jobs: Sequence[Job], workers: int) -> Iterator[RunOutcome]:
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["sweep.worker", "runner"])
+        ctx.set_forkserver_preload(["sweep.forkserver_guard", "sweep.worker", "runner"])
     pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, max_tasks_per_child=1, initializer=preload
     )

@@ -112,7 +112,7 @@ def execute_isolated(name: str, argv: list[str], cwd: str | None = None) -> RunO
         method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            ctx.set_forkserver_preload(["sweep.worker", "runner"])
+            ctx.set_forkserver_preload(["sweep.forkserver_guard", "sweep.worker", "runner"])
         _POOL = ProcessPoolExecutor(1, mp_context=ctx, max_tasks_per_child=1, initializer=preload)
     try:
         return _POOL.submit(execute, name, argv, cwd).result()
