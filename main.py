@@ -70,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument(
         "--mode",
-        choices=("train", "eval", "compare"),
+        choices=("train", "eval", "compare", "sweep"),
         default=d.mode,
-        help="train an agent, evaluate one algorithm, or compare several on the same jobs",
+        help="train an agent, evaluate one algorithm, compare several on the same jobs, or run a study (--study)",
     )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
     g.add_argument(
@@ -94,6 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
         "when --models_dir holds an earlier run's _ep<N>/_interrupted checkpoints of that algo and seed",
     )
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
+    g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; README, Sweeps)")
+    g.add_argument(
+        "--study",
+        default=None,
+        help="sweep: the study file, TOML (required with --mode sweep; there --resume alone skips finished runs)",
+    )
+    g.add_argument(
+        "--workers", type=int, default=None, help="sweep: runs at a time (default: all cores, os.cpu_count())"
+    )
+    g.add_argument(
+        "--backend", choices=("local", "ray"), default="local", help="sweep: where the runs execute"
+    )
+    g.add_argument(
+        "--address", default=None, help="sweep: address of a Ray cluster (default: start a local Ray)"
+    )
     g = p.add_argument_group("workload")
     g.add_argument("--workload_type", default=w.workload_type, help=" | ".join(WORKLOAD_TYPES))
     g.add_argument(
@@ -333,14 +348,37 @@ def _one_line_warning(python_form, message, category, filename, lineno, file=Non
         python_form(message, category, filename, lineno, file, line)
 
 
+def _sweep(argv: list[str]) -> int | None:
+    """--mode sweep runs here (its own parser: there --resume is a flag, skip finished runs): its exit status.
+    None for the other modes, after refusing the sweep's own options there."""
+    pre = argparse.ArgumentParser(add_help=False)
+    for option in ("--mode", "--study", "--workers", "--backend", "--address"):
+        pre.add_argument(option)
+    known = pre.parse_known_args(argv)[0]
+    if known.mode == "sweep":
+        from sweep.cli import sweep_main
+
+        return sweep_main(argv)
+    if any(getattr(known, k) is not None for k in ("study", "workers", "backend", "address")):
+        print(
+            "error: --study, --workers, --backend and --address are options of --mode sweep", file=sys.stderr
+        )
+        return 2
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     with warnings.catch_warnings():
         python_form = warnings.showwarning
         warnings.showwarning = lambda *args, **kwargs: _one_line_warning(python_form, *args, **kwargs)
+        swept = _sweep(argv)
+        if swept is not None:
+            return swept
         return _main(argv)
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     parser.error = usage_error  # argparse's own mistakes (bad int, missing value) also get one `error:` line
     args = parser.parse_args(argv)

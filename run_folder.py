@@ -50,7 +50,8 @@ RUN_SUBDIR = re.compile(r"[a-z0-9]+_seed\d+")
 """compare mode: one subfolder per (algorithm, seed), e.g. fcfs_seed0/"""
 
 # Options that say where and how visibly a run writes, not what it computes: left out of run_config.json.
-NOT_RECORDED = ("log_dir", "progress", "overwrite")
+NOT_RECORDED = ("log_dir", "progress", "overwrite", "explicit_options")
+"""(explicit_options: which options were typed rather than defaulted; the same run either way)"""
 VERSIONED_PACKAGES = ("numpy", "simpy", "gymnasium", "pandas", "matplotlib", "torch")
 
 

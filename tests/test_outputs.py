@@ -177,6 +177,16 @@ def test_rerunning_the_same_run_into_its_folder_rewrites_the_same_bytes(tmp_path
     assert snapshot(tmp_path / "b") == first
 
 
+def test_typing_a_default_or_overwrite_records_the_same_run(tmp_path):
+    """Which options were typed (rather than defaulted) and --overwrite do not change what a run computes: the same
+    bytes, the same default folder name."""
+    args = ["--mode", "compare", "--algos", "fcfs,easy", "--seeds", "1", *TINY]
+    assert main([*args, "--log_dir", str(tmp_path / "a")]) == 0
+    typed = ["--runtime_info", "oracle", "--multi_node_factor", "1.2", "--overwrite"]
+    assert main([*args, *typed, "--log_dir", str(tmp_path / "b")]) == 0
+    assert snapshot(tmp_path / "b") == snapshot(tmp_path / "a")
+
+
 def test_a_folder_another_live_run_writes_into_is_refused_and_a_stale_lock_is_taken_over(tmp_path, capsys):
     exp = tmp_path / "exp"
     exp.mkdir()

@@ -1,0 +1,285 @@
+"""Study files: parse and validate a TOML study and expand it into the ordered list of runs it names."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from env.scenario import UserError
+
+SCALAR = str | int | float | bool
+TOP_KEYS = ("name", "description", "options", "grid", "runs", "train")
+TRAIN_KEYS = ("options", "grid", "runs")
+# Set by the sweep itself, never by a study: where each run writes and how it reports.
+STUDY_SET = ("log_dir", "no_progress", "overwrite", "study", "workers", "backend", "address", "help")
+TRAIN_VARIES = ("algo", "seed")
+"""a training grid may vary only these: its models are named <algo>_seed<S>_*.pt in the study's models/"""
+SEED_KEYS = ("seed", "seeds")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a study: the CLI options it is given (log_dir and models_dir are added per study folder)."""
+
+    index: int
+    name: str
+    """subfolder under runs/: train_NNN_... or NNN_..., named by the options that vary"""
+    phase: str
+    """train | eval (every train run finishes before any eval run starts)"""
+    options: tuple[tuple[str, SCALAR | tuple[SCALAR, ...]], ...]
+    """option name (no dashes) -> value, in the study's order: fixed options, then grid or run keys"""
+
+    def value(self, key: str) -> Any:
+        return dict(self.options).get(key)
+
+
+@dataclass(frozen=True)
+class Study:
+    path: Path
+    name: str
+    sha256: str
+    runs: tuple[RunSpec, ...]
+    params: tuple[str, ...]
+    """every option a run of the study sets, in order: the columns of results.csv"""
+    varying: tuple[str, ...]
+    """the options that vary between runs (grid and [[runs]] keys)"""
+    has_train: bool
+
+
+def parser_actions() -> dict[str, argparse.Action]:
+    """dest -> action of every option of main.py a study may set."""
+    from main import build_parser
+
+    return {
+        a.dest: a
+        for a in build_parser()._actions
+        if a.option_strings and a.dest not in STUDY_SET and a.dest != argparse.SUPPRESS
+    }
+
+
+def load_study(path: str | Path) -> Study:
+    """Read, validate and expand a study file; any problem is a UserError naming the file and the key."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise UserError(f"--study {path}: cannot read it ({err.strerror})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{path}: not valid TOML: {err}") from None
+    return expand(data, path, hashlib.sha256(raw).hexdigest())
+
+
+def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
+    actions = parser_actions()
+    where = str(path)
+    _known(data, TOP_KEYS, where, "top level")
+    name = data.get("name", path.stem)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise UserError(f"{where}: key 'name': expected letters, digits, '_', '.', '-', got {name!r}")
+    train = data.get("train", {})
+    if not isinstance(train, dict):
+        raise UserError(f"{where}: key 'train': expected a table ([train.options], [train.grid])")
+    _known(train, TRAIN_KEYS, where, "[train]")
+
+    runs: list[RunSpec] = []
+    params: list[str] = []
+    varying: list[str] = []
+    if train:
+        t_options = _options(train.get("options", {}), actions, where, "[train.options]")
+        if t_options.get("mode", "train") != "train":
+            raise UserError(f"{where}: [train.options] key 'mode': training runs are mode 'train'")
+        if "models_dir" in t_options:
+            raise UserError(
+                f"{where}: [train.options] key 'models_dir': the study's models live in its folder"
+            )
+        t_options = {"mode": "train", **{k: v for k, v in t_options.items() if k != "mode"}}
+        combos, keys = _combos(train, actions, where, "[train.grid]", "[[train.runs]]")
+        for key in keys:
+            if key not in TRAIN_VARIES:
+                raise UserError(
+                    f"{where}: [train.grid] key {key!r}: training may vary only {' and '.join(TRAIN_VARIES)} "
+                    "(models are named by them); put a fixed value in [train.options] or use another study"
+                )
+        _extend(params, list(t_options) + keys)
+        _extend(varying, keys)
+        for i, combo in enumerate(combos):
+            options = {**t_options, **combo}
+            runs.append(RunSpec(len(runs), _folder_name(f"train_{i:03d}", combo), "train", _freeze(options)))
+
+    options = _options(data.get("options", {}), actions, where, "[options]")
+    if train and "models_dir" in options:
+        raise UserError(f"{where}: [options] key 'models_dir': with [train], runs use the study's models/")
+    combos, keys = _combos(data, actions, where, "[grid]", "[[runs]]")
+    _extend(params, ["mode"] + list(options) + keys)
+    _extend(varying, keys)
+    for i, combo in enumerate(combos):
+        merged = {"mode": "eval", **options, **combo}
+        if merged["mode"] == "train":
+            raise UserError(
+                f"{where}: key 'mode': training runs go in [train] (they finish before evaluations)"
+            )
+        if merged["mode"] == "sweep":
+            raise UserError(f"{where}: key 'mode': a study cannot run a sweep")
+        runs.append(RunSpec(len(runs), _folder_name(f"{i:03d}", combo), "eval", _freeze(merged)))
+    return Study(path, name, sha256, tuple(runs), tuple(params), tuple(varying), bool(train))
+
+
+def _known(table: dict[str, Any], allowed: tuple[str, ...], where: str, what: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise UserError(f"{where}: {what} key {key!r} is unknown; allowed: {', '.join(allowed)}")
+
+
+def _options(table: Any, actions: dict[str, argparse.Action], where: str, what: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise UserError(f"{where}: {what}: expected a table of options")
+    return {key: _checked(key, value, actions, where, what) for key, value in table.items()}
+
+
+def _combos(
+    table: dict[str, Any], actions: dict[str, argparse.Action], where: str, grid_what: str, runs_what: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each explicit run (one table of options; a single empty one when there is no list) crossed with the grid's
+    cartesian product (keys in file order, last key fastest): runs outer, grid inner."""
+    grid = table.get("grid")
+    runs = table.get("runs")
+    if grid is None and runs is None:
+        raise UserError(
+            f"{where}: no runs: give {grid_what} (lists of values) or {runs_what} (one table per run)"
+        )
+    cases: list[dict[str, Any]] = [{}]
+    keys: list[str] = []
+    if runs is not None:
+        if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+            raise UserError(f"{where}: {runs_what}: expected one or more tables of options")
+        cases = []
+        for n, run in enumerate(runs):
+            checked = {k: _checked(k, v, actions, where, f"{runs_what} #{n + 1}") for k, v in run.items()}
+            _extend(keys, list(checked))
+            cases.append(checked)
+    points: list[dict[str, Any]] = [{}]
+    if grid is not None:
+        if not isinstance(grid, dict):
+            raise UserError(f"{where}: {grid_what}: expected a table of lists")
+        if not grid:
+            raise UserError(f"{where}: {grid_what} is empty: give each varied option a list of values")
+        values = []
+        for key, vals in grid.items():
+            if key in keys:
+                raise UserError(
+                    f"{where}: {grid_what} key {key!r} is also set in {runs_what}: set it in one place"
+                )
+            if not isinstance(vals, list):
+                raise UserError(f"{where}: {grid_what} key {key!r}: expected a list of values, got {vals!r}")
+            if not vals:
+                raise UserError(f"{where}: {grid_what} key {key!r}: empty list (the grid would have no runs)")
+            values.append([_checked(key, v, actions, where, grid_what) for v in vals])
+        points = [dict(zip(grid, c, strict=True)) for c in itertools.product(*values)]
+        _extend(keys, list(grid))
+    return [{**case, **point} for case in cases for point in points], keys
+
+
+def _checked(key: str, value: Any, actions: dict[str, argparse.Action], where: str, what: str) -> Any:
+    """The value as the option's type accepts it; a wrong type or choice is a UserError naming file and key."""
+    action = actions.get(key)
+    if action is None:
+        if key in STUDY_SET:
+            raise UserError(
+                f"{where}: {what} key {key!r} is set by the sweep itself (per study, not per run)"
+            )
+        raise UserError(
+            f"{where}: {what} key {key!r} is not an option of main.py (see python main.py --help)"
+        )
+
+    def bad(expected: str) -> UserError:
+        return UserError(f"{where}: {what} key {key!r}: expected {expected}, got {value!r}")
+
+    if isinstance(action, argparse._StoreTrueAction):
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    kind = action.type
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+    elif kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad("a number")
+        value = float(value)
+    elif kind is None:
+        if not isinstance(value, str):
+            raise bad("a string")
+    else:  # list options (--algos, --seeds, --validation_seeds): a TOML list or the CLI's comma-separated text
+        if isinstance(value, list):
+            if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in value):
+                raise bad("a list of strings or integers")
+            value = tuple(value)
+        elif not isinstance(value, str):
+            raise bad("a list or comma-separated text")
+        try:
+            kind(_text(value))
+        except (argparse.ArgumentTypeError, ValueError) as err:
+            raise UserError(f"{where}: {what} key {key!r}: {err}") from None
+    if action.choices is not None and value not in action.choices:
+        raise UserError(
+            f"{where}: {what} key {key!r}: {value!r} is not one of {', '.join(map(str, action.choices))}"
+        )
+    return value
+
+
+def _text(value: Any) -> str:
+    """A value as written on the command line."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def argv_of(options: tuple[tuple[str, Any], ...]) -> list[str]:
+    """The command line (after `python main.py`) that sets these options."""
+    argv: list[str] = []
+    for key, value in options:
+        if value is True:
+            argv.append(f"--{key}")
+        elif value is not False:
+            argv += [f"--{key}", _text(value)]
+    return argv
+
+
+def cell(value: Any) -> str:
+    """A parameter value as written in results.csv (the command line's text; '' when a run does not set it)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return _text(value)
+
+
+def _freeze(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(options.items())
+
+
+def _extend(into: list[str], keys: list[str]) -> None:
+    into += [k for k in keys if k not in into]
+
+
+def _folder_name(prefix: str, combo: dict[str, Any]) -> str:
+    """prefix + _key=value per varied option (paths by their file name), at most 80 characters (then a hash)."""
+    parts = [prefix] + [
+        f"{k}={Path(cell(v)).name if k.endswith('_path') else cell(v)}" for k, v in combo.items()
+    ]
+    name = re.sub(r"[^A-Za-z0-9.=,_-]+", "-", "_".join(parts))
+    if len(name) > 80:
+        name = name[:71] + "_" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return name

@@ -1,0 +1,350 @@
+"""Sweeps: study files (expansion, validation), a study end to end, byte identity across worker counts and Ray,
+failed runs, --resume and the study folder rules."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from main import main
+from sweep.report import mean_ci95, t975
+from sweep.study import load_study
+
+TINY = """
+name = "tiny"
+[options]
+difficulty = "easy"
+num_jobs = 15
+[grid]
+algo = ["fcfs", "easy"]
+seed = [0, 1]
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _sweep(study: Path, out: Path, *extra: str) -> int:
+    return main(["--mode", "sweep", "--study", str(study), "--log_dir", str(out), "--no_progress", *extra])
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every file under folder (relative path -> bytes), except the captured output logs and study_config.json
+    (whose run command lines name the folder)."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.parts[len(folder.parts)] != "output" and p.name != "study_config.json"
+    }
+
+
+# ---------------------------------------------------------------- expansion and validation
+
+
+def test_grid_expands_in_file_order_last_key_fastest_crossed_with_each_run(tmp_path):
+    study = load_study(
+        _write(
+            tmp_path,
+            'name = "x"\n[options]\nnum_jobs = 10\n[grid]\nalgo = ["fcfs", "sjf"]\nload_factor = [0.5, 1]\n'
+            '[[runs]]\ndifficulty = "easy"\n[[runs]]\ndifficulty = "hard"\nseed = 3\n',
+        )
+    )
+    assert [s.name for s in study.runs] == [
+        "000_difficulty=easy_algo=fcfs_load_factor=0.5",
+        "001_difficulty=easy_algo=fcfs_load_factor=1.0",
+        "002_difficulty=easy_algo=sjf_load_factor=0.5",
+        "003_difficulty=easy_algo=sjf_load_factor=1.0",
+        "004_difficulty=hard_seed=3_algo=fcfs_load_factor=0.5",
+        "005_difficulty=hard_seed=3_algo=fcfs_load_factor=1.0",
+        "006_difficulty=hard_seed=3_algo=sjf_load_factor=0.5",
+        "007_difficulty=hard_seed=3_algo=sjf_load_factor=1.0",
+    ]
+    assert study.runs[1].options == (
+        ("mode", "eval"), ("num_jobs", 10), ("difficulty", "easy"), ("algo", "fcfs"), ("load_factor", 1.0),
+    )  # fmt: skip
+    assert study.params == ("mode", "num_jobs", "difficulty", "seed", "algo", "load_factor")
+    assert study.varying == ("difficulty", "seed", "algo", "load_factor")
+    assert study.runs[0].value("seed") is None and study.runs[4].value("seed") == 3
+    assert not study.has_train
+
+
+def test_train_runs_come_first_and_evaluations_use_the_study_models(tmp_path):
+    text = (
+        '[train.options]\ntotal_steps = 500\n[train.grid]\nalgo = ["d3qn", "sac"]\nseed = [0, 1]\n'
+        '[options]\nmode = "compare"\nalgos = ["fcfs", "d3qn", "sac"]\nseeds = [100, 101]\n[grid]\nseed = [0, 1]\n'
+    )
+    study = load_study(_write(tmp_path, text))
+    assert [(s.phase, s.name) for s in study.runs] == [
+        ("train", "train_000_algo=d3qn_seed=0"),
+        ("train", "train_001_algo=d3qn_seed=1"),
+        ("train", "train_002_algo=sac_seed=0"),
+        ("train", "train_003_algo=sac_seed=1"),
+        ("eval", "000_seed=0"),
+        ("eval", "001_seed=1"),
+    ]
+    assert study.runs[0].options == (("mode", "train"), ("total_steps", 500), ("algo", "d3qn"), ("seed", 0))
+    assert study.runs[4].value("algos") == ("fcfs", "d3qn", "sac") and study.has_train
+    from sweep.cli import run_argv
+
+    argv = run_argv(study, study.runs[4], Path("S"))
+    assert argv == [
+        "--mode", "compare", "--algos", "fcfs,d3qn,sac", "--seeds", "100,101", "--seed", "0",
+        "--log_dir", "S/runs/000_seed=0", "--no_progress", "--models_dir", "S/models",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[grid]\nalgoo = ['fcfs']\n", "[grid] key 'algoo' is not an option of main.py"),
+        ("[grid]\nseed = ['zero']\n", "[grid] key 'seed': expected an integer, got 'zero'"),
+        ("[grid]\nseed = [true]\n", "[grid] key 'seed': expected an integer, got True"),
+        (
+            "[options]\nload_factor = 'high'\n[grid]\nseed = [0]\n",
+            "[options] key 'load_factor': expected a number",
+        ),
+        (
+            "[grid]\ndifficulty = ['extreme']\n",
+            "[grid] key 'difficulty': 'extreme' is not one of easy, medium, hard",
+        ),
+        ("[grid]\nuniform_speed = [1]\n", "[grid] key 'uniform_speed': expected true or false"),
+        ("[grid]\nseeds = ['a,b']\n", "[grid] key 'seeds': expected comma-separated integers"),
+        ("[grid]\n", "[grid] is empty"),
+        ("[grid]\nseed = []\n", "[grid] key 'seed': empty list"),
+        ("[grid]\nseed = 3\n", "[grid] key 'seed': expected a list of values, got 3"),
+        ("[options]\nseed = 3\n", "no runs: give [grid]"),
+        ("[grid]\nlog_dir = ['x']\n", "[grid] key 'log_dir' is set by the sweep itself"),
+        ("[grids]\nseed = [0]\n", "top level key 'grids' is unknown"),
+        ("[[runs]]\nalgo = 'fcfs'\nwindow = 'big'\n", "[[runs]] #1 key 'window': expected an integer"),
+        ("[grid]\nmode = ['train']\n", "key 'mode': training runs go in [train]"),
+        (
+            "[train.options]\nalgo = 'd3qn'\n[train.grid]\ntotal_steps = [100, 200]\n[grid]\nseed = [0]\n",
+            "[train.grid] key 'total_steps': training may vary only algo and seed",
+        ),
+        ("[grid\nseed = [0]\n", "not valid TOML"),
+        ("[grid]\nseed = [0]\n[[runs]]\nseed = 1\n", "[grid] key 'seed' is also set in [[runs]]"),
+    ],
+)
+def test_study_mistakes_name_the_file_and_key_and_run_nothing(tmp_path, capsys, text, expected):
+    study = _write(tmp_path, text, "bad_study.toml")
+    out = tmp_path / "out"
+    assert _sweep(study, out) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {study}") and expected in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_each_run_is_validated_by_mains_own_checks_before_any_run(tmp_path, capsys):
+    study = _write(tmp_path, '[options]\nalgo = "d3qn"\n[grid]\nwindow = [4, 0]\n')
+    out = tmp_path / "out"
+    assert _sweep(study, out) == 2
+    err = capsys.readouterr().err
+    assert "run 001_window=0: --window must be > 0" in err and str(study) in err
+    assert not out.exists()
+
+
+def test_sweep_options_need_mode_sweep_and_run_options_go_in_the_study(tmp_path, capsys):
+    assert main(["--mode", "eval", "--study", "x.toml"]) == 2
+    assert "options of --mode sweep" in capsys.readouterr().err
+    study = _write(tmp_path, TINY)
+    assert main(["--mode", "sweep", "--study", str(study), "--seed", "3"]) == 2
+    assert "not from the command line: --seed 3" in capsys.readouterr().err
+    assert main(["--mode", "sweep", "--study", str(study), "--workers", "0"]) == 2
+    assert "--workers must be >= 1" in capsys.readouterr().err
+    assert main(["--mode", "sweep", "--study", str(study), "--address", "auto"]) == 2
+    assert "it needs --backend ray" in capsys.readouterr().err
+
+
+def test_t_quantiles_and_confidence_interval_by_hand():
+    assert t975(1) == pytest.approx(12.7062, abs=1e-4)
+    assert t975(9) == pytest.approx(2.2622, abs=1e-4)
+    assert t975(40) == pytest.approx(2.0211, abs=1e-4)  # past the table: Cornish-Fisher
+    assert t975(120) == pytest.approx(1.9799, abs=1e-4)
+    mean, ci = mean_ci95([1.0, 2.0, 3.0])  # s = 1, n = 3: 4.3027 / sqrt(3)
+    assert mean == 2.0 and ci == pytest.approx(4.302652730 / math.sqrt(3))
+    assert math.isnan(mean_ci95([5.0])[1]) and mean_ci95([5.0])[0] == 5.0
+
+
+def test_t_quantiles_match_scipy():
+    stats = pytest.importorskip("scipy.stats", reason="scipy absent: the by-hand quantiles above still run")
+    for df in (1, 2, 5, 10, 29, 30, 31, 35, 50, 100, 1000):
+        assert t975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=2e-5), df
+
+
+# ---------------------------------------------------------------- end to end (local backend)
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    """The TINY study run once with 1 worker: (study file, its folder)."""
+    tmp = tmp_path_factory.mktemp("tiny")
+    study = _write(tmp, TINY)
+    out = tmp / "w1"
+    assert _sweep(study, out, "--workers", "1") == 0
+    return study, out
+
+
+def test_tiny_study_writes_results_aggregate_plots_and_records(tiny_study):
+    study, out = tiny_study
+    rows = _csv(out / "results.csv")
+    assert [r["run"] for r in rows] == [
+        "000_algo=fcfs_seed=0",
+        "001_algo=fcfs_seed=1",
+        "002_algo=easy_seed=0",
+        "003_algo=easy_seed=1",
+    ]
+    assert {r["status"] for r in rows} == {"ok"} and {r["error"] for r in rows} == {""}
+    assert [(r["algo"], r["seed"], r["scheduler"], r["summary_seed"]) for r in rows] == [
+        ("fcfs", "0", "fcfs", "0"),
+        ("fcfs", "1", "fcfs", "1"),
+        ("easy", "0", "easy", "0"),
+        ("easy", "1", "easy", "1"),
+    ]
+    assert {r["num_jobs"] for r in rows} == {"15"} and {r["difficulty"] for r in rows} == {"easy"}
+    for r in rows:  # every summary metric of the run, as its summary.csv has it
+        (summary,) = _csv(out / "runs" / r["run"] / "summary.csv")
+        assert r["avg_jct_s"] == summary["avg_jct_s"] and r["completed"] == summary["completed"]
+    agg = _csv(out / "aggregate.csv")
+    assert [(a["scheduler"], a["n"]) for a in agg] == [("fcfs", "2"), ("easy", "2")]
+    jct = [float(r["avg_jct_s"]) for r in rows[:2]]
+    mean = (jct[0] + jct[1]) / 2
+    ci = 12.706204736 * abs(jct[0] - jct[1]) / math.sqrt(2) / math.sqrt(2)  # s = |a - b| / sqrt(2), n = 2
+    assert float(agg[0]["avg_jct_s_mean"]) == pytest.approx(mean, abs=1e-6)
+    assert float(agg[0]["avg_jct_s_ci95"]) == pytest.approx(ci, abs=1e-5)
+    for metric in ("avg_jct_s", "avg_wait_s", "avg_bounded_slowdown"):
+        assert (out / f"{metric}.png").stat().st_size > 0
+    assert (out / "study.toml").read_text() == study.read_text()
+    record = json.loads((out / "study_config.json").read_text())
+    assert record["result"] == {"ok": 4, "failed": 0, "not run": 0}
+    assert record["runs"][0]["argv"][:6] == ["--mode", "eval", "--difficulty", "easy", "--num_jobs", "15"]
+
+
+def test_a_study_run_equals_the_same_command_line_run_by_hand(tiny_study, tmp_path):
+    _, out = tiny_study
+    hand = tmp_path / "hand"
+    argv = ["--mode", "eval", "--difficulty", "easy", "--num_jobs", "15", "--algo", "easy", "--seed", "1"]
+    assert main([*argv, "--log_dir", str(hand), "--no_progress"]) == 0
+    run = out / "runs" / "003_algo=easy_seed=1"
+    for name in ("jobs.csv", "summary.csv", "cluster.csv", "workload_report.json", "run_config.json"):
+        assert (run / name).read_bytes() == (hand / name).read_bytes(), name
+
+
+def test_two_workers_give_byte_identical_files(tiny_study, tmp_path):
+    study, out = tiny_study
+    assert _sweep(study, tmp_path / "w2", "--workers", "2") == 0
+    one, two = _tree(out), _tree(tmp_path / "w2")
+    assert one.keys() == two.keys() and len(one) > 20
+    assert [k for k in one if one[k] != two[k]] == []
+
+
+@pytest.mark.ray
+def test_ray_gives_byte_identical_files(tiny_study, tmp_path):
+    pytest.importorskip("ray", reason="Ray absent: pip install -r requirements-ray.txt")
+    study, out = tiny_study
+    assert _sweep(study, tmp_path / "ray", "--backend", "ray", "--workers", "2") == 0
+    one, ray = _tree(out), _tree(tmp_path / "ray")
+    assert one.keys() == ray.keys()
+    assert [k for k in one if one[k] != ray[k]] == []
+
+
+def test_a_failed_run_is_recorded_and_the_study_goes_on(tmp_path, capsys):
+    study = _write(
+        tmp_path,
+        '[options]\ndifficulty = "easy"\n[[runs]]\nalgo = "fcfs"\nnum_jobs = 10\n'
+        '[[runs]]\nworkload_type = "csv"\nworkload_path = "no_such_jobs.csv"\n[[runs]]\nalgo = "sjf"\nnum_jobs = 10\n',
+    )
+    out = tmp_path / "out"
+    assert _sweep(study, out, "--workers", "2") == 1
+    rows = _csv(out / "results.csv")
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
+    assert rows[1]["error"].startswith("error: ") and "no_such_jobs.csv" in rows[1]["error"]
+    assert rows[1]["avg_jct_s"] == "" and rows[2]["avg_jct_s"] != ""
+    assert "no_such_jobs.csv" in (out / "output" / f"{rows[1]['run']}.log").read_text()
+    printed = capsys.readouterr().out
+    assert "2 ok, 1 failed" in printed and f"failed: {rows[1]['run']}" in printed
+    assert json.loads((out / "study_config.json").read_text())["result"] == {
+        "ok": 2,
+        "failed": 1,
+        "not run": 0,
+    }
+
+
+def test_resume_skips_complete_runs_and_reruns_interrupted_ones(tiny_study, tmp_path, capsys):
+    study, first = tiny_study
+    out = tmp_path / "again"
+    shutil.copytree(first, out)
+    runs = out / "runs"
+    stamp = {p: p.stat().st_mtime_ns for p in runs.rglob("jobs.csv")}
+    # run 001 was in flight when the study was killed: its run_config.json says it never finished
+    rc = runs / "001_algo=fcfs_seed=1" / "run_config.json"
+    record = json.loads(rc.read_text())
+    rc.write_text(json.dumps({**record, "outputs": None}))
+    shutil.rmtree(runs / "002_algo=easy_seed=0")  # and 002 had not started
+    capsys.readouterr()
+    assert _sweep(study, out, "--resume", "--workers", "1") == 0
+    assert "2 already complete (skipped)" in capsys.readouterr().out
+    for p, t in stamp.items():
+        rerun = p.parent.name in ("001_algo=fcfs_seed=1", "002_algo=easy_seed=0")
+        assert (p.stat().st_mtime_ns != t) == rerun, p
+    assert _tree(out) == _tree(first)
+
+
+def test_study_folder_holding_another_study_or_foreign_files_is_refused(tiny_study, tmp_path, capsys):
+    study, first = tiny_study
+    other = _write(tmp_path, TINY.replace("num_jobs = 15", "num_jobs = 12"), "other.toml")
+    out = tmp_path / "out"
+    shutil.copytree(first, out)
+    assert _sweep(other, out) == 2
+    assert "holds another study" in capsys.readouterr().err
+    (out / "notes.txt").write_text("mine")
+    assert _sweep(other, out, "--overwrite") == 2
+    assert "notes.txt" in capsys.readouterr().err and (out / "results.csv").exists()
+    (out / "notes.txt").unlink()
+    assert _sweep(other, out, "--overwrite", "--workers", "2") == 0
+    assert {r["num_jobs"] for r in _csv(out / "results.csv")} == {"12"}
+    assert (out / "study.toml").read_text() == other.read_text()
+
+
+def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path):
+    study = _write(
+        tmp_path,
+        '[train.options]\ntotal_steps = 150\ndemo_policy = "none"\nvalidation_seeds = "none"\n'
+        'difficulty = "easy"\nnum_jobs = 12\ndevice = "cpu"\n[train.grid]\nalgo = ["d3qn"]\nseed = [0]\n'
+        '[options]\nmode = "compare"\nalgos = ["fcfs", "d3qn"]\nseeds = [100]\ndifficulty = "easy"\n'
+        "num_jobs = 12\n[grid]\nseed = [0]\n",
+    )
+    out = tmp_path / "out"
+    assert _sweep(study, out, "--workers", "2") == 0
+    assert (out / "models" / "d3qn_seed0_final.pt").is_file()
+    rows = _csv(out / "results.csv")
+    assert [(r["run"], r["phase"], r["status"], r["scheduler"]) for r in rows] == [
+        ("train_000_algo=d3qn_seed=0", "train", "ok", ""),
+        ("000_seed=0", "eval", "ok", "fcfs"),
+        ("000_seed=0", "eval", "ok", "d3qn"),
+    ]
+    record = json.loads((out / "runs" / "000_seed=0" / "run_config.json").read_text())
+    assert record["run"]["checkpoints"]["d3qn"]["path"] == str(out / "models" / "d3qn_seed0_final.pt")
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.toml")))
+def test_shipped_studies_are_valid(path):
+    from sweep.cli import run_argv
+    from sweep.worker import parse_run
+
+    study = load_study(path)
+    assert study.runs and study.name == path.stem
+    for spec in study.runs:
+        parse_run(run_argv(study, spec, Path("logs") / "x"))
