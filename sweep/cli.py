@@ -33,7 +33,8 @@ STUDY_FILES = frozenset(
     {STUDY_COPY, STUDY_CONFIG, "results.csv", "aggregate.csv"} | {f"{m}.png" for m in MAIN_METRICS}
 )
 STUDY_DIRS = frozenset({"runs", "models", "output"})
-"""runs/<run>/: each run's usual files; models/: the study's trained models; output/<run>.log: what it printed"""
+"""runs/<run>/: each run's usual files; models/ (models/<set>/ per model set): the study's trained models;
+output/<run>.log: what it printed"""
 
 
 def build_sweep_parser() -> argparse.ArgumentParser:
@@ -83,8 +84,8 @@ def default_study_dir(study: Study) -> Path:
 def run_argv(study: Study, spec: RunSpec, folder: Path) -> list[str]:
     """The run's command line: its options, then where it writes (as a user would type it by hand)."""
     argv = argv_of(spec.options) + ["--log_dir", str(folder / "runs" / spec.name), "--no_progress"]
-    if study.has_train:
-        argv += ["--models_dir", str(folder / "models")]
+    if spec.models:  # training runs and evaluations that run an agent: their model set's folder in the study
+        argv += ["--models_dir", str(folder / spec.models)]
     return argv
 
 

@@ -18,8 +18,11 @@ TOP_KEYS = ("name", "description", "options", "grid", "runs", "train")
 TRAIN_KEYS = ("options", "grid", "runs")
 # Set by the sweep itself, never by a study: where each run writes and how it reports.
 STUDY_SET = ("log_dir", "no_progress", "overwrite", "study", "workers", "backend", "address", "help")
-TRAIN_VARIES = ("algo", "seed")
-"""a training grid may vary only these: its models are named <algo>_seed<S>_*.pt in the study's models/"""
+MODEL_NAMED_BY = ("algo", "seed")
+"""a training run's models are named <algo>_seed<S>_*.pt: the training options other than these that vary make
+model sets, each with its own folder models/<set> in the study"""
+TRAIN_FIXED = ("mode", "models_dir")
+"""training options a study cannot vary (every training run is mode train and writes into its model set's folder)"""
 SEED_KEYS = ("seed", "seeds")
 
 
@@ -34,8 +37,17 @@ class RunSpec:
     """train | eval (every train run finishes before any eval run starts)"""
     options: tuple[tuple[str, SCALAR | tuple[SCALAR, ...]], ...]
     """option name (no dashes) -> value, in the study's order: fixed options, then grid or run keys"""
+    models: str = ""
+    """its --models_dir relative to the study folder: models or models/<set> (training runs and evaluations that
+    run an agent, in a study with [train]); '' for runs that load or write no model"""
+    model_set: tuple[tuple[str, SCALAR | tuple[SCALAR, ...] | None], ...] = ()
+    """the varying training options (other than algo and seed) of the model set it writes or loads; () when the
+    study has a single model set or the run uses none"""
 
     def value(self, key: str) -> Any:
+        """An option's value; train_<key>: the value of <key> in the run's model set."""
+        if key.startswith("train_") and key not in dict(self.options):
+            return dict(self.model_set).get(key[len("train_") :])
         return dict(self.options).get(key)
 
 
@@ -48,7 +60,7 @@ class Study:
     params: tuple[str, ...]
     """every option a run of the study sets, in order: the columns of results.csv"""
     varying: tuple[str, ...]
-    """the options that vary between runs (grid and [[runs]] keys)"""
+    """the options that vary between runs (grid and [[runs]] keys; a model set's keys as train_<key>)"""
     has_train: bool
 
 
@@ -105,24 +117,44 @@ def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
         t_options = {"mode": "train", **{k: v for k, v in t_options.items() if k != "mode"}}
         combos, keys = _combos(train, actions, where, "[train.grid]", "[[train.runs]]")
         for key in keys:
-            if key not in TRAIN_VARIES:
+            if key in TRAIN_FIXED:
+                what = "[train.grid]" if key in train.get("grid", {}) else "[[train.runs]]"
                 raise UserError(
-                    f"{where}: [train.grid] key {key!r}: training may vary only {' and '.join(TRAIN_VARIES)} "
-                    "(models are named by them); put a fixed value in [train.options] or use another study"
+                    f"{where}: {what} key {key!r}: training runs are mode 'train' and write into the study's "
+                    "models/ folder; it cannot vary"
                 )
-        _extend(params, list(t_options) + keys)
-        _extend(varying, keys)
+        set_keys = [k for k in keys if k not in MODEL_NAMED_BY]
+        sets = list(dict.fromkeys(tuple((k, c.get(k)) for k in set_keys) for c in combos))
+        set_dirs = _model_set_dirs(sets) if set_keys else {(): "models"}
+        _extend(params, list(t_options) + keys + [f"train_{k}" for k in set_keys])
+        _extend(varying, [f"train_{k}" for k in set_keys] + [k for k in keys if k in MODEL_NAMED_BY])
         for i, combo in enumerate(combos):
             options = {**t_options, **combo}
-            runs.append(RunSpec(len(runs), _folder_name(f"train_{i:03d}", combo), "train", _freeze(options)))
+            model_set = tuple((k, combo.get(k)) for k in set_keys)
+            runs.append(
+                RunSpec(
+                    len(runs),
+                    _folder_name(f"train_{i:03d}", combo),
+                    "train",
+                    _freeze(options),
+                    set_dirs[model_set],
+                    model_set,
+                )
+            )
+    else:
+        sets, set_dirs = [()], {(): ""}
 
     options = _options(data.get("options", {}), actions, where, "[options]")
     if train and "models_dir" in options:
         raise UserError(f"{where}: [options] key 'models_dir': with [train], runs use the study's models/")
     combos, keys = _combos(data, actions, where, "[grid]", "[[runs]]")
+    if train and "models_dir" in keys:
+        what = "[grid]" if "models_dir" in data.get("grid", {}) else "[[runs]]"
+        raise UserError(f"{where}: {what} key 'models_dir': with [train], runs use the study's models/")
     _extend(params, ["mode"] + list(options) + keys)
     _extend(varying, keys)
-    for i, combo in enumerate(combos):
+    i = 0
+    for combo in combos:
         merged = {"mode": "eval", **options, **combo}
         if merged["mode"] == "train":
             raise UserError(
@@ -130,8 +162,42 @@ def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
             )
         if merged["mode"] == "sweep":
             raise UserError(f"{where}: key 'mode': a study cannot run a sweep")
-        runs.append(RunSpec(len(runs), _folder_name(f"{i:03d}", combo), "eval", _freeze(merged)))
+        # an evaluation that runs an agent is crossed with every model set; one that runs none is run once
+        agent = _runs_agent(merged, actions)
+        for model_set in sets if agent else [()]:
+            set_parts = {f"train_{k}": v for k, v in model_set if v is not None}
+            run_name = _folder_name(f"{i:03d}", set_parts | combo)
+            models = set_dirs[model_set] if agent else ""
+            runs.append(RunSpec(len(runs), run_name, "eval", _freeze(merged), models, model_set))
+            i += 1
     return Study(path, name, sha256, tuple(runs), tuple(params), tuple(varying), bool(train))
+
+
+def _runs_agent(options: dict[str, Any], actions: dict[str, argparse.Action]) -> bool:
+    """Whether an evaluation runs an RL agent (eval: --algo, default easy; compare: --algos, default heuristics)."""
+    from main import AGENTS
+
+    if options["mode"] == "compare":
+        algos = options.get("algos")
+        names = actions["algos"].type(_text(algos)) if algos is not None else actions["algos"].default
+        return any(str(a).lower() in AGENTS for a in names)
+    return str(options.get("algo", actions["algo"].default)).lower() in AGENTS
+
+
+def _model_set_dirs(sets: list[tuple[tuple[str, Any], ...]]) -> dict[tuple[tuple[str, Any], ...], str]:
+    """models/<key=value_...> per model set (the values its training runs set; 'default' when they set none);
+    names that would coincide (paths with the same file name) get a hash of the set's values."""
+    names = {
+        s: _folder_name("", {k: v for k, v in s if v is not None}).lstrip("_") or "default" for s in sets
+    }
+    counts: dict[str, int] = {}
+    for n in names.values():
+        counts[n] = counts.get(n, 0) + 1
+    return {
+        s: "models/"
+        + (n if counts[n] == 1 else f"{n[:71]}_{hashlib.sha256(repr(s).encode()).hexdigest()[:8]}")
+        for s, n in names.items()
+    }
 
 
 def _known(table: dict[str, Any], allowed: tuple[str, ...], where: str, what: str) -> None:

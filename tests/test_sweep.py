@@ -106,6 +106,98 @@ def test_train_runs_come_first_and_evaluations_use_the_study_models(tmp_path):
     ]  # fmt: skip
 
 
+def test_with_a_single_model_set_evaluations_that_run_no_agent_get_no_models_dir(tmp_path):
+    text = (
+        '[train.grid]\nalgo = ["sac"]\n[[runs]]\nalgo = "fcfs"\n[[runs]]\nalgo = "sac"\n'
+        '[[runs]]\nmode = "compare"\n[[runs]]\nmode = "compare"\nalgos = "easy,SAC"\n'
+    )
+    study = load_study(_write(tmp_path, text))
+    assert [(s.name, s.models, s.model_set) for s in study.runs] == [
+        ("train_000_algo=sac", "models", ()),
+        ("000_algo=fcfs", "", ()),
+        ("001_algo=sac", "models", ()),
+        ("002_mode=compare", "", ()),  # compare's default --algos: fcfs, sjf, easy
+        ("003_mode=compare_algos=easy,SAC", "models", ()),
+    ]
+    from sweep.cli import run_argv
+    from sweep.worker import parse_run
+
+    for spec in study.runs:
+        parse_run(run_argv(study, spec, Path("S")))
+    assert run_argv(study, study.runs[1], Path("S"))[-1] == "--no_progress"
+    assert run_argv(study, study.runs[2], Path("S"))[-2:] == ["--models_dir", "S/models"]
+
+
+def test_a_train_grid_varying_the_budget_makes_model_sets_crossed_with_agent_evaluations(tmp_path):
+    text = (
+        '[train.options]\nalgo = "d3qn"\n[train.grid]\ntotal_steps = [100, 200]\nseed = [0, 1]\n'
+        '[options]\nmode = "compare"\nseeds = [100]\n[[runs]]\nalgos = ["fcfs", "easy"]\n'
+        '[[runs]]\nalgos = ["fcfs", "d3qn"]\n[grid]\nseed = [0, 1]\n'
+    )
+    study = load_study(_write(tmp_path, text))
+    # 2 budgets x 2 seeds of training; the heuristics-only compare runs once per seed, the one with d3qn once per
+    # seed and budget (budget inner), each loading the models of its budget
+    assert [(s.phase, s.name, s.models) for s in study.runs] == [
+        ("train", "train_000_total_steps=100_seed=0", "models/total_steps=100"),
+        ("train", "train_001_total_steps=100_seed=1", "models/total_steps=100"),
+        ("train", "train_002_total_steps=200_seed=0", "models/total_steps=200"),
+        ("train", "train_003_total_steps=200_seed=1", "models/total_steps=200"),
+        ("eval", "000_algos=fcfs,easy_seed=0", ""),
+        ("eval", "001_algos=fcfs,easy_seed=1", ""),
+        ("eval", "002_train_total_steps=100_algos=fcfs,d3qn_seed=0", "models/total_steps=100"),
+        ("eval", "003_train_total_steps=200_algos=fcfs,d3qn_seed=0", "models/total_steps=200"),
+        ("eval", "004_train_total_steps=100_algos=fcfs,d3qn_seed=1", "models/total_steps=100"),
+        ("eval", "005_train_total_steps=200_algos=fcfs,d3qn_seed=1", "models/total_steps=200"),
+    ]
+    assert study.runs[2].options == (("mode", "train"), ("algo", "d3qn"), ("total_steps", 200), ("seed", 0))
+    assert study.runs[7].options == (
+        ("mode", "compare"),
+        ("seeds", (100,)),
+        ("algos", ("fcfs", "d3qn")),
+        ("seed", 0),
+    )
+    assert study.params == ("mode", "algo", "total_steps", "seed", "train_total_steps", "seeds", "algos")
+    assert study.varying == ("train_total_steps", "seed", "algos")
+    assert [s.value("train_total_steps") for s in study.runs] == [
+        100,
+        100,
+        200,
+        200,
+        None,
+        None,
+        100,
+        200,
+        100,
+        200,
+    ]
+    assert study.runs[7].value("total_steps") is None
+    from sweep.cli import run_argv
+    from sweep.report import group_columns
+
+    assert group_columns(study) == ["train_total_steps", "scheduler"]
+    assert run_argv(study, study.runs[7], Path("S"))[-2:] == ["--models_dir", "S/models/total_steps=200"]
+    assert run_argv(study, study.runs[2], Path("S"))[-2:] == ["--models_dir", "S/models/total_steps=200"]
+    assert "--models_dir" not in run_argv(study, study.runs[4], Path("S"))  # runs no agent: loads no model
+
+
+def test_model_sets_of_train_runs_that_set_different_keys(tmp_path):
+    text = (
+        '[train.grid]\nalgo = ["sac"]\n[[train.runs]]\n[[train.runs]]\nreward = "delay"\n'
+        '[[train.runs]]\nreward = "delay"\nwindow = 8\n[grid]\nalgo = ["sac", "fcfs"]\n'
+    )
+    study = load_study(_write(tmp_path, text))
+    assert [(s.name, s.models) for s in study.runs] == [
+        ("train_000_algo=sac", "models/default"),
+        ("train_001_reward=delay_algo=sac", "models/reward=delay"),
+        ("train_002_reward=delay_window=8_algo=sac", "models/reward=delay_window=8"),
+        ("000_algo=sac", "models/default"),
+        ("001_train_reward=delay_algo=sac", "models/reward=delay"),
+        ("002_train_reward=delay_train_window=8_algo=sac", "models/reward=delay_window=8"),
+        ("003_algo=fcfs", ""),
+    ]
+    assert study.params == ("mode", "reward", "window", "algo", "train_reward", "train_window")
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -131,8 +223,20 @@ def test_train_runs_come_first_and_evaluations_use_the_study_models(tmp_path):
         ("[[runs]]\nalgo = 'fcfs'\nwindow = 'big'\n", "[[runs]] #1 key 'window': expected an integer"),
         ("[grid]\nmode = ['train']\n", "key 'mode': training runs go in [train]"),
         (
-            "[train.options]\nalgo = 'd3qn'\n[train.grid]\ntotal_steps = [100, 200]\n[grid]\nseed = [0]\n",
-            "[train.grid] key 'total_steps': training may vary only algo and seed",
+            "[train.options]\nalgo = 'd3qn'\n[train.grid]\nmodels_dir = ['a', 'b']\n[grid]\nseed = [0]\n",
+            "[train.grid] key 'models_dir': training runs are mode 'train' and write into the study's models/",
+        ),
+        (
+            "[train.grid]\nalgo = ['d3qn']\n[[train.runs]]\nmode = 'eval'\n[grid]\nseed = [0]\n",
+            "[[train.runs]] key 'mode': training runs are mode 'train'",
+        ),
+        (
+            "[train.grid]\nalgo = ['d3qn']\nlog_dir = ['a']\n[grid]\nseed = [0]\n",
+            "[train.grid] key 'log_dir' is set by the sweep itself",
+        ),
+        (
+            "[train.grid]\nalgo = ['d3qn']\n[grid]\nmodels_dir = ['a']\n",
+            "[grid] key 'models_dir': with [train], runs use the study's models/",
         ),
         ("[grid\nseed = [0]\n", "not valid TOML"),
         ("[grid]\nseed = [0]\n[[runs]]\nseed = 1\n", "[grid] key 'seed' is also set in [[runs]]"),
@@ -337,6 +441,44 @@ def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path)
     ]
     record = json.loads((out / "runs" / "000_seed=0" / "run_config.json").read_text())
     assert record["run"]["checkpoints"]["d3qn"]["path"] == str(out / "models" / "d3qn_seed0_final.pt")
+
+
+def test_a_study_training_two_budgets_evaluates_each_budgets_model(tmp_path):
+    study = _write(
+        tmp_path,
+        '[train.options]\nalgo = "d3qn"\ndemo_policy = "none"\nvalidation_seeds = "none"\ndifficulty = "easy"\n'
+        'num_jobs = 10\ndevice = "cpu"\n[train.grid]\ntotal_steps = [100, 200]\nseed = [0]\n'
+        '[options]\ndifficulty = "easy"\nnum_jobs = 10\n[[runs]]\nalgo = "fcfs"\n[[runs]]\nalgo = "d3qn"\n'
+        "[grid]\nseed = [0]\n",
+    )
+    out = tmp_path / "out"
+    assert _sweep(study, out, "--workers", "2") == 0
+    small, big = (out / "models" / f"total_steps={n}" / "d3qn_seed0_final.pt" for n in (100, 200))
+    assert small.read_bytes() != big.read_bytes()
+    assert sorted(p.name for p in (out / "models").iterdir()) == ["total_steps=100", "total_steps=200"]
+    rows = _csv(out / "results.csv")
+    assert [
+        (r["run"], r["phase"], r["total_steps"], r["train_total_steps"], r["scheduler"]) for r in rows
+    ] == [
+        ("train_000_total_steps=100_seed=0", "train", "100", "100", ""),
+        ("train_001_total_steps=200_seed=0", "train", "200", "200", ""),
+        ("000_algo=fcfs_seed=0", "eval", "", "", "fcfs"),
+        ("001_train_total_steps=100_algo=d3qn_seed=0", "eval", "", "100", "d3qn"),
+        ("002_train_total_steps=200_algo=d3qn_seed=0", "eval", "", "200", "d3qn"),
+    ]
+    for run, model in (
+        ("001_train_total_steps=100_algo=d3qn_seed=0", small),
+        ("002_train_total_steps=200_algo=d3qn_seed=0", big),
+    ):
+        record = json.loads((out / "runs" / run / "run_config.json").read_text())
+        assert record["run"]["checkpoints"]["d3qn"]["path"] == str(model)
+    agg = _csv(out / "aggregate.csv")
+    assert [(a["train_total_steps"], a["scheduler"], a["n"]) for a in agg] == [
+        ("", "fcfs", "1"),
+        ("100", "d3qn", "1"),
+        ("200", "d3qn", "1"),
+    ]
+    assert [a["avg_jct_s_mean"] for a in agg[1:]] == [repr(round(float(r["avg_jct_s"]), 6)) for r in rows[3:]]
 
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.toml")))
