@@ -27,8 +27,9 @@ AGENTS = ("d3qn", "sac")
 
 def workload_tag(cfg: RunConfig) -> str:
     w = cfg.workload
-    if w.workload_type == "synthetic":
-        return f"synthetic-{w.difficulty}"
+    if w.workload_type == "synthetic":  # as the workload names itself: legacy keeps its old name
+        profile = "" if w.synthetic_profile == "legacy" else f"{w.synthetic_profile}-"
+        return f"synthetic-{profile}{w.difficulty}"
     return f"{w.workload_type}-{Path(w.workload_path).name.split('.')[0]}"
 
 

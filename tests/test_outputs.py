@@ -233,7 +233,7 @@ def test_default_folders_differ_when_anything_that_changes_results_differs(tmp_p
         assert main(args) == 0
         (new,) = set(Path("logs").iterdir()) - before
         folders[name] = new
-    assert folders["base"].name.startswith("eval_easy_synthetic-easy_seed0_")
+    assert folders["base"].name.startswith("eval_easy_synthetic-philly-easy_seed0_")
     assert folders["csv"].name.startswith("eval_easy_csv-jobs_seed0_")
     assert main(runs["base"]) == 0  # the same run again lands in its own folder
     # the same options over an edited input file are another run: another folder
@@ -486,3 +486,11 @@ def test_a_run_killed_while_replacing_another_is_refused_until_overwrite(tmp_pat
     assert (exp / ".replaced" / "summary.csv").exists()
     assert main([*args, "--overwrite"]) == 0
     assert not (exp / ".replaced").exists() and (exp / "summary.csv").exists()
+
+
+def test_default_folder_names_the_synthetic_profile(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for profile in ("legacy", "helios"):
+        assert main(["--mode", "eval", "--algo", "fcfs", *TINY, "--synthetic_profile", profile]) == 0
+    names = sorted(p.name.rsplit("_", 1)[0] for p in Path("logs").iterdir())
+    assert names == ["eval_fcfs_synthetic-easy_seed0", "eval_fcfs_synthetic-helios-easy_seed0"]
