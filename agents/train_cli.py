@@ -61,15 +61,12 @@ def heuristic_demonstrator(name: str):
 
 
 def check_train_options(cfg: RunConfig) -> None:
-    """Options a training needs, checked before any work (a mistake found after hours of training is lost)."""
-    if cfg.checkpoint_every_episodes <= 0:
-        raise UserError(
-            f"--checkpoint_every must be a positive number of episodes, got {cfg.checkpoint_every_episodes}"
-        )
-    bad = [s for s in cfg.validation_seeds if s < 0 or is_training_seed(s)]
+    """Options a training needs, checked before any work (a mistake found after hours of training is lost); the
+    ranges every mode shares (--checkpoint_every, negative seeds) are cli_checks.py's."""
+    bad = [s for s in cfg.validation_seeds if is_training_seed(s)]
     if bad:
         raise UserError(
-            "--validation_seeds must be >= 0 and below 1,000,000,000 (the training scenarios' range), got "
+            "--validation_seeds must be below 1,000,000,000 (the training scenarios' range), got "
             f"{','.join(map(str, bad))} ('none' = no validation)"
         )
     if cfg.device == "cuda":

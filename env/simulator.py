@@ -97,7 +97,6 @@ class View(NamedTuple):
     free: FreeState
     jobs: JobTable
     layout: ClusterLayout
-    multi_node_runtime_factor: float
     placements: Sequence[Placement | None]
 
     def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
@@ -129,7 +128,6 @@ class Simulator:
                 )
         self.workload = workload
         self.layout = layout
-        self.multi_node_runtime_factor = multi_node_runtime_factor
         known = np.array([j.runtime_s for j in jobs]) if known_runtime_s is None else known_runtime_s
         self.jobs = JobTable(jobs, layout, known, multi_node_runtime_factor)
         n = len(jobs)
@@ -276,7 +274,6 @@ class Simulator:
             self.free,
             self.jobs,
             self.layout,
-            self.multi_node_runtime_factor,
             self.placements,
         )
 

@@ -28,7 +28,7 @@ import numpy as np
 from env.cluster_spec import ClusterSpec
 from workloads import synthetic as legacy
 from workloads.estimates import requested_times_s
-from workloads.job import FULL_GPU_MILLI, Job, Workload
+from workloads.job import Workload
 from workloads.load import offered_load_factor
 from workloads.profiles import SyntheticProfile
 
@@ -105,32 +105,16 @@ def generate_profile(
 
     mem_gb = mem_gb_g[group_of_job]
     priority = priority_g[group_of_job]
-    jobs = tuple(
-        Job(
-            job_id=str(i),
-            arrival_s=a,
-            runtime_s=r,
-            num_gpus=k,
-            gpu_mem_gb=m,
-            gpu_milli=FULL_GPU_MILLI,
-            gpu_types=types_g[g],
-            priority=p,
-            estimate_s=e,
-            trace_status=s,
-        )
-        for i, (a, r, k, m, g, p, e, s) in enumerate(
-            zip(
-                arrival_s.tolist(),
-                runtime_s.tolist(),
-                gpus.tolist(),
-                mem_gb.tolist(),
-                group_of_job.tolist(),
-                priority.tolist(),
-                estimate_s.tolist(),
-                status.tolist(),
-                strict=True,
-            )
-        )
+    jobs = legacy.jobs_from_groups(
+        arrival_s,
+        runtime_s,
+        gpus,
+        mem_gb,
+        priority,
+        group_of_job,
+        types_g,
+        estimate_s=estimate_s,
+        trace_status=status,
     )
     report = {
         "generator": "synthetic",

@@ -101,29 +101,7 @@ def generate_synthetic(
 
     mem_gb = mem_gb_g[group_of_job]
     priority = priority_g[group_of_job]
-    jobs = tuple(
-        Job(
-            job_id=str(i),
-            arrival_s=a,
-            runtime_s=r,
-            num_gpus=k,
-            gpu_mem_gb=m,
-            gpu_milli=FULL_GPU_MILLI,
-            gpu_types=types_g[g],
-            priority=p,
-        )
-        for i, (a, r, k, m, g, p) in enumerate(
-            zip(
-                arrival_s.tolist(),
-                runtime_s.tolist(),
-                gpus.tolist(),
-                mem_gb.tolist(),
-                group_of_job.tolist(),
-                priority.tolist(),
-                strict=True,
-            )
-        )
-    )
+    jobs = jobs_from_groups(arrival_s, runtime_s, gpus, mem_gb, priority, group_of_job, types_g)
     report = {
         "generator": "synthetic",
         "cluster": cluster.name,
@@ -204,3 +182,42 @@ def _group_arrivals_s(num_groups: int, window_s: float, rng: np.random.Generator
         have += t_s.size
     interior_s = np.sort(np.concatenate(kept)[:need]) if need else np.zeros(0)
     return np.concatenate(([0.0], interior_s, [window_s]))
+
+
+def jobs_from_groups(
+    arrival_s: np.ndarray,
+    runtime_s: np.ndarray,
+    gpus: np.ndarray,
+    mem_gb: np.ndarray,
+    priority: np.ndarray,
+    group_of_job: np.ndarray,
+    types_g: list[tuple[str, ...]],
+    **per_job: np.ndarray,
+) -> tuple[Job, ...]:
+    """Whole-GPU Jobs from per-job arrays; a job accepts its submission group's types (`types_g[group]`).
+    `per_job` adds optional Job fields (estimate_s, trace_status) as arrays of the same length."""
+    extra = {name: values.tolist() for name, values in per_job.items()}
+    return tuple(
+        Job(
+            job_id=str(i),
+            arrival_s=a,
+            runtime_s=r,
+            num_gpus=k,
+            gpu_mem_gb=m,
+            gpu_milli=FULL_GPU_MILLI,
+            gpu_types=types_g[g],
+            priority=p,
+            **{name: values[i] for name, values in extra.items()},
+        )
+        for i, (a, r, k, m, g, p) in enumerate(
+            zip(
+                arrival_s.tolist(),
+                runtime_s.tolist(),
+                gpus.tolist(),
+                mem_gb.tolist(),
+                group_of_job.tolist(),
+                priority.tolist(),
+                strict=True,
+            )
+        )
+    )
