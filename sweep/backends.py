@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -63,6 +64,7 @@ def run_ray(jobs: Sequence[Job], workers: int | None, address: str | None) -> It
     }
     started_here = not ray.is_initialized()
     if started_here:
+        _check_reachable(address)
         try:
             ray.init(
                 address=address,
@@ -88,6 +90,24 @@ def run_ray(jobs: Sequence[Job], workers: int | None, address: str | None) -> It
             ray.cancel(ref, force=True)
         if started_here:
             ray.shutdown()
+
+
+def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """An explicit `host:port` that nothing answers on is an error at once: Ray itself retries for minutes."""
+    if address is None or address == "auto" or address.startswith(("ray://", "local")):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UserError(
+            f"--address {address}: expected HOST:PORT of a Ray head node, 'auto' or ray://HOST:PORT"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise UserError(
+            f"--address {address}: no Ray head answers there ({err.strerror or err}); start one with "
+            "`ray start --head` or leave --address out for a local Ray"
+        ) from None
 
 
 def describe(backend: str, workers: int | None, address: str | None) -> str:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cli_checks import usage_error
 from env.scenario import UserError
 from run_folder import code_version, git_dirty, read_run_config, run_files, short_hash
 from sweep.report import (
@@ -59,6 +60,7 @@ def build_sweep_parser() -> argparse.ArgumentParser:
 
 def sweep_main(argv: list[str]) -> int:
     parser = build_sweep_parser()
+    parser.error = usage_error  # one `error:` line for argparse's own mistakes, as in the other modes
     args, extra = parser.parse_known_args(argv)
     try:
         if extra:

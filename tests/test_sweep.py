@@ -490,3 +490,27 @@ def test_shipped_studies_are_valid(path):
     assert study.runs and study.name == path.stem
     for spec in study.runs:
         parse_run(run_argv(study, spec, Path("logs") / "x"))
+
+
+def test_a_sweep_option_argparse_refuses_is_one_error_line(tmp_path, capsys):
+    study = tmp_path / "s.toml"
+    study.write_text('[grid]\nalgo = ["fcfs"]\n')
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--mode", "sweep", "--study", str(study), "--backend", "foo"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("error: argument --backend: invalid choice")
+    assert err.count("\n") == 1 and "usage:" not in err
+
+
+def test_a_ray_address_nothing_answers_on_is_an_error_at_once(tmp_path, capsys):
+    pytest.importorskip("ray", reason="Ray is not installed (pip install -r requirements-ray.txt)")
+    import socket
+
+    with socket.socket() as s:  # a loopback port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    study = tmp_path / "s.toml"
+    study.write_text('[grid]\nalgo = ["fcfs"]\ndifficulty = ["easy"]\nnum_jobs = [10]\n')
+    args = ["--mode", "sweep", "--study", str(study), "--backend", "ray", "--address", f"127.0.0.1:{port}"]
+    assert main([*args, "--no_progress", "--log_dir", str(tmp_path / "out")]) == 2
+    assert f"--address 127.0.0.1:{port}: no Ray head answers there" in capsys.readouterr().err
