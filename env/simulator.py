@@ -108,7 +108,8 @@ class View(NamedTuple):
     done (seconds of the job's reference runtime) and `attained_gpu_s` the GPU-seconds of service attained, both
     as of the start of the job's current run (use `progress_now`/`attained_now` for a running job); `preemptions`
     counts its suspensions; `run_start_s`, `run_work_start_s` and `run_speed` describe its current (or last) run:
-    when it started, when its work started after the restore overhead, and its effective speed.
+    when it started, when its work started after the restore overhead, and its effective speed;
+    `preempted_at_s` is when it was last preempted (NaN if never).
     `restore_overhead_s` is what a preempted job pays when started again. A preempted job waits in `queue` in
     arrival order; in `queue_by_runtime` and `queue_by_shape_runtime` its key is its REMAINING known runtime
     (known runtime - progress; restore overhead excluded).
@@ -132,6 +133,7 @@ class View(NamedTuple):
     run_start_s: Sequence[float]
     run_work_start_s: Sequence[float]
     run_speed: Sequence[float]
+    preempted_at_s: Sequence[float]
     restore_overhead_s: float
 
     def progress_now(self, job: int) -> float:
@@ -211,6 +213,7 @@ class Simulator:
         self.run_start_s = [0.0] * n
         self.run_work_start_s = [0.0] * n
         self.run_speed = [0.0] * n
+        self.preempted_at_s = [float("nan")] * n
         self._held_s = [0.0] * n  # seconds held in closed (preempted) runs
         self._closed_runs: list[tuple[int, float, float, Placement]] = []  # (job, start, end, placement)
         self._wakeups: set[float] = set()
@@ -379,6 +382,7 @@ class Simulator:
             self.run_start_s,
             self.run_work_start_s,
             self.run_speed,
+            self.preempted_at_s,
             self.restore_overhead_s,
         )
 
@@ -452,6 +456,7 @@ class Simulator:
             self.progress_s[i] = min(self.progress_s[i] + work_s * self.run_speed[i], jt.runtime_s[i])
         self._account_run(i, now)
         self.preemptions[i] += 1
+        self.preempted_at_s[i] = now
         self._closed_runs.append((i, self.run_start_s[i], now, p))
         # back in the queue, in arrival order, keyed by its remaining known runtime
         key = self._qkey[i] = max(jt.known_runtime_s[i] - self.progress_s[i], 0.0)
