@@ -88,7 +88,24 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     if rest is None:
         return plan.decisions, reservations
     prof = _Profile(view, plan.snapshot(), started)
-    for i in _chain(rest, queue):
+    todo = [rest, *queue]
+    if not want_reservations:
+        # the fewest whole GPUs any job from here on needs (a fractional job: 1, or a share of a shared GPU):
+        # once the capacity now cannot start any of them, later reservations cannot change this instant's starts
+        need_k = [0] * len(todo)
+        any_frac = [False] * len(todo)
+        k_min, frac = 1 << 62, False
+        for x in range(len(todo) - 1, -1, -1):
+            _, k, milli, _, _ = shape[todo[x]]
+            if milli < FULL:
+                k, frac = 1, True
+            k_min = min(k_min, k)
+            need_k[x], any_frac[x] = k_min, frac
+    for x, i in enumerate(todo):
+        if not want_reservations and int(prof.free[:, 0].sum()) < need_k[x]:
+            free = plan.free
+            if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
+                break
         r, p = prof.reserve(i, plan)
         if p is not None:
             plan.add(i, p)
@@ -96,11 +113,6 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
         if want_reservations:
             reservations.append(r)
     return plan.decisions, reservations
-
-
-def _chain(first: int, rest):
-    yield first
-    yield from rest
 
 
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
@@ -122,12 +134,13 @@ def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> np.ndarray:
 
 
 class _Profile:
-    """Free whole GPUs per node (columns) over time rows: row r holds during [times[r], times[r+1])."""
+    """Free whole GPUs of each node over time, one step function per node (row n of `t`/`free`): node n has
+    `free[n, j]` free GPUs during [t[n, j], t[n, j + 1]) for j < count[n]; the last one lasts forever. Unused
+    entries hold t = inf and the last value, so whole-array operations need no masks."""
 
     def __init__(self, view: View, free: FreeState, started: list[tuple[float, Placement]]):
         self.view = view
         self.layout = layout = view.layout
-        self.free = free  # capacity now after the fast-path starts (the plan copies before changing it)
         now = view.now_s
         placements = view.placements
         gpu_node = layout.gpu_node
@@ -167,77 +180,106 @@ class _Profile:
             t_list.append(end)
             n_list.append(gpu_node[g])
             c_list.append(1)
-        # row 0: the capacity now; a zero-length row at `now` for overrunning jobs' releases; then each end
-        t_arr = np.maximum(np.asarray(t_list, dtype=float), now)
-        ends = np.unique(t_arr)
-        times = np.concatenate(([now], ends))
-        rows = np.zeros((len(times), layout.num_nodes), dtype=np.int64)
-        rows[0] = free.node_whole
-        if t_list:
-            r = np.searchsorted(ends, t_arr) + 1
-            np.add.at(rows, (r, np.asarray(n_list)), np.asarray(c_list, dtype=np.int64))
-        self.rows = np.cumsum(rows, axis=0)
-        self.times = times
+        num_nodes = layout.num_nodes
+        whole = np.asarray(free.node_whole, dtype=np.int64)
+        if not t_list:
+            self.t = np.full((num_nodes, 2), np.inf)
+            self.t[:, 0] = now
+            self.free = np.repeat(whole[:, None], 2, axis=1)
+            self.count = np.ones(num_nodes, dtype=np.int64)
+            return
+        # an end at or before now (an overrun) is assumed to come right after now
+        t_arr = np.maximum(np.asarray(t_list, dtype=float), _after(now))
+        n_arr = np.asarray(n_list, dtype=np.int64)
+        order = np.lexsort((t_arr, n_arr))
+        t_arr, n_arr, c_arr = t_arr[order], n_arr[order], np.asarray(c_list, dtype=np.int64)[order]
+        first = np.ones(len(t_arr), dtype=bool)
+        first[1:] = (n_arr[1:] != n_arr[:-1]) | (t_arr[1:] != t_arr[:-1])
+        at = np.flatnonzero(first)
+        t_u, n_u, c_u = t_arr[at], n_arr[at], np.add.reduceat(c_arr, at)
+        per_node = np.bincount(n_u, minlength=num_nodes)
+        width = int(per_node.max()) + 1 + 4  # room for a few reservations' breakpoints
+        rank = np.arange(len(n_u)) - np.searchsorted(n_u, n_u, side="left")
+        self.t = np.full((num_nodes, width), np.inf)
+        self.t[:, 0] = now
+        self.t[n_u, rank + 1] = t_u
+        delta = np.zeros((num_nodes, width), dtype=np.int64)
+        delta[:, 0] = whole
+        delta[n_u, rank + 1] = c_u
+        self.free = np.cumsum(delta, axis=1)
+        self.count = per_node + 1
 
     # -- the profile -------------------------------------------------------------------------------------
 
-    def _window_ends(self, dur_s: float) -> np.ndarray:
-        """For each start row a, the first row not needed by a run of `dur_s` from times[a] (at least a + 1)."""
-        times = self.times
-        b = np.searchsorted(times, times + dur_s, side="left")
-        return np.maximum(b, np.arange(1, len(times) + 1))
+    def _one_node(self, nodes: np.ndarray, k: int, dur_s: float, before_s: float) -> tuple[float, int] | None:
+        """(start, node) of the earliest run on one of `nodes` with k GPUs free all along that ends before
+        `before_s`; best fit at the start (ties -> lower node index). None if none.
 
-    def _split_at(self, t: float) -> int:
-        """Index of the row starting at `t`, splitting the row that holds t if needed (t > now)."""
-        times = self.times
-        b = int(np.searchsorted(times, t, side="left"))
-        if b < len(times) and times[b] == t:
-            return b
-        self.times = np.insert(times, b, t)
-        self.rows = np.insert(self.rows, b, self.rows[b - 1], axis=0)
-        return b
-
-    def _one_node(self, nodes: np.ndarray, k: int, dur_s: float, before_s: float) -> tuple[int, int] | None:
-        """(start row, node) of the earliest run on one of `nodes` with k GPUs free all along, starting before
-        `before_s`; best fit at the start row (ties -> lower node index). None if none."""
-        times = self.times
-        last = int(np.searchsorted(times + dur_s, before_s, side="left"))  # starts with times[a] + d < before
-        if last == 0:
+        On one node the earliest start is where one of its own steps begins, so each node is checked at its
+        steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end."""
+        t = self.t[nodes]
+        f = self.free[nodes]
+        ok = f >= k
+        bad_t = np.where(ok, np.inf, t)
+        next_bad = np.minimum.accumulate(bad_t[:, ::-1], axis=1)[:, ::-1]
+        end = t + dur_s
+        fits = ok & (end <= next_bad) & (end < before_s)
+        start = np.where(fits, t, np.inf).min(axis=1)
+        s = start.min()
+        if s == np.inf:
             return None
-        sub = self.rows[:, nodes]
-        bad = np.zeros((len(times) + 1, len(nodes)), dtype=np.int64)
-        np.cumsum(sub < k, axis=0, out=bad[1:])
-        b = self._window_ends(dur_s)[:last]
-        ok = bad[b] == bad[:last]
-        hit = ok.any(axis=1)
-        if not hit.any():
-            return None
-        a = int(hit.argmax())
-        free_at = np.where(ok[a], sub[a], np.iinfo(np.int64).max)
-        return a, int(nodes[int(free_at.argmin())])
+        cand = np.flatnonzero(start == s)
+        if len(cand) == 1:
+            return float(s), int(nodes[cand[0]])
+        j = fits[cand].argmax(axis=1)
+        free_at = f[cand, j]
+        return float(s), int(nodes[cand[int(free_at.argmin())]])
 
     def _spread(
         self, nodes: np.ndarray, k: int, dur_s: float, before_s: float
-    ) -> tuple[int, np.ndarray] | None:
-        """(start row, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over
-        `nodes`, starting before `before_s`. None if none."""
-        times = self.times
-        b_all = self._window_ends(dur_s)
-        for a in range(len(times)):
-            if times[a] + dur_s >= before_s:
+    ) -> tuple[float, np.ndarray] | None:
+        """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
+        that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none."""
+        t = self.t[nodes]
+        f = self.free[nodes]
+        t_next = np.empty_like(t)
+        t_next[:, :-1] = t[:, 1:]
+        t_next[:, -1] = np.inf
+        for s in np.unique(t[t < np.inf]):
+            if s + dur_s >= before_s:
                 return None
-            avail = self.rows[a : b_all[a]][:, nodes].min(axis=0)
+            inside = ((t < s + dur_s) | (t <= s)) & (t_next > s)
+            avail = np.where(inside, f, np.iinfo(np.int64).max).min(axis=1)
             if int(avail.sum()) >= k:
-                return a, avail
+                return float(s), avail
         return None
 
-    def _take(self, a: int, end_s: float, cols, counts) -> None:
-        """Remove counts[i] GPUs of node cols[i] from rows [a, row of end_s)."""
-        if end_s > self.times[a]:
-            b = self._split_at(end_s)
-        else:
-            b = a + 1
-        self.rows[a:b, cols] -= counts
+    def _split(self, n: int, x: float) -> int:
+        """Index of node n's step starting at x (x > now), splitting the step that holds x if needed."""
+        c = int(self.count[n])
+        row = self.t[n]
+        j = int(np.searchsorted(row[:c], x, side="left"))
+        if j < c and row[j] == x:
+            return j
+        if c == row.shape[0]:
+            self.t = np.concatenate((self.t, np.full((self.t.shape[0], 8), np.inf)), axis=1)
+            self.free = np.concatenate((self.free, np.repeat(self.free[:, -1:], 8, axis=1)), axis=1)
+        t, f = self.t[n], self.free[n]
+        t[j + 1 : c + 1] = t[j:c].copy()
+        f[j + 1 : c + 1] = f[j:c].copy()
+        t[j] = x
+        f[j] = f[j - 1]
+        self.count[n] = c + 1
+        return j
+
+    def _take(self, start_s: float, end_s: float, nodes, counts) -> None:
+        """Remove counts[x] GPUs of node nodes[x] during [start_s, end_s) (a zero-length run holds them
+        during [start_s, the next instant))."""
+        end_s = max(end_s, _after(start_s))
+        for n, c in zip(nodes, counts, strict=True):
+            a = self._split(n, start_s) if start_s > self.t[n, 0] else 0
+            b = self._split(n, end_s)
+            self.free[n, a:b] -= c
 
     # -- reservations ------------------------------------------------------------------------------------
 
@@ -257,25 +299,24 @@ class _Profile:
                 hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
                     a, n = hit
-                    best = (self.times[a] + d, a, -1, n, layout.node_type[n], d)
+                    best = (a + d, a, -1, n, layout.node_type[n], d)
             else:
                 hit = self._spread(_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
                     a, avail = hit
-                    best = (self.times[a] + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
+                    best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
         if milli < FULL:
             shared = self._shared_now(i, plan.free, best[0] if best is not None else float("inf"))
             if shared is not None:
                 p, end = shared
                 return Reservation(i, now, end, p.type_idx, p.nodes, True), p
-        end, a, kind, data, t, d = best
-        start = float(self.times[a])
+        end, start, kind, data, t, d = best
         if kind < 0:
             n = data
-            self._take(a, end, [n], [1 if milli < FULL else k])
+            self._take(start, end, [n], [1 if milli < FULL else k])
             nodes = (n,)
             p = None
-            if a == 0:
+            if start == now:
                 free = plan.free
                 p = _on_node(free, n, k, milli, mem_mb)
         else:
@@ -292,9 +333,9 @@ class _Profile:
                     take_n.append(int(cols[x]))
                     take_c.append(c)
                     left -= c
-            self._take(a, end, take_n, take_c)
+            self._take(start, end, take_n, take_c)
             nodes = tuple(take_n)
-            p = _spread_placement(plan.free, take_n, take_c, kind) if a == 0 else None
+            p = _spread_placement(plan.free, take_n, take_c, kind) if start == now else None
         return Reservation(i, start, float(end), t, nodes, p is not None), p
 
     def _shared_now(self, i: int, free: FreeState, before_s: float) -> tuple[Placement, float] | None:
@@ -336,6 +377,11 @@ class _Profile:
             end = view.now_s + view.duration_on(i, p)
             if self.shared_until.get(g, -1.0) < end:
                 self.shared_until[g] = end
+
+
+def _after(t: float) -> float:
+    """The next instant after t (the next float): where an overrunning job is assumed to end."""
+    return float(np.nextafter(t, np.inf))
 
 
 def _on_node(free: FreeState, n: int, k: int, milli: int, mem_mb: int) -> Placement:

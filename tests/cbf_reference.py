@@ -4,6 +4,8 @@ reference schedulers/cbf.py must match decision for decision: no fast path, the 
 
 from __future__ import annotations
 
+import numpy as np
+
 from env.cluster import FULL, Placement
 from env.placement import _options, effective_speed
 from env.simulator import Decision, View
@@ -14,6 +16,7 @@ def cbf_reference(view: View) -> list[Decision]:
     jt = view.jobs
     layout = view.layout
     now = view.now_s
+    after_now = float(np.nextafter(now, np.inf))  # where an overrunning job is assumed to end
     plan = Plan(view.free)
     # releases: (time, node, GPUs); a GPU shared by fractional jobs is released whole when its last one ends
     releases = []
@@ -22,10 +25,10 @@ def cbf_reference(view: View) -> list[Decision]:
         p = view.placements[j]
         if p.milli == FULL:
             counts = p.node_counts or (len(p.gpus),)
-            releases += [(max(end, now), n, c) for n, c in zip(p.nodes, counts, strict=True)]
+            releases += [(max(end, after_now), n, c) for n, c in zip(p.nodes, counts, strict=True)]
         else:
             shared_until[p.gpus[0]] = max(shared_until.get(p.gpus[0], end), end)
-    releases += [(max(end, now), layout.gpu_node[g], 1) for g, end in shared_until.items()]
+    releases += [(max(end, after_now), layout.gpu_node[g], 1) for g, end in shared_until.items()]
     times = [now] + sorted({t for t, _, _ in releases})
     rows = [list(view.free.node_whole)]
     for t in times[1:]:
@@ -73,8 +76,10 @@ def cbf_reference(view: View) -> list[Decision]:
                 )
                 continue
         end, a, take_n, take_c, t = best
-        # reserve: split the row holding `end`, then remove the GPUs from every row of [start, end)
-        if end > times[a] and end not in times:
+        # reserve: split the row holding `end` (a zero-length run holds its GPUs until the next instant), then
+        # remove the GPUs from every row of [start, end)
+        end = max(end, float(np.nextafter(times[a], np.inf)))
+        if end not in times:
             b = max(r for r in range(len(times)) if times[r] < end)
             times.insert(b + 1, end)
             rows.insert(b + 1, list(rows[b]))
