@@ -1,10 +1,13 @@
 """The SimPy world: job arrivals, executions and completions on one cluster; it knows nothing about RL.
 
-Drive it with `while sim.advance(): for d in policy(sim.view()): sim.start(d)`. `advance()` processes every
-event of the next instant at which a queued job exists (arrivals and completions are SimPy events), so a policy
-is consulted once per such instant and may start any number of jobs then. Completions are SimPy timeouts with a
-callback rather than one process per job, and arrivals one timeout per distinct arrival instant: the same
-semantics as generator processes at half the per-job overhead.
+Drive it with `while sim.advance(): for d in policy(sim.view()): sim.apply(d)`. `advance()` processes every
+event of the next instant at which a queued job exists or a policy asked to be woken up (arrivals, completions
+and wake-ups are SimPy events), so a policy is consulted once per such instant and may return any number of
+decisions then: starts (`Decision`), suspensions of running jobs (`Preempt`) and wake-up requests (`WakeUp`),
+applied in order. Completions are SimPy timeouts with a callback rather than one process per job, and arrivals
+one timeout per distinct arrival instant: the same semantics as generator processes at half the per-job
+overhead. A preempted job's completion timeout cannot be cancelled; it stays scheduled and is ignored when it
+fires (each run of a job owns its own timeout object).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import simpy
 
 from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
 from env.placement import Pace, effective_speed
-from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
+from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
 from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
 
@@ -30,6 +33,21 @@ class Decision(NamedTuple):
 
     job: int
     placement: Placement
+
+
+class Preempt(NamedTuple):
+    """Suspend running job `job` now: its GPUs are free for the decisions after this one, its progress is kept,
+    and it waits in the queue again (in arrival order) until a later `Decision` restarts it, on any acceptable
+    placement, after paying the restore overhead."""
+
+    job: int
+
+
+class WakeUp(NamedTuple):
+    """Consult the policy again at `at_s` (simulated seconds) even if nothing else happens then; a request for
+    the current instant is a no-op."""
+
+    at_s: float
 
 
 class JobTable:
@@ -47,6 +65,7 @@ class JobTable:
         self.runtime_s = [j.runtime_s for j in jobs]
         self.num_gpus = [j.num_gpus for j in jobs]
         self.milli = [j.gpu_milli for j in jobs]
+        self.gpu_demand = [j.gpu_demand for j in jobs]
         self.mem_mb = [gb_to_mb(j.gpu_mem_gb) if j.gpu_milli < FULL else 0 for j in jobs]
         self.priority = [j.priority for j in jobs]
         self.known_runtime_s = [float(x) for x in known_runtime_s]
@@ -84,6 +103,16 @@ class View(NamedTuple):
     `queue_by_shape_runtime` to the same jobs as sorted (known runtime, job) pairs;
     `running` is (estimated end, job) sorted by estimated end (an end in the past means the job overran its
     estimate). `free` is the current free capacity; policies plan on `free.copy()`.
+
+    Preemption state (per job, indexed like the workload; the last fields): `progress_s` is the reference work
+    done (seconds of the job's reference runtime) and `attained_gpu_s` the GPU-seconds of service attained, both
+    as of the start of the job's current run (use `progress_now`/`attained_now` for a running job); `preemptions`
+    counts its suspensions; `run_start_s`, `run_work_start_s` and `run_speed` describe its current (or last) run:
+    when it started, when its work started after the restore overhead, and its effective speed;
+    `preempted_at_s` is when it was last preempted (NaN if never).
+    `restore_overhead_s` is what a preempted job pays when started again. A preempted job waits in `queue` in
+    arrival order; in `queue_by_runtime` and `queue_by_shape_runtime` its key is its REMAINING known runtime
+    (known runtime - progress; restore overhead excluded).
     """
 
     now_s: float
@@ -98,6 +127,29 @@ class View(NamedTuple):
     jobs: JobTable
     layout: ClusterLayout
     placements: Sequence[Placement | None]
+    progress_s: Sequence[float]
+    attained_gpu_s: Sequence[float]
+    preemptions: Sequence[int]
+    run_start_s: Sequence[float]
+    run_work_start_s: Sequence[float]
+    run_speed: Sequence[float]
+    preempted_at_s: Sequence[float]
+    restore_overhead_s: float
+
+    def progress_now(self, job: int) -> float:
+        """Reference seconds of work `job` has done by now (counting its current run if it is running)."""
+        done = self.progress_s[job]
+        if self.placements[job] is not None and job not in self.queue:
+            done += max(0.0, self.now_s - self.run_work_start_s[job]) * self.run_speed[job]
+            done = min(done, self.jobs.runtime_s[job])
+        return done
+
+    def attained_now(self, job: int) -> float:
+        """GPU-seconds of service `job` has attained by now (a fractional share counts as its fraction)."""
+        got = self.attained_gpu_s[job]
+        if self.placements[job] is not None and job not in self.queue:
+            got += (self.now_s - self.run_start_s[job]) * self.jobs.gpu_demand[job]
+        return got
 
     def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
         """Duration of `job` on placement `p` given a reference runtime (default: the known runtime)."""
@@ -114,7 +166,10 @@ class Simulator:
         layout: ClusterLayout,
         known_runtime_s: np.ndarray | None = None,
         multi_node_runtime_factor: float = 1.2,
+        restore_overhead_s: float = 0.0,
     ):
+        """`restore_overhead_s`: seconds a preempted job spends restoring (holding its GPUs, doing no work) each
+        time it is started again (config.SimConfig.preempt_overhead_s gives the CLI's default)."""
         jobs = workload.jobs
         if any(jobs[i].arrival_s > jobs[i + 1].arrival_s for i in range(len(jobs) - 1)):
             raise ValueError(f"workload {workload.name!r}: jobs must be sorted by arrival_s")
@@ -145,6 +200,24 @@ class Simulator:
         self.placements: list[Placement | None] = [None] * n
         self.reject_reason = [""] * n
         self._est_end: list[float] = [0.0] * n
+        if not restore_overhead_s >= 0:
+            raise ValueError(f"restore_overhead_s must be >= 0, got {restore_overhead_s}")
+        self.restore_overhead_s = float(restore_overhead_s)
+        # preemption state (View's last fields); a job that is never preempted only writes run_* once
+        self._qkey = list(self.jobs.known_runtime_s)  # its key in queue_by_runtime: remaining known runtime
+        self._event: list[simpy.Event | None] = [None] * n  # the completion timeout of its current run
+        self.progress_s = [0.0] * n
+        self.attained_gpu_s = [0.0] * n
+        self.preemptions = [0] * n
+        self.overhead_gpu_s = [0.0] * n
+        self.run_start_s = [0.0] * n
+        self.run_work_start_s = [0.0] * n
+        self.run_speed = [0.0] * n
+        self.preempted_at_s = [float("nan")] * n
+        self._held_s = [0.0] * n  # seconds held in closed (preempted) runs
+        self._closed_runs: list[tuple[int, float, float, Placement]] = []  # (job, start, end, placement)
+        self._wakeups: set[float] = set()
+        self._woken = False
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
         self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
@@ -181,7 +254,7 @@ class Simulator:
 
     def _on_arrival(self, event: simpy.Event) -> None:
         """Enqueue the jobs of one arrival instant."""
-        known = self.jobs.known_runtime_s
+        known = self._qkey
         queue = self.queue
         qbr = self.queue_by_runtime
         by_shape = self.queue_by_shape
@@ -203,9 +276,21 @@ class Simulator:
 
     def _on_complete(self, event: simpy.Event) -> None:
         i = event.value
+        if self._event[i] is not event:
+            return  # the timeout of a run that was preempted
+        self._event[i] = None
+        self._release(i)
+        now = self.env.now
+        self.end_s[i] = now
+        self.num_completed += 1
+        if self.preemptions[i]:
+            self._account_run(i, now)
+            self.progress_s[i] = self.jobs.runtime_s[i]
+
+    def _release(self, i: int) -> Placement:
+        """Give job i's GPUs back and drop it from `running`; returns its placement."""
         p = self.placements[i]
         self.free.give(p)
-        self.end_s[i] = self.env.now
         running = self.running
         k = bisect.bisect_left(running, (self._est_end[i], i))
         running.pop(k)
@@ -213,7 +298,19 @@ class Simulator:
         share = p.milli * len(p.gpus)
         self._busy_milli -= share
         self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
-        self.num_completed += 1
+        return p
+
+    def _account_run(self, i: int, now: float) -> None:
+        """Add the run of job i that ends now to its attained service, overhead and time held."""
+        start = self.run_start_s[i]
+        demand = self.jobs.gpu_demand[i]
+        self.attained_gpu_s[i] += (now - start) * demand
+        self.overhead_gpu_s[i] += (min(now, self.run_work_start_s[i]) - start) * demand
+        self._held_s[i] += now - start
+
+    def _on_wakeup(self, event: simpy.Event) -> None:
+        self._wakeups.discard(event.value)
+        self._woken = True
 
     # -- driving ----------------------------------------------------------------------------------------
 
@@ -236,6 +333,10 @@ class Simulator:
             while peek() == t:
                 step()
             if self.queue:
+                self._woken = False
+                return True
+            if self._woken:
+                self._woken = False
                 return True
             tl.append((t, self._busy_milli, self._busy_tflops_x10k, 0))
 
@@ -275,6 +376,14 @@ class Simulator:
             self.jobs,
             self.layout,
             self.placements,
+            self.progress_s,
+            self.attained_gpu_s,
+            self.preemptions,
+            self.run_start_s,
+            self.run_work_start_s,
+            self.run_speed,
+            self.preempted_at_s,
+            self.restore_overhead_s,
         )
 
     def start(self, d: Decision) -> None:
@@ -293,7 +402,7 @@ class Simulator:
             raise ValueError(f"placement {p} is not free or does not match job {i}'s request")
         self.free.take(p)
         del self.queue[i]
-        known = jt.known_runtime_s[i]
+        known = self._qkey[i]
         qbr = self.queue_by_runtime
         qbr.pop(bisect.bisect_left(qbr, (known, i)))
         s = jt.shape[i]
@@ -307,11 +416,21 @@ class Simulator:
             by_runtime.pop(bisect.bisect_left(by_runtime, (known, i)))
         now = self.env.now
         speed = effective_speed(self.layout.type_speed[p.type_idx], len(p.nodes) > 1, jt.pace[i])
-        duration = jt.runtime_s[i] / speed
         self.placements[i] = p
-        self.start_s[i] = now
-        self.duration_s[i] = duration
-        est_end = now + known / speed
+        self.run_start_s[i] = now
+        self.run_speed[i] = speed
+        if self.preemptions[i]:  # a restart: restore first, then the remaining work
+            overhead = self.restore_overhead_s
+            self.run_work_start_s[i] = now + overhead
+            duration = overhead + max(jt.runtime_s[i] - self.progress_s[i], 0.0) / speed
+            self.duration_s[i] = self._held_s[i] + duration
+            est_end = now + overhead + known / speed
+        else:
+            self.run_work_start_s[i] = now
+            duration = jt.runtime_s[i] / speed
+            self.start_s[i] = now
+            self.duration_s[i] = duration
+            est_end = now + known / speed
         self._est_end[i] = est_end
         k = bisect.bisect_right(self.running, (est_end, i))
         self.running.insert(k, (est_end, i))
@@ -319,14 +438,80 @@ class Simulator:
         share = p.milli * len(p.gpus)
         self._busy_milli += share
         self._busy_tflops_x10k += share * self.layout.type_tflops_x10[p.type_idx]
-        self.env.timeout(duration, value=i).callbacks.append(self._on_complete)
+        ev = self.env.timeout(duration, value=i)
+        ev.callbacks.append(self._on_complete)
+        self._event[i] = ev
+
+    def preempt(self, d: Preempt) -> None:
+        """Suspend running job `d.job` now (see `Preempt`); raises ValueError if it is not running."""
+        i = d.job
+        if not 0 <= i < len(self._event) or self._event[i] is None:
+            raise ValueError(f"job {i} is not running")
+        self._event[i] = None  # its completion timeout fires later and is ignored
+        p = self._release(i)
+        now = self.env.now
+        jt = self.jobs
+        work_s = now - self.run_work_start_s[i]
+        if work_s > 0:
+            self.progress_s[i] = min(self.progress_s[i] + work_s * self.run_speed[i], jt.runtime_s[i])
+        self._account_run(i, now)
+        self.preemptions[i] += 1
+        self.preempted_at_s[i] = now
+        self._closed_runs.append((i, self.run_start_s[i], now, p))
+        # back in the queue, in arrival order, keyed by its remaining known runtime
+        key = self._qkey[i] = max(jt.known_runtime_s[i] - self.progress_s[i], 0.0)
+        queue = self.queue
+        if queue and next(reversed(queue)) > i:
+            keys = list(queue)
+            keys.insert(bisect.bisect_left(keys, i), i)
+            queue.clear()
+            queue.update(dict.fromkeys(keys))
+        else:
+            queue[i] = None
+        bisect.insort(self.queue_by_runtime, (key, i))
+        s = jt.shape[i]
+        members = self.queue_by_shape.get(s)
+        if members is None:
+            self.queue_by_shape[s] = [i]
+            self.queue_by_shape_runtime[s] = [(key, i)]
+        else:
+            bisect.insort(members, i)
+            bisect.insort(self.queue_by_shape_runtime[s], (key, i))
+
+    def wake_up(self, d: WakeUp) -> None:
+        """Make `advance()` stop at `d.at_s` (one SimPy timeout per distinct requested instant)."""
+        now = self.env.now
+        at = float(d.at_s)
+        if not at >= now:
+            raise ValueError(f"wake-up at {at} s is in the past (now {now} s)")
+        if at == now or at in self._wakeups or at == _INF:
+            return
+        self._wakeups.add(at)
+        self.env.timeout(at - now, value=at).callbacks.append(self._on_wakeup)
+
+    def apply(self, d) -> None:
+        """Apply one decision of any kind (`Decision`, `Preempt`, `WakeUp`); raises TypeError for another."""
+        kind = type(d)
+        if kind is Decision:
+            self.start(d)
+        elif kind is Preempt:
+            self.preempt(d)
+        elif kind is WakeUp:
+            self.wake_up(d)
+        else:
+            raise TypeError(f"unknown decision kind {kind.__name__}: {d!r}")
 
     def run(self, policy, progress=None) -> None:
-        """Run to the end under `policy(view) -> list[Decision]`; `progress(num_completed)` is called now and then."""
+        """Run to the end under `policy(view) -> list of decisions` (applied in order); `progress(num_completed)`
+        is called now and then."""
         n = 0
+        start, apply = self.start, self.apply
         while self.advance():
             for d in policy(self.view()):
-                self.start(d)
+                if type(d) is Decision:
+                    start(d)
+                else:
+                    apply(d)
             n += 1
             if progress is not None and n % 4096 == 0:
                 progress(self.num_completed)
@@ -335,8 +520,13 @@ class Simulator:
 
     # -- results ----------------------------------------------------------------------------------------
 
-    def result(self, scheduler: str, seed: int) -> RunResult:
-        """Outcomes so far: jobs never started or still running are UNFINISHED, never dropped."""
+    def result(self, scheduler: str, seed: int, preemptive: bool = False) -> RunResult:
+        """Outcomes so far: jobs never started or still running are UNFINISHED, never dropped.
+
+        `preemptive` marks a run of a policy that may preempt (its files then carry the preemption columns); a
+        run in which some job was preempted is marked whatever it says. A preempted job's `gpu_type` lists the
+        types of its runs (`;`-joined, in order, without repeats), its `placement` is its last run's, and its
+        `runtime_actual_s` the time it held GPUs over all its runs (restore overheads included)."""
         n = len(self.jobs)
         layout = self.layout
         status = []
@@ -352,6 +542,15 @@ class Simulator:
                 status.append(UNFINISHED)
             gpu_type.append(layout.type_names[p.type_idx] if p is not None else "")
             placement.append(";".join(layout.gpu_label(g) for g in p.gpus) if p is not None else "")
+        runs = self._runs(placement, gpu_type)
+        if self._closed_runs:
+            types: dict[int, list[str]] = {}
+            for i, t in zip(runs.job.tolist(), runs.gpu_type, strict=True):
+                seen = types.setdefault(i, [])
+                if t not in seen:
+                    seen.append(t)
+            for i, seen in types.items():
+                gpu_type[i] = ";".join(seen)
         accepted_jobs = [self.jobs.jobs[i] for i in self._accepted]
         tl = np.asarray(self._timeline, dtype=float).reshape(-1, 4)
         return RunResult(
@@ -374,4 +573,31 @@ class Simulator:
             load_factor=offered_load_factor(accepted_jobs, layout.num_gpus)
             if accepted_jobs
             else float("nan"),
+            runs=runs,
+            preemptions=np.asarray(self.preemptions, dtype=np.int64),
+            overhead_gpu_s=np.asarray(self.overhead_gpu_s, dtype=float),
+            preemptive=preemptive or bool(self._closed_runs),
+        )
+
+    def _runs(self, placement: list[str], gpu_type: list[str]) -> Runs:
+        """Every execution interval so far, ordered by (start, job): the closed (preempted) runs and each started
+        job's current or last run (end NaN while it runs)."""
+        layout = self.layout
+        rows = [
+            (start, i, end, ";".join(layout.gpu_label(g) for g in p.gpus), layout.type_names[p.type_idx])
+            for i, start, end, p in self._closed_runs
+        ]
+        rows += [
+            (self.run_start_s[i], i, self.end_s[i], placement[i], gpu_type[i])
+            for i in range(len(self.jobs))
+            if self.placements[i] is not None
+            and (self._event[i] is not None or self.end_s[i] == self.end_s[i])
+        ]
+        rows.sort(key=lambda r: (r[0], r[1]))
+        return Runs(
+            job=np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+            start_s=np.fromiter((r[0] for r in rows), dtype=float, count=len(rows)),
+            end_s=np.fromiter((r[2] for r in rows), dtype=float, count=len(rows)),
+            placement=tuple(r[3] for r in rows),
+            gpu_type=tuple(r[4] for r in rows),
         )
