@@ -42,9 +42,9 @@ def test_aware_gives_the_fast_type_to_the_job_that_gains_from_it():
 
 
 def test_scale_counts_gpus_held():
-    # One type with 4 GPUs; A needs 4 GPUs (scale 4), B 1. Max-min of scale x time: 4 x_A = x_B, with
-    # 4 x_A + x_B <= 4 -> x_A = 1/2, x_B = 2 (capped at 1: then 4 x_A <= 3, min(4 x_A, 1) -> x_A = 1/4,
-    # x_B = 1, t = 1); the second stage then fills A up to (4 - 1) / 4 = 3/4.
+    # One type with 4 GPUs; A needs 4 GPUs (scale 4), B 1; coefficients = scale. t <= 4 x_A and t <= x_B <= 1,
+    # so t = 1 with x_B = 1 and x_A >= 1/4; capacity 4 x_A + x_B <= 4 -> x_A <= 3/4, and the second stage
+    # (maximise 4 x_A + x_B) takes x_A = 3/4.
     x = max_min_fair(
         np.array([[4.0], [1.0]]), np.array([4.0, 1.0]), np.array([4.0]), np.ones((2, 1), dtype=bool)
     )
