@@ -8,6 +8,7 @@ from env.simulator import Decision, Preempt, View, WakeUp
 from schedulers.cbf import cbf
 from schedulers.easy import easy_backfill
 from schedulers.fcfs import fcfs
+from schedulers.gavel import gavel, gavel_agnostic
 from schedulers.sjf import sjf
 from schedulers.srtf import srtf
 from schedulers.tiresias import tiresias
@@ -22,8 +23,10 @@ POLICIES: dict[str, Policy] = {
     "cbf": cbf,
     "srtf": srtf,
     "tiresias": tiresias,
+    "gavel": gavel,
+    "gavel_agnostic": gavel_agnostic,
 }
-PREEMPTIVE = frozenset({"srtf", "tiresias"})
+PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic"})
 """policies that may preempt: their runs write the preemption columns (README, Preemption)"""
 
 

@@ -20,8 +20,6 @@ Solved with scipy.optimize.linprog (HiGHS).
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
 
 
 def max_min_fair(
@@ -29,6 +27,9 @@ def max_min_fair(
 ) -> np.ndarray:
     """X (jobs x types) maximising min_i sum_j coef[i, j] X[i, j] (then their sum, keeping that minimum), with
     sum_j X[i, j] <= 1, sum_i scale[i] X[i, j] <= gpus[j], 0 <= X <= 1 and X = 0 where not runnable."""
+    from scipy.optimize import linprog  # imported here: the other policies never need scipy
+    from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
+
     num_jobs, num_types = coef_JT.shape
     if num_jobs == 0:
         return np.zeros((0, num_types))
