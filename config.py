@@ -69,6 +69,10 @@ class WorkloadConfig:
     """trace: GPU type the recorded durations were measured on (default: the cluster's most common type)"""
     google_unit: str = "task"
     """google: one job per Borg task (task, as Borg schedules them) or one rigid gang per Borg job (job)"""
+    job_types: str | None = None
+    """per-job GPU-type speeds from a throughput matrix: `gavel` (Gavel's measured matrix, OSDI'20) or a path to
+    a file of the same shape; each job gets a job type (env/throughput.py, workloads/job_types.py); None = the
+    catalog's one speed per GPU type"""
 
 
 @dataclass(frozen=True)

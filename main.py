@@ -20,9 +20,10 @@ from config import (
     WorkloadConfig,
 )
 from env.scenario import WORKLOAD_TYPES, UserError
+from schedulers import POLICIES
 from workloads.profiles import PROFILE_NAMES
 
-HEURISTICS = ("fcfs", "sjf", "easy")
+HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, cbf, srtf, tiresias, gavel, gavel_agnostic
 AGENTS = ("d3qn", "sac")
 
 
@@ -138,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=w.synthetic_profile,
         choices=PROFILE_NAMES,
         help="synthetic: published statistics the jobs are drawn from (legacy: the original generator)",
+    )
+    g.add_argument(
+        "--job_types",
+        default=None,
+        help="synthetic or jobs CSV: give each job a job type whose speed differs per GPU type, from a throughput "
+        "matrix: 'gavel' (Gavel's measured K80/P100/V100 matrix in ../shared/traces/gavel-throughputs) or a JSON "
+        "file of the same shape (default: none, one speed per GPU type)",
     )
     g.add_argument(
         "--kill_at_estimate",
@@ -314,6 +322,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             cpu_job_gpus=a.cpu_job_gpus,
             recorded_gpu_type=a.recorded_gpu_type,
             google_unit=a.google_unit,
+            job_types=a.job_types,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
         env=replace(

@@ -83,9 +83,16 @@ def input_paths(cfg: RunConfig) -> dict[str, str]:
     named = {
         "--workload_path": cfg.workload.workload_path,
         "--cluster_path": cfg.cluster.path,
+        "--job_types": _job_types_path(cfg.workload.job_types),
         "--resume": cfg.resume if cfg.mode == "train" else None,
     }
     return {k: v for k, v in named.items() if v}
+
+
+def _job_types_path(job_types: str | None) -> str | None:
+    from env.throughput import resolve_path
+
+    return None if job_types is None else str(resolve_path(job_types))
 
 
 @functools.cache

@@ -39,6 +39,11 @@ class Pace(NamedTuple):
     """duration multiplier when the placement spans several nodes (1.0: no penalty)"""
     scales_with_speed: bool = True
     """False: the job runs its reference runtime on every GPU type"""
+    job_speeds: tuple[tuple[float, float, float], ...] = ()
+    """a job with a job type (env/throughput.py): (layout type speed, its speed on one node, its speed spread
+    over nodes) per distinct type speed of the layout; () = the type speed applies (no job type). Keyed by the
+    layout's type speed so that every `effective_speed(type_speed, spans, pace)` call picks it up; types of equal
+    layout speed have equal per-job speeds by construction (env/throughput.py, checked by the JobTable)"""
 
 
 DEFAULT_PACE = Pace()
@@ -47,11 +52,22 @@ DEFAULT_PACE = Pace()
 def effective_speed(speed: float, spans_nodes: bool, pace: Pace) -> float:
     """Reference seconds of work done per second on a placement: duration = runtime_s / effective_speed.
 
-    The one duration formula: the simulator, every policy and the env call it (or `duration_s`)."""
+    The one duration formula: the simulator, every policy and the env call it (or `duration_s`). `speed` is
+    the placement's layout type speed (`layout.type_speed[type_idx]`)."""
+    if pace.job_speeds:
+        return _job_speed(speed, spans_nodes, pace)
     v = speed if pace.scales_with_speed else 1.0
     if spans_nodes:
         v /= pace.multi_node_factor
     return v
+
+
+def _job_speed(speed: float, spans_nodes: bool, pace: Pace) -> float:
+    """A typed job's own speed on the layout type of speed `speed` (its Pace's table)."""
+    for v, solo, spread in pace.job_speeds:
+        if v == speed:
+            return spread if spans_nodes else solo
+    raise ValueError(f"no per-job speed for GPU type speed {speed} in {pace.job_speeds}")
 
 
 def duration_s(runtime_s: float, speed: float, spans_nodes: bool, pace: Pace) -> float:
@@ -98,7 +114,7 @@ def place(
 ) -> Placement | None:
     """A placement for the job shape on `free` now, or None if it does not fit now."""
     if milli < FULL:
-        return _place_fraction(free, elig, milli, mem_mb)
+        return _place_fraction(free, elig, milli, mem_mb, -1, pace)
     if _too_few_whole(free.type_whole, elig, num_gpus):
         return None
     hit = elig.options_by_k.get(num_gpus)
@@ -124,8 +140,9 @@ def alternatives(
     (most-free nodes first). Fractional jobs: the best-fit GPU within each acceptable speed, fastest first.
     """
     if milli < FULL:
-        for rank in range(len(elig.speed_groups)):
-            p = _place_fraction(free, elig, milli, mem_mb, rank)
+        ranks = _fraction_key(elig, pace)[1] if pace.job_speeds else len(elig.speed_groups)
+        for rank in range(ranks):
+            p = _place_fraction(free, elig, milli, mem_mb, rank, pace)
             if p is not None:
                 yield p
         return
@@ -202,7 +219,7 @@ def fit_type(
     """The GPU type index `place` would use now, or -1 if the job does not fit now (cheaper than `place`:
     whole-GPU shapes are decided from free counts alone). Whether it spans nodes: `spans_nodes_on`."""
     if milli < FULL:
-        p = _place_fraction(free, elig, milli, mem_mb)
+        p = _place_fraction(free, elig, milli, mem_mb, -1, pace)
         return -1 if p is None else p.type_idx
     if _too_few_whole(free.type_whole, elig, num_gpus):
         return -1
@@ -255,20 +272,42 @@ def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -
     raise AssertionError(f"type {t} has fewer than {k} free GPUs on acceptable nodes")
 
 
+def _fraction_key(elig: Eligible, pace: Pace) -> tuple[np.ndarray, int]:
+    """A typed job's per-GPU rank key (its own speed rank x 2000, fastest = 0; ties -> faster layout speed)
+    and the number of ranks (memoised on the Eligible object)."""
+    key = ("fraction", pace)
+    hit = elig.options.get(key)
+    if hit is None:
+        layout = elig._layout
+        ranked = sorted(pace.job_speeds, key=lambda e: (-e[1], -e[0]))
+        rank = {e[0]: r for r, e in enumerate(ranked)}
+        hit = elig.options[key] = (
+            np.asarray([rank[layout.node_speed[n]] * 2000 for n in layout.gpu_node], dtype=np.int64),
+            len(ranked),
+        )
+    return hit
+
+
 def _place_fraction(
-    free: FreeState, elig: Eligible, milli: int, mem_mb: int, speed_rank: int = -1
+    free: FreeState, elig: Eligible, milli: int, mem_mb: int, speed_rank: int = -1, pace: Pace = DEFAULT_PACE
 ) -> Placement | None:
     """Best-fit GPU for a fractional share; only among GPUs of the `speed_rank`-th fastest acceptable speed
-    when that is >= 0."""
+    when that is >= 0 (for a job with a job type: the `speed_rank`-th of its own speeds, `_fraction_key`)."""
     if free.free_milli_total < milli:
         return None
     fm = free.free_milli
     ok = elig.gpu_mask & (fm >= milli) & (free.free_mem_mb >= mem_mb)
-    if speed_rank >= 0:
-        layout = free.layout
-        v = layout.pool_speed[elig.speed_groups[speed_rank][1][0]]
-        ok &= layout.gpu_speed_np == v
-    score = np.where(ok, free.layout.gpu_speed_key_np + fm, _BIG)
+    if pace.job_speeds:
+        speed_key = _fraction_key(elig, pace)[0]
+        if speed_rank >= 0:
+            ok &= speed_key == speed_rank * 2000
+    else:
+        speed_key = free.layout.gpu_speed_key_np
+        if speed_rank >= 0:
+            layout = free.layout
+            v = layout.pool_speed[elig.speed_groups[speed_rank][1][0]]
+            ok &= layout.gpu_speed_np == v
+    score = np.where(ok, speed_key + fm, _BIG)
     g = int(score.argmin())
     if score[g] == _BIG:
         return None

@@ -13,7 +13,8 @@ from env.catalog import CATALOG, resolve_gpu_type
 from env.cluster import ClusterLayout
 from env.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
 from env.simulator import Simulator
-from workloads.job import Workload
+from env.throughput import ThroughputError, ThroughputMatrix, load_matrix
+from workloads.job import FULL_GPU_MILLI, Workload
 from workloads.profiles import PROFILE_NAMES
 from workloads.traces import TRACE_FORMATS
 
@@ -41,6 +42,8 @@ class Scenario:
     seed: int
     restore_overhead_s: float = 0.0
     """what a preempted job pays when started again (SimConfig.preempt_overhead_s)"""
+    throughput: ThroughputMatrix | None = None
+    """--job_types: each typed job's speed per GPU type comes from this matrix (env/throughput.py)"""
 
     def simulator(self) -> Simulator:
         return Simulator(
@@ -49,6 +52,7 @@ class Scenario:
             self.known_runtime_s,
             self.multi_node_runtime_factor,
             self.restore_overhead_s,
+            self.throughput,
         )
 
 
@@ -106,6 +110,16 @@ def check_options(cfg: RunConfig) -> None:
         )
     if cfg.sim.runtime_info not in ("oracle", "estimate"):
         raise UserError("--runtime_info must be oracle or estimate")
+    if w.job_types is not None and cfg.cluster.uniform_speed:
+        raise UserError(
+            "--job_types gives each job its own speed per GPU type and --uniform_speed one speed for all; "
+            "choose one"
+        )
+    if w.job_types is not None and w.workload_type in TRACE_TYPES:
+        raise UserError(
+            f"--job_types works with synthetic and jobs CSV workloads, not a trace ({w.workload_type}): a trace's "
+            "durations are converted with its recorded GPU type's catalog speed"
+        )
 
 
 def _load_cluster_path(path: str) -> ClusterSpec:
@@ -301,6 +315,14 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         workload, note = _to_reference_runtimes(workload, layout, cfg.workload.recorded_gpu_type, note)
     if cfg.workload.kill_at_estimate:
         workload = kill_at_estimate(workload)
+    throughput = None
+    if cfg.workload.job_types is not None:
+        workload, throughput = _with_job_types(cfg, workload, layout, workload_rng)
+    elif any(j.job_type for j in workload.jobs):
+        raise UserError(
+            f"workload {workload.name!r} gives jobs a job_type; add --job_types (gavel or a matrix file) for "
+            "their speeds, or remove the column"
+        )
     known = known_runtimes(workload, cfg.sim, estimate_rng)
     return Scenario(
         workload,
@@ -311,4 +333,32 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         cfg.cluster.multi_node_runtime_factor,
         seed,
         cfg.sim.preempt_overhead_s,
+        throughput,
     )
+
+
+def _with_job_types(
+    cfg: RunConfig, workload: Workload, layout: ClusterLayout, rng: np.random.Generator
+) -> tuple[Workload, ThroughputMatrix]:
+    """Load --job_types, draw a job type for every job without one (after every other workload draw), and
+    check that the matrix covers the cluster's GPU types and every job's type and GPU count."""
+    from workloads.job_types import assign_job_types
+
+    try:
+        matrix = load_matrix(cfg.workload.job_types)
+        matrix.check_types(layout.type_names)
+    except ThroughputError as e:
+        raise UserError(str(e)) from None
+    workload = assign_job_types(workload, matrix, rng)
+    checked: dict[tuple[str, int, bool], bool] = {}
+    for j in workload.jobs:
+        key = (j.job_type, j.num_gpus, j.gpu_milli < FULL_GPU_MILLI)
+        if key not in checked:
+            try:
+                speeds = matrix.speeds(j.job_type, j.num_gpus, key[2], layout.type_names)
+            except ThroughputError as e:
+                raise UserError(f"{e} (job {j.job_id} of workload {workload.name!r})") from None
+            checked[key] = j.num_gpus > 1 and None in speeds.spread
+    fallback = sum(checked[(j.job_type, j.num_gpus, j.gpu_milli < FULL_GPU_MILLI)] for j in workload.jobs)
+    report = dict(workload.report, job_types_spread_without_measurement=fallback)
+    return Workload(workload.name, workload.jobs, report), matrix

@@ -22,6 +22,7 @@ import simpy
 from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
 from env.placement import Pace, effective_speed
 from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
+from env.throughput import ThroughputMatrix
 from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
 
@@ -59,6 +60,7 @@ class JobTable:
         layout: ClusterLayout,
         known_runtime_s: np.ndarray,
         multi_node_factor: float,
+        throughput: ThroughputMatrix | None = None,
     ):
         self.jobs = tuple(jobs)
         self.arrival_s = [j.arrival_s for j in jobs]
@@ -69,19 +71,29 @@ class JobTable:
         self.mem_mb = [gb_to_mb(j.gpu_mem_gb) if j.gpu_milli < FULL else 0 for j in jobs]
         self.priority = [j.priority for j in jobs]
         self.known_runtime_s = [float(x) for x in known_runtime_s]
-        # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
-        self.elig: list[Eligible] = [layout.eligible(j.gpu_types, gb_to_mb(j.gpu_mem_gb)) for j in jobs]
         # how each job's duration depends on its placement (env/placement.py's duration formula): a recorded trace
         # duration already includes its spreading (no multi-node factor), a service's lifetime ignores GPU speed
-        paces: dict[tuple[bool, bool], Pace] = {}
+        paces: dict[tuple, Pace] = {}
         self.pace: list[Pace] = []
+        types: list[tuple[str, ...]] = []
         for j in jobs:
+            typed = throughput is not None and j.job_type != "" and j.speed_scaled
             key = (j.runtime_includes_spread, j.speed_scaled)
+            if typed:
+                key += (j.job_type, j.num_gpus, j.gpu_milli < FULL)
             pace = paces.get(key)
             if pace is None:
                 factor = 1.0 if j.runtime_includes_spread else multi_node_factor
                 pace = paces[key] = Pace(factor, j.speed_scaled)
+                if typed:
+                    pace = paces[key] = typed_pace(pace, j, layout, throughput)
             self.pace.append(pace)
+            # a type the job cannot run on at all (throughput 0 in the matrix) is not acceptable to it
+            types.append(_runnable_types(j.gpu_types, pace, layout) if typed else j.gpu_types)
+        # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
+        self.elig: list[Eligible] = [
+            layout.eligible(t, gb_to_mb(j.gpu_mem_gb)) for t, j in zip(types, jobs, strict=True)
+        ]
         # (eligible nodes, GPUs, share, memory, pace): the arguments of place(); equal shapes place identically
         self.shape = [
             (e, k, m, mem, pc)
@@ -92,6 +104,38 @@ class JobTable:
 
     def __len__(self) -> int:
         return len(self.jobs)
+
+
+def typed_pace(base: Pace, job: Job, layout: ClusterLayout, throughput: ThroughputMatrix) -> Pace:
+    """`base` with the job type's own speeds (env/throughput.py) keyed by layout type speed.
+
+    Spread speeds missing from the matrix fall back to the solo speed / the base multi-node factor; a trace
+    duration that already includes its spreading (`runtime_includes_spread`) uses the solo speed spread or not.
+    """
+    sp = throughput.speeds(job.job_type, job.num_gpus, job.gpu_milli < FULL, layout.type_names)
+    table: dict[float, tuple[float, float, float]] = {}
+    for t, v in enumerate(layout.type_speed):
+        solo = sp.solo[t]
+        spread = sp.spread[t]
+        if spread is None or job.runtime_includes_spread:
+            spread = solo / base.multi_node_factor
+        entry = (v, solo, spread)
+        if table.setdefault(v, entry) != entry:
+            raise ValueError(
+                f"GPU types of equal speed {v} get different speeds for job type {job.job_type!r}; "
+                "job types need the catalog's type speeds (not --uniform_speed)"
+            )
+    return base._replace(job_speeds=tuple(table.values()))
+
+
+def _runnable_types(gpu_types: tuple[str, ...], pace: Pace, layout: ClusterLayout) -> tuple[str, ...]:
+    """`gpu_types` (() = any) less the types on which the job's speed is 0."""
+    zero = {
+        layout.type_names[t] for t, v in enumerate(layout.type_speed) if effective_speed(v, False, pace) <= 0
+    }
+    if not zero:
+        return gpu_types
+    return tuple(t for t in (gpu_types or layout.type_names) if t not in zero) or ("",)
 
 
 class View(NamedTuple):
@@ -167,6 +211,7 @@ class Simulator:
         known_runtime_s: np.ndarray | None = None,
         multi_node_runtime_factor: float = 1.2,
         restore_overhead_s: float = 0.0,
+        throughput: ThroughputMatrix | None = None,
     ):
         """`restore_overhead_s`: seconds a preempted job spends restoring (holding its GPUs, doing no work) each
         time it is started again (config.SimConfig.preempt_overhead_s gives the CLI's default)."""
@@ -184,7 +229,7 @@ class Simulator:
         self.workload = workload
         self.layout = layout
         known = np.array([j.runtime_s for j in jobs]) if known_runtime_s is None else known_runtime_s
-        self.jobs = JobTable(jobs, layout, known, multi_node_runtime_factor)
+        self.jobs = JobTable(jobs, layout, known, multi_node_runtime_factor, throughput)
         n = len(jobs)
         self.env = simpy.Environment()
         self.free = FreeState(layout)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from env.simulator import Decision, Preempt, View, WakeUp
+from schedulers.cbf import cbf
 from schedulers.easy import easy_backfill
 from schedulers.fcfs import fcfs
+from schedulers.gavel import gavel, gavel_agnostic
 from schedulers.sjf import sjf
 from schedulers.srtf import srtf
 from schedulers.tiresias import tiresias
@@ -18,10 +20,13 @@ POLICIES: dict[str, Policy] = {
     "fcfs": fcfs,
     "sjf": sjf,
     "easy": easy_backfill,
+    "cbf": cbf,
     "srtf": srtf,
     "tiresias": tiresias,
+    "gavel": gavel,
+    "gavel_agnostic": gavel_agnostic,
 }
-PREEMPTIVE = frozenset({"srtf", "tiresias"})
+PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic"})
 """policies that may preempt: their runs write the preemption columns (README, Preemption)"""
 
 

@@ -28,6 +28,8 @@ def _swf_line(job: int, submit: int, run: int, procs: int) -> str:
 SWF = "; MaxNodes: 16\n; MaxProcs: 16\n" + "".join(_swf_line(i, 10 * i, 100, 1 + i % 4) for i in range(1, 6))
 ITP = "job_id,submission_time,duration,num_gpu\na,0,100,1\nb,5,100,2\n"
 CSV = ["--workload_type", "csv", "--workload_path", "{tmp}/jobs.csv"]
+MATRIX_NO_K80 = '{"v100": {"(\'M\', 1)": {"null": 2.0}}}'  # one model, one GPU, no k80 column
+JOBS_TYPED = "arrival_time,runtime,gpus,job_type\n0,100,1,{model}\n"
 TRACE = ["--workload_type", "swf", "--workload_path", "{tmp}/t.swf"]
 SMALL = ["--difficulty", "easy", "--num_jobs", "5"]
 
@@ -268,6 +270,48 @@ CASES = [
         [*CSV, "--cluster_path", "{tmp}/d"],
         {"jobs.csv": JOBS, "d/x": ""},
         "--cluster_path {tmp}/d: is a folder",
+    ),
+    # --- --job_types throughput matrices (env/throughput.py) -----------------------------------------------------
+    (
+        [*CSV, "--cluster", "1xK80:4", "--job_types", "{tmp}/m.json"],
+        {"jobs.csv": JOBS, "m.json": MATRIX_NO_K80},
+        "{tmp}/m.json: no worker type 'k80' (needed for GPU type K80); the file has 'v100'",
+    ),
+    (
+        [*CSV, "--cluster", "1xV100:4", "--job_types", "{tmp}/m.json"],
+        {"jobs.csv": JOBS_TYPED.format(model="Nope"), "m.json": MATRIX_NO_K80},
+        "{tmp}/m.json: unknown job type 'Nope'; the file has 'M' (job 0 of workload 'jobs.csv')",
+    ),
+    (
+        [*CSV, "--cluster", "1xV100:4", "--job_types", "{tmp}/m.json"],
+        {"jobs.csv": JOBS_TYPED.format(model="M"), "m.json": '{"v100": {"(\'M\', 2)": {"null": 2.0}}}'},
+        "{tmp}/m.json: job type 'M' has no entry for 1 GPU(s) or fewer (scales (2,))",
+    ),
+    (
+        [*CSV, "--cluster", "1xV100:4", "--job_types", "{tmp}/m.json"],
+        {"jobs.csv": JOBS, "m.json": '{"v100": {"M": {"null": 1}}}'},
+        "{tmp}/m.json: 'v100': job key 'M' is not \"('<model>', <GPUs >= 1>)\"",
+    ),
+    (
+        [*CSV, "--cluster", "1xV100:4", "--job_types", "{tmp}/m.json"],
+        {"jobs.csv": JOBS, "m.json": '{"v100": {"(\'M\', 1)": {"null": -2}}}'},
+        "throughput -2 is not a number >= 0",
+    ),
+    (
+        [*CSV, "--job_types", "{tmp}/none.json"],
+        {"jobs.csv": JOBS},
+        "--job_types {tmp}/none.json: no such file",
+    ),
+    (
+        [*CSV, "--cluster", "1xV100:4"],
+        {"jobs.csv": JOBS_TYPED.format(model="M")},
+        "gives jobs a job_type; add --job_types",
+    ),
+    ([*SMALL, "--job_types", "gavel", "--uniform_speed"], {}, "--job_types gives each job its own speed"),
+    (
+        [*TRACE, "--job_types", "gavel"],
+        {"t.swf": SWF},
+        "--job_types works with synthetic and jobs CSV workloads",
     ),
     # --- output folders unusable -----------------------------------------------------------------------------
     (["--log_dir", "{tmp}/f.txt"], {"f.txt": "x"}, "--log_dir {tmp}/f.txt: is a file, not a folder"),

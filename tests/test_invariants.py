@@ -16,7 +16,7 @@ from env.cluster import FULL, ClusterLayout
 from env.cluster_spec import ClusterSpec, NodeSpec
 from env.scenario import build_scenario
 from env.simulator import Simulator
-from schedulers import POLICIES
+from schedulers import POLICIES, PREEMPTIVE
 from tests.easy_reference import easy_reference
 from workloads.job import Job, Workload
 
@@ -114,7 +114,12 @@ def check_invariants(sim: Simulator, layout: ClusterLayout, workload: Workload, 
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters(), workloads(), st.sampled_from(sorted(POLICIES)), st.sampled_from([1.0, 1.2, 2.0]))
+@given(
+    clusters(),
+    workloads(),
+    st.sampled_from(sorted(set(POLICIES) - PREEMPTIVE)),
+    st.sampled_from([1.0, 1.2, 2.0]),
+)
 def test_invariants_hold_for_every_policy(spec, workload, policy, factor):
     layout = ClusterLayout(spec)
     sim = Simulator(workload, layout, None, factor)
@@ -123,7 +128,9 @@ def test_invariants_hold_for_every_policy(spec, workload, policy, factor):
 
 
 @settings(max_examples=30, deadline=None)
-@given(clusters(), workloads(), st.sampled_from(sorted(POLICIES)), st.integers(0, 2**32 - 1))
+@given(
+    clusters(), workloads(), st.sampled_from(sorted(set(POLICIES) - PREEMPTIVE)), st.integers(0, 2**32 - 1)
+)
 def test_invariants_hold_with_noisy_estimates(spec, workload, policy, seed):
     layout = ClusterLayout(spec)
     rng = np.random.default_rng(seed)
@@ -143,7 +150,9 @@ def test_with_infinitely_many_gpus_nobody_waits():
         )
     )
     spec = ClusterSpec("big", tuple(NodeSpec(f"n{i}", "A100-80GB", 8, 80.0) for i in range(25)))
-    for policy in POLICIES.values():
+    for name, policy in POLICIES.items():
+        if name.startswith("gavel"):
+            continue  # round-based: a job arriving mid-round waits for the next round by design
         sim = Simulator(Workload("w", jobs), ClusterLayout(spec))
         sim.run(policy)
         r = sim.result("x", 0)

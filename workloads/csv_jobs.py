@@ -5,7 +5,9 @@ Columns: required `arrival_time,runtime,gpus` (seconds, reference-GPU seconds, G
 aliases, default any), `estimate` (user runtime estimate in seconds, default none), and the duration rule's two
 flags (env/placement.py's duration formula, via each job's Pace; 1/0 or true/false): `runtime_includes_spread` (default 0: the multi-node factor applies;
 1 for durations recorded on the real placement, as in a trace) and `speed_scaled` (default 1; 0 for a service
-whose lifetime does not depend on GPU speed). `gpus` below 1 asks for
+whose lifetime does not depend on GPU speed), and `job_type` (a model of the --job_types throughput matrix, e.g.
+`ResNet-50 (batch size 64)`; needs --job_types; rows without one get one drawn, workloads/job_types.py).
+`gpus` below 1 asks for
 that fraction of one GPU (0.5 -> num_gpus=1, gpu_milli=500); above 1 it must be a whole number. Jobs are sorted
 by arrival (stable) and arrival times are rebased so the first is 0; the shift is in report["arrival_offset_s"].
 A missing job_id becomes the row's 0-based index among the data rows (file order); job_ids must be unique.
@@ -32,6 +34,7 @@ OPTIONAL_COLUMNS = (
     "estimate",
     "runtime_includes_spread",
     "speed_scaled",
+    "job_type",
 )
 _FORM = f"{','.join(REQUIRED_COLUMNS)}[,{','.join(OPTIONAL_COLUMNS)}]"
 
@@ -133,6 +136,7 @@ def _parse_row(row: dict, index: int) -> dict:
         "estimate_s": estimate_s,
         "runtime_includes_spread": _flag(row, "runtime_includes_spread", False),
         "speed_scaled": _flag(row, "speed_scaled", True),
+        "job_type": (row.get("job_type") or "").strip(),
     }
 
 

@@ -32,6 +32,9 @@ class Job:
     trace_status: str = ""  # status recorded by a trace (e.g. Failed, Killed); "" for synthetic jobs
     runtime_includes_spread: bool = False
     speed_scaled: bool = True
+    job_type: str = ""
+    """model of a throughput matrix (env/throughput.py, e.g. "ResNet-50 (batch size 64)"): with --job_types the
+    job's speed on each GPU type is its own; "" = the catalog's type speeds"""
 
     @property
     def gpu_demand(self) -> float:

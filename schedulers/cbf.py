@@ -1,0 +1,408 @@
+"""Conservative backfilling (Mu'alem & Feitelson, IEEE TPDS 12(6), 2001): every queued job holds a reservation.
+
+At each decision instant the schedule is rebuilt from scratch (the paper's "compression": a job that ends
+before its estimate moves every later reservation as early as it can go). The profile is the number of free
+whole GPUs per node over future time, from the capacity free now and the estimated end of every running job
+(max(estimated end, now): a job that overran its estimate is assumed to end at the next instant, a zero-length
+row after the actual capacity now, so a reservation there waits for that job's completion event). Queued jobs,
+in arrival order, each take a reservation in the profile:
+- whole-GPU job of k GPUs: for each of its placement options (env/placement.py: one node of a speed group, or
+  a spread over one type) the earliest profile row from which its estimated duration on that option fits
+  throughout (one node with >= k free GPUs all along; for a spread, k GPUs summed over the type's nodes, each
+  counted at its minimum over the interval). The reservation is the option with the EARLIEST ESTIMATED
+  COMPLETION (ties -> the placement rule's option order), so a job may wait for a faster type rather than start
+  now on a slower one. Within a one-node option the node with the fewest free GPUs at the start (best fit, ties
+  -> lower index); within a spread the nodes with the most GPUs free all along first (ties -> lower index).
+- fractional job (gpu_milli < 1000), a documented limit: in the profile it reserves a whole GPU (one node of a
+  speed group, as above). It may instead start now on a GPU already shared by running fractional jobs if it
+  fits there now and is estimated to end by the time that GPU's last resident ends (so it delays no
+  reservation), when that completes no later than its whole-GPU reservation. A now-start of a whole-GPU
+  reservation takes the best-fit GPU (smallest sufficient free share, ties -> lower index) of the reserved
+  node: node free-GPU counts stay exact, since the reserved GPU is then left whole instead.
+A job starts now exactly when its reservation starts now; no reservation ever delays an earlier one (each is
+made on the capacity left by all earlier ones). Per-GPU identities are not reserved: GPUs of one node are
+interchangeable for whole-GPU jobs, so node counts decide feasibility exactly.
+
+Fast path (same decisions; tests/cbf_reference.py has none): while every queued job so far starts now on its
+fastest option (the reservations so far all start now, so the profile only grows with time), the next job that
+can start now on its fastest option gets that reservation without the profile being built.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from env.cluster import FULL, ClusterLayout, FreeState, Placement
+from env.placement import _options, effective_speed
+from env.simulator import Decision, View
+from schedulers.plan import Plan
+
+
+class Reservation(NamedTuple):
+    """Where and when one queued job is planned to run (estimated)."""
+
+    job: int
+    start_s: float
+    end_s: float
+    type_idx: int
+    nodes: tuple[int, ...]
+    starts_now: bool
+
+
+def cbf(view: View) -> list[Decision]:
+    return cbf_schedule(view)[0]
+
+
+def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Decision], list[Reservation]]:
+    """This instant's starts, and (if asked) every queued job's reservation in arrival order."""
+    jt = view.jobs
+    now = view.now_s
+    plan = Plan(view.free)
+    shape = jt.shape
+    known = jt.known_runtime_s
+    type_speed = view.layout.type_speed
+    reservations: list[Reservation] = []
+    started: list[tuple[float, Placement]] = []
+    queue = iter(view.queue)
+    rest = None
+    for i in queue:
+        elig, k, milli, _, pace = shape[i]
+        if milli < FULL:
+            rest = i
+            break
+        p = plan.place(shape[i])
+        if p is None:
+            rest = i
+            break
+        rate = effective_speed(type_speed[p.type_idx], len(p.nodes) > 1, pace)
+        if rate != _options(elig, k, pace)[0].rate:
+            rest = i
+            break
+        end = now + known[i] / rate
+        plan.add(i, p)
+        started.append((end, p))
+        if want_reservations:
+            reservations.append(Reservation(i, now, end, p.type_idx, p.nodes, True))
+    if rest is None:
+        return plan.decisions, reservations
+    prof = _Profile(view, plan.snapshot(), started)
+    todo = [rest, *queue]
+    if not want_reservations:
+        # the fewest whole GPUs any job from here on needs (a fractional job: 1, or a share of a shared GPU):
+        # once the capacity now cannot start any of them, later reservations cannot change this instant's starts
+        need_k = [0] * len(todo)
+        any_frac = [False] * len(todo)
+        k_min, frac = 1 << 62, False
+        for x in range(len(todo) - 1, -1, -1):
+            _, k, milli, _, _ = shape[todo[x]]
+            if milli < FULL:
+                k, frac = 1, True
+            k_min = min(k_min, k)
+            need_k[x], any_frac[x] = k_min, frac
+    for x, i in enumerate(todo):
+        if not want_reservations and int(prof.free[:, 0].sum()) < need_k[x]:
+            free = plan.free
+            if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
+                break
+        r, p = prof.reserve(i, plan)
+        if p is not None:
+            plan.add(i, p)
+            prof.started_now(i, p)
+        if want_reservations:
+            reservations.append(r)
+    return plan.decisions, reservations
+
+
+_POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
+
+
+def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> np.ndarray:
+    """The nodes of `pools`, ascending (cached per layout)."""
+    hit = _POOL_NODES.get(id(layout))
+    if hit is None or hit[0] is not layout:
+        hit = _POOL_NODES[id(layout)] = (layout, {})
+    cache = hit[1]
+    nodes = cache.get(pools)
+    if nodes is None:
+        want = set(pools)
+        nodes = cache[pools] = np.array(
+            [n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64
+        )
+    return nodes
+
+
+class _Profile:
+    """Free whole GPUs of each node over time, one step function per node (row n of `t`/`free`): node n has
+    `free[n, j]` free GPUs during [t[n, j], t[n, j + 1]) for j < count[n]; the last one lasts forever. Unused
+    entries hold t = inf and the last value, so whole-array operations need no masks."""
+
+    def __init__(self, view: View, free: FreeState, started: list[tuple[float, Placement]]):
+        self.view = view
+        self.layout = layout = view.layout
+        now = view.now_s
+        placements = view.placements
+        gpu_node = layout.gpu_node
+        t_list: list[float] = []
+        n_list: list[int] = []
+        c_list: list[int] = []
+        # when each shared GPU's last fractional resident ends (it then counts as a whole free GPU)
+        self.shared_until: dict[int, float] = {}
+        shared_until = self.shared_until
+        for end, j in view.running:
+            p = placements[j]
+            if p.milli == FULL:
+                if len(p.nodes) == 1:
+                    t_list.append(end)
+                    n_list.append(p.nodes[0])
+                    c_list.append(len(p.gpus))
+                else:
+                    for n, c in zip(p.nodes, p.node_counts, strict=True):
+                        t_list.append(end)
+                        n_list.append(n)
+                        c_list.append(c)
+            else:
+                g = p.gpus[0]
+                if shared_until.get(g, -1.0) < end:
+                    shared_until[g] = end
+        for end, p in started:  # whole-GPU fast-path starts
+            if len(p.nodes) == 1:
+                t_list.append(end)
+                n_list.append(p.nodes[0])
+                c_list.append(len(p.gpus))
+            else:
+                for n, c in zip(p.nodes, p.node_counts, strict=True):
+                    t_list.append(end)
+                    n_list.append(n)
+                    c_list.append(c)
+        for g, end in shared_until.items():
+            t_list.append(end)
+            n_list.append(gpu_node[g])
+            c_list.append(1)
+        num_nodes = layout.num_nodes
+        whole = np.asarray(free.node_whole, dtype=np.int64)
+        if not t_list:
+            self.t = np.full((num_nodes, 2), np.inf)
+            self.t[:, 0] = now
+            self.free = np.repeat(whole[:, None], 2, axis=1)
+            self.count = np.ones(num_nodes, dtype=np.int64)
+            return
+        # an end at or before now (an overrun) is assumed to come right after now
+        t_arr = np.maximum(np.asarray(t_list, dtype=float), _after(now))
+        n_arr = np.asarray(n_list, dtype=np.int64)
+        order = np.lexsort((t_arr, n_arr))
+        t_arr, n_arr, c_arr = t_arr[order], n_arr[order], np.asarray(c_list, dtype=np.int64)[order]
+        first = np.ones(len(t_arr), dtype=bool)
+        first[1:] = (n_arr[1:] != n_arr[:-1]) | (t_arr[1:] != t_arr[:-1])
+        at = np.flatnonzero(first)
+        t_u, n_u, c_u = t_arr[at], n_arr[at], np.add.reduceat(c_arr, at)
+        per_node = np.bincount(n_u, minlength=num_nodes)
+        width = int(per_node.max()) + 1 + 4  # room for a few reservations' breakpoints
+        rank = np.arange(len(n_u)) - np.searchsorted(n_u, n_u, side="left")
+        self.t = np.full((num_nodes, width), np.inf)
+        self.t[:, 0] = now
+        self.t[n_u, rank + 1] = t_u
+        delta = np.zeros((num_nodes, width), dtype=np.int64)
+        delta[:, 0] = whole
+        delta[n_u, rank + 1] = c_u
+        self.free = np.cumsum(delta, axis=1)
+        self.count = per_node + 1
+
+    # -- the profile -------------------------------------------------------------------------------------
+
+    def _one_node(self, nodes: np.ndarray, k: int, dur_s: float, before_s: float) -> tuple[float, int] | None:
+        """(start, node) of the earliest run on one of `nodes` with k GPUs free all along that ends before
+        `before_s`; best fit at the start (ties -> lower node index). None if none.
+
+        On one node the earliest start is where one of its own steps begins, so each node is checked at its
+        steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end."""
+        t = self.t[nodes]
+        f = self.free[nodes]
+        ok = f >= k
+        bad_t = np.where(ok, np.inf, t)
+        next_bad = np.minimum.accumulate(bad_t[:, ::-1], axis=1)[:, ::-1]
+        end = t + dur_s
+        fits = ok & (end <= next_bad) & (end < before_s)
+        start = np.where(fits, t, np.inf).min(axis=1)
+        s = start.min()
+        if s == np.inf:
+            return None
+        cand = np.flatnonzero(start == s)
+        if len(cand) == 1:
+            return float(s), int(nodes[cand[0]])
+        j = fits[cand].argmax(axis=1)
+        free_at = f[cand, j]
+        return float(s), int(nodes[cand[int(free_at.argmin())]])
+
+    def _spread(
+        self, nodes: np.ndarray, k: int, dur_s: float, before_s: float
+    ) -> tuple[float, np.ndarray] | None:
+        """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
+        that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none."""
+        t = self.t[nodes]
+        f = self.free[nodes]
+        t_next = np.empty_like(t)
+        t_next[:, :-1] = t[:, 1:]
+        t_next[:, -1] = np.inf
+        for s in np.unique(t[t < np.inf]):
+            if s + dur_s >= before_s:
+                return None
+            inside = ((t < s + dur_s) | (t <= s)) & (t_next > s)
+            avail = np.where(inside, f, np.iinfo(np.int64).max).min(axis=1)
+            if int(avail.sum()) >= k:
+                return float(s), avail
+        return None
+
+    def _split(self, n: int, x: float) -> int:
+        """Index of node n's step starting at x (x > now), splitting the step that holds x if needed."""
+        c = int(self.count[n])
+        row = self.t[n]
+        j = int(np.searchsorted(row[:c], x, side="left"))
+        if j < c and row[j] == x:
+            return j
+        if c == row.shape[0]:
+            self.t = np.concatenate((self.t, np.full((self.t.shape[0], 8), np.inf)), axis=1)
+            self.free = np.concatenate((self.free, np.repeat(self.free[:, -1:], 8, axis=1)), axis=1)
+        t, f = self.t[n], self.free[n]
+        t[j + 1 : c + 1] = t[j:c].copy()
+        f[j + 1 : c + 1] = f[j:c].copy()
+        t[j] = x
+        f[j] = f[j - 1]
+        self.count[n] = c + 1
+        return j
+
+    def _take(self, start_s: float, end_s: float, nodes, counts) -> None:
+        """Remove counts[x] GPUs of node nodes[x] during [start_s, end_s) (a zero-length run holds them
+        during [start_s, the next instant))."""
+        end_s = max(end_s, _after(start_s))
+        for n, c in zip(nodes, counts, strict=True):
+            a = self._split(n, start_s) if start_s > self.t[n, 0] else 0
+            b = self._split(n, end_s)
+            self.free[n, a:b] -= c
+
+    # -- reservations ------------------------------------------------------------------------------------
+
+    def reserve(self, i: int, plan: Plan) -> tuple[Reservation, Placement | None]:
+        """Job i's reservation (taken from the profile) and its placement if it starts now."""
+        view = self.view
+        jt = view.jobs
+        elig, k, milli, mem_mb, pace = jt.shape[i]
+        known = jt.known_runtime_s[i]
+        now = view.now_s
+        layout = self.layout
+        best = None  # (completion, start row, option kind, data, type, rate)
+        for o in _options(elig, 1 if milli < FULL else k, pace):
+            d = known / o.rate
+            bound = best[0] if best is not None else float("inf")
+            if o.multi_type < 0:
+                hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
+                if hit is not None:
+                    a, n = hit
+                    best = (a + d, a, -1, n, layout.node_type[n], d)
+            else:
+                hit = self._spread(_nodes_of(layout, o.pools), k, d, bound)
+                if hit is not None:
+                    a, avail = hit
+                    best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
+        if milli < FULL:
+            shared = self._shared_now(i, plan.free, best[0] if best is not None else float("inf"))
+            if shared is not None:
+                p, end = shared
+                return Reservation(i, now, end, p.type_idx, p.nodes, True), p
+        end, start, kind, data, t, d = best
+        if kind < 0:
+            n = data
+            self._take(start, end, [n], [1 if milli < FULL else k])
+            nodes = (n,)
+            p = None
+            if start == now:
+                free = plan.free
+                p = _on_node(free, n, k, milli, mem_mb)
+        else:
+            pools, avail = data
+            cols = _nodes_of(layout, pools)
+            order = sorted(range(len(cols)), key=lambda x: (-int(avail[x]), int(cols[x])))
+            take_n, take_c = [], []
+            left = k
+            for x in order:
+                if left == 0:
+                    break
+                c = min(int(avail[x]), left)
+                if c > 0:
+                    take_n.append(int(cols[x]))
+                    take_c.append(c)
+                    left -= c
+            self._take(start, end, take_n, take_c)
+            nodes = tuple(take_n)
+            p = _spread_placement(plan.free, take_n, take_c, kind) if start == now else None
+        return Reservation(i, start, float(end), t, nodes, p is not None), p
+
+    def _shared_now(self, i: int, free: FreeState, before_s: float) -> tuple[Placement, float] | None:
+        """A fractional job's start now on a shared GPU where it ends by the GPU's last resident's end and by
+        `before_s` (its whole-GPU reservation's end: ties go to sharing); fastest speed first, then best fit
+        (smallest sufficient free share), ties -> lower GPU index."""
+        view = self.view
+        jt = view.jobs
+        elig, _, milli, mem_mb, pace = jt.shape[i]
+        layout = self.layout
+        now = view.now_s
+        fm = free.free_milli
+        fmem = free.free_mem_mb
+        best = None  # (-speed, free share, gpu)
+        for g, until in self.shared_until.items():
+            if fm[g] < milli or fmem[g] < mem_mb or fm[g] == FULL:
+                continue
+            n = layout.gpu_node[g]
+            if not elig.accepts((n,)):
+                continue
+            v = layout.type_speed[layout.node_type[n]]
+            end = now + jt.known_runtime_s[i] / effective_speed(v, False, pace)
+            if end > until or end > before_s:
+                continue
+            key = (-v, int(fm[g]), g)
+            if best is None or key < best[0]:
+                best = (key, end)
+        if best is None:
+            return None
+        g = best[0][2]
+        n = layout.gpu_node[g]
+        return Placement((g,), (n,), milli, mem_mb, layout.node_type[n]), best[1]
+
+    def started_now(self, i: int, p: Placement) -> None:
+        """Record a fractional start now on a GPU (its GPU is shared until at least the job's end)."""
+        if p.milli < FULL:
+            view = self.view
+            g = p.gpus[0]
+            end = view.now_s + view.duration_on(i, p)
+            if self.shared_until.get(g, -1.0) < end:
+                self.shared_until[g] = end
+
+
+def _after(t: float) -> float:
+    """The next instant after t (the next float): where an overrunning job is assumed to end."""
+    return float(np.nextafter(t, np.inf))
+
+
+def _on_node(free: FreeState, n: int, k: int, milli: int, mem_mb: int) -> Placement:
+    layout = free.layout
+    a = layout.node_first_gpu[n]
+    m = layout.node_num_gpus[n]
+    if milli == FULL:
+        gpus = [a + g for g, x in enumerate(free.free_milli[a : a + m].tolist()) if x == FULL][:k]
+        first = gpus[0] if gpus[-1] - gpus[0] == k - 1 else -1
+        return Placement(tuple(gpus), (n,), FULL, 0, layout.node_type[n], first)
+    fm = free.free_milli[a : a + m].tolist()
+    fmem = free.free_mem_mb[a : a + m].tolist()
+    g = min((x for x in range(m) if fm[x] >= milli and fmem[x] >= mem_mb), key=lambda x: (fm[x], x))
+    return Placement((a + g,), (n,), milli, mem_mb, layout.node_type[n])
+
+
+def _spread_placement(free: FreeState, nodes: list[int], counts: list[int], t: int) -> Placement:
+    layout = free.layout
+    gpus: list[int] = []
+    for n, c in zip(nodes, counts, strict=True):
+        a = layout.node_first_gpu[n]
+        m = layout.node_num_gpus[n]
+        gpus.extend([a + g for g, x in enumerate(free.free_milli[a : a + m].tolist()) if x == FULL][:c])
+    return Placement(tuple(gpus), tuple(nodes), FULL, 0, t, -1, tuple(counts))

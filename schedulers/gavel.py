@@ -1,0 +1,142 @@
+"""Gavel (Narayanan et al., OSDI 2020): heterogeneity-aware max-min fairness, realised in fixed-length rounds.
+
+At every round boundary (multiples of ROUND_S from t = 0; the policy asks for a WakeUp there) it computes the
+allocation X (jobs x GPU types, schedulers/gavel_lp.py) over the active jobs (waiting and running), then picks
+the jobs of the next round as Gavel's mechanism does (§5 and scheduler.py's `_schedule_jobs_on_workers_helper`):
+- priority of job i on type j = X[i, j] / (the fraction of time job i has run so far), X[i, j] x 1e9 for a job
+  that has not run yet (Gavel's convention, so new jobs go first in proportion to their allocation), 0 where
+  X[i, j] = 0;
+- types in the layout's order (fastest first; Gavel: V100, P100, K80), and on each type its entries by priority
+  (ties -> larger X, then a job already running on that type, then arrival order): a job not yet chosen is
+  chosen for that type if it can run there and the type still has as many GPUs as it needs (its scale). Jobs of
+  priority 0 come last but still fill GPUs nobody else takes (Gavel does not skip them either).
+Realisation: a running job chosen for the type it runs on keeps its GPUs; a running job not chosen, or chosen
+for another type (a migration), is preempted (env/simulator.py's Preempt: its progress is kept and it pays the
+restore overhead when started again). The chosen jobs that are not running then start on the placement rule's
+placement restricted to their type, in the order chosen; one that does not fit (fragmentation: Gavel counts
+GPUs per type, our nodes are real) waits for the next round. Between boundaries nothing changes.
+Throughput of job i on type j: its speed there (env/placement.py's `effective_speed`: the job type's measured
+speed with --job_types, else the catalog type speed), 0 on a type it cannot use.
+
+Deviations (README, Schedulers): the fraction of time run is over the job's whole stay and all types (View's
+attained service), where Gavel keeps it per type since the last allocation change; X is recomputed from the
+active set each round (memoised while the set is unchanged); no space sharing (packing) of jobs on a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from env.cluster import gb_to_mb
+from env.placement import effective_speed, place, spans_nodes_on
+from env.simulator import View, WakeUp
+from schedulers.gavel_lp import agnostic_allocation, aware_allocation
+from schedulers.plan import Plan
+
+ROUND_S = 360.0
+"""round length (s): Gavel's default `time_per_iteration` (scheduler/scheduler.py) and its simulation sweeps'
+`--interval` default (scheduler/scripts/sweeps/run_sweep_continuous.py)"""
+
+_NEW_JOB_PRIORITY = 1e9  # Gavel: allocation x 1e9 for a job with no time run yet
+
+
+def gavel(view: View) -> list:
+    """Heterogeneity-aware max-min fairness (Gavel's `max_min_fairness_perf`)."""
+    return _round(view, aware=True)
+
+
+def gavel_agnostic(view: View) -> list:
+    """The heterogeneity-agnostic baseline (Gavel's `max_min_fairness`): equal GPU time, any type."""
+    return _round(view, aware=False)
+
+
+def _round(view: View, aware: bool) -> list:
+    now = view.now_s
+    k = math.floor(now / ROUND_S)
+    next_round = WakeUp((k + 1) * ROUND_S)
+    if k * ROUND_S != now:
+        return [next_round]  # mid-round: the round's jobs keep running until the boundary
+    running = {j: None for _, j in view.running}
+    active = sorted([*view.queue, *running])
+    if not active:
+        return []
+    jt = view.jobs
+    layout = view.layout
+    num_types = len(layout.type_names)
+    thr = _throughputs(view, active)
+    x = _allocation(view, active, thr, aware)
+    fraction = np.array(
+        [
+            view.attained_now(i) / (jt.gpu_demand[i] * (now - jt.arrival_s[i]))
+            if now > jt.arrival_s[i]
+            else 0.0
+            for i in active
+        ]
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prio = np.where(fraction[:, None] > 0, x / fraction[:, None], x * _NEW_JOB_PRIORITY)
+    prio = np.where(x > 1e-9, prio, 0.0)
+    placements = view.placements
+    left = list(layout.type_num_gpus)
+    chosen: dict[int, int] = {}  # job -> type, in the order chosen
+    for t in range(num_types):
+        entries = sorted(
+            (
+                (-prio[r, t], -x[r, t], 0 if i in running and placements[i].type_idx == t else 1, i)
+                for r, i in enumerate(active)
+                if thr[r, t] > 0
+            )
+        )
+        for *_, i in entries:
+            if left[t] == 0:
+                break
+            if i in chosen or jt.num_gpus[i] > left[t]:
+                continue
+            chosen[i] = t
+            left[t] -= jt.num_gpus[i]
+    plan = Plan(view.free)
+    for i in running:
+        if chosen.get(i) != placements[i].type_idx:
+            plan.preempt(i, placements[i])
+    for i, t in chosen.items():
+        if i in running and placements[i].type_idx == t:
+            continue
+        _, k_gpus, milli, mem_mb, pace = jt.shape[i]
+        elig_t = layout.eligible((layout.type_names[t],), gb_to_mb(jt.jobs[i].gpu_mem_gb))
+        p = place(plan.free, elig_t, k_gpus, milli, mem_mb, pace)
+        if p is not None:
+            plan.add(i, p)
+    return [*plan.decisions, next_round]
+
+
+def _throughputs(view: View, active: list[int]) -> np.ndarray:
+    """Job x type throughput: reference seconds of work per second on one node of the type (spread where the
+    job needs more GPUs than a node of the type has), 0 where the job cannot run."""
+    jt = view.jobs
+    layout = view.layout
+    out = np.zeros((len(active), len(layout.type_names)))
+    for r, i in enumerate(active):
+        elig, k, milli, _, pace = jt.shape[i]
+        for t in elig.types:
+            out[r, t] = effective_speed(layout.type_speed[t], spans_nodes_on(elig, k, milli, t), pace)
+    return out
+
+
+_MEMO: dict[tuple, tuple[object, np.ndarray]] = {}
+
+
+def _allocation(view: View, active: list[int], thr: np.ndarray, aware: bool) -> np.ndarray:
+    """X for the active set, memoised per run (the JobTable) while the set does not change."""
+    key = (id(view.jobs), aware, tuple(active))
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is view.jobs:
+        return hit[1]
+    scale = np.array([view.jobs.num_gpus[i] for i in active], dtype=float)
+    gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
+    x = aware_allocation(thr, scale, gpus) if aware else agnostic_allocation(thr > 0, scale, gpus)
+    if len(_MEMO) > 64:
+        _MEMO.clear()
+    _MEMO[key] = (view.jobs, x)
+    return x

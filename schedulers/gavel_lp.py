@@ -1,0 +1,90 @@
+"""Gavel's max-min fairness allocation as a linear program: pure functions from throughputs to time fractions.
+
+Narayanan et al., "Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning Workloads", OSDI 2020, §4.1
+(and the authors' scheduler/policies/max_min_fairness.py): the allocation X (jobs x GPU types) gives each job the
+fraction of time it should spend on each type, with sum_j X[i, j] <= 1 per job and sum_i scale[i] X[i, j] <= the
+number of GPUs of type j (a job of scale k holds k GPUs while it runs).
+- heterogeneity-AWARE ("max_min_fairness_perf"): maximise min_i sum_j T[i, j] / iso[i] * scale[i] * X[i, j],
+  where T is the job's throughput on each type and iso[i] = sum_j T[i, j] X_eq[i, j] its throughput with an
+  equal time share of every type (the paper's X^equal, §4.1: each type's time split evenly over the jobs that
+  can use it, weighted by scale, a job's row capped at 1), so jobs are compared by normalised effective
+  throughput. (The authors' code normalises by the agnostic LP's allocation instead, which is not unique: any
+  split over types is optimal for it, so the normalisation would depend on the solver.)
+- heterogeneity-AGNOSTIC ("max_min_fairness"): the same with every throughput 1, i.e. equal GPU-time shares.
+Deviation: a max-min LP only pins the minimum, so a solver may leave capacity unallocated to jobs above it; a
+second LP keeps the minimum (to a 1e-6 relative tolerance) and maximises the sum of the same objective terms,
+so spare GPU time goes to whoever can use it (Gavel's water-filling variant refines this further; not done).
+Solved with scipy.optimize.linprog (HiGHS).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def max_min_fair(
+    coef_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray, runnable_JT: np.ndarray
+) -> np.ndarray:
+    """X (jobs x types) maximising min_i sum_j coef[i, j] X[i, j] (then their sum, keeping that minimum), with
+    sum_j X[i, j] <= 1, sum_i scale[i] X[i, j] <= gpus[j], 0 <= X <= 1 and X = 0 where not runnable."""
+    from scipy.optimize import linprog  # imported here: the other policies never need scipy
+    from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
+
+    num_jobs, num_types = coef_JT.shape
+    if num_jobs == 0:
+        return np.zeros((0, num_types))
+    n = num_jobs * num_types
+    rows = np.repeat(np.arange(num_jobs), num_types)
+    cols = np.arange(n)
+    # t - sum_j coef[i, j] x[i, j] <= 0 for every job i
+    fair = hstack([-csr_matrix(coo_matrix((coef_JT.ravel(), (rows, cols)), shape=(num_jobs, n))),
+                   csr_matrix(np.ones((num_jobs, 1)))])  # fmt: skip
+    # sum_j x[i, j] <= 1
+    one_job = hstack([csr_matrix(coo_matrix((np.ones(n), (rows, cols)), shape=(num_jobs, n))),
+                      csr_matrix((num_jobs, 1))])  # fmt: skip
+    # sum_i scale[i] x[i, j] <= gpus[j]
+    per_type = hstack([csr_matrix(coo_matrix((np.repeat(scale_J, num_types), (np.tile(np.arange(num_types), num_jobs), cols)),
+                                             shape=(num_types, n))),
+                       csr_matrix((num_types, 1))])  # fmt: skip
+    a_ub = vstack([fair, one_job, per_type]).tocsr()
+    b_ub = np.concatenate([np.zeros(num_jobs), np.ones(num_jobs), np.asarray(gpus_T, dtype=float)])
+    upper = np.where(runnable_JT, 1.0, 0.0).ravel()
+    bounds = np.column_stack([np.zeros(n + 1), np.append(upper, np.inf)])
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    first = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    if first.status != 0:
+        raise RuntimeError(f"Gavel's max-min LP failed: {first.message}")
+    t_star = first.x[-1]
+    # second stage: keep every job at >= the optimal minimum, maximise the sum of the objective terms
+    bounds[-1] = (t_star * (1 - 1e-6), np.inf)
+    c2 = np.append(-coef_JT.ravel(), 0.0)
+    second = linprog(c2, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    x = (second.x if second.status == 0 else first.x)[:-1]
+    return np.clip(x.reshape(num_jobs, num_types), 0.0, 1.0)
+
+
+def agnostic_allocation(runnable_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray) -> np.ndarray:
+    """Heterogeneity-agnostic max-min fairness: every runnable type counts as throughput 1 (equal GPU time)."""
+    coef = np.where(runnable_JT, 1.0, 0.0) * scale_J[:, None]
+    return max_min_fair(coef, scale_J, gpus_T, runnable_JT)
+
+
+def equal_share(runnable_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray) -> np.ndarray:
+    """X_eq: every job gets the same time fraction of each type it can use, gpus[j] / (sum of the scales of
+    those jobs) (at most 1), and a job's row is scaled down to sum to at most 1."""
+    demand_T = (runnable_JT * scale_J[:, None]).sum(axis=0)
+    frac_T = np.minimum(1.0, np.asarray(gpus_T, dtype=float) / np.maximum(demand_T, 1e-300))
+    x = runnable_JT * frac_T[None, :]
+    row = x.sum(axis=1)
+    return x / np.maximum(row, 1.0)[:, None]
+
+
+def aware_allocation(throughput_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray) -> np.ndarray:
+    """Heterogeneity-aware max-min fairness over throughputs normalised by each job's throughput with an equal
+    share of the cluster (throughput 0 = the job cannot run on that type)."""
+    runnable = throughput_JT > 0
+    iso = (throughput_JT * equal_share(runnable, scale_J, gpus_T)).sum(axis=1)
+    iso = np.where(iso > 0, iso, 1.0)  # a job that can run nowhere gets nothing anyway
+    coef = throughput_JT / iso[:, None] * scale_J[:, None]
+    return max_min_fair(coef, scale_J, gpus_T, runnable)

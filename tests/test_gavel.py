@@ -1,0 +1,136 @@
+"""Gavel: the max-min fairness LPs on hand-computed 2-job / 2-type cases, and the round-based policy."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from env.cluster import FULL, ClusterLayout
+from env.cluster_spec import parse_cluster_spec
+from env.placement import effective_speed
+from env.simulator import Simulator
+from schedulers import POLICIES
+from schedulers.gavel_lp import agnostic_allocation, aware_allocation, equal_share, max_min_fair
+from tests.helpers import job
+from tests.test_invariants import clusters, workloads
+from workloads.job import Workload
+
+ONES = np.ones(2)
+
+
+def test_max_min_fair_equalises_throughput_over_two_types():
+    # 1 V100 + 1 K80; job A runs 4/1 (V100/K80), B 2/1. With a = A's V100 share, b its K80 share, c and d B's:
+    # full use needs a + b = 1, c = 1 - a, d = a, so A = 4a + 1 - a = 1 + 3a and B = 2(1 - a) + a = 2 - a;
+    # equal at a = 1/4: both get 1.75. (B >= 1.75 with c + d <= 1 forces c >= 3/4, so a <= 1/4; A >= 1.75
+    # forces a >= 1/4: the optimum is unique.)
+    x = max_min_fair(np.array([[4.0, 1.0], [2.0, 1.0]]), ONES, ONES, np.ones((2, 2), dtype=bool))
+    assert np.allclose(x, [[0.25, 0.75], [0.75, 0.25]], atol=1e-6)
+
+
+def test_agnostic_gives_equal_time_and_respects_types_a_job_cannot_use():
+    # B cannot run on the V100: max-min of total time gives B the whole K80 and A the whole V100 (t = 1).
+    runnable = np.array([[True, True], [False, True]])
+    x = agnostic_allocation(runnable, ONES, ONES)
+    assert np.allclose(x, [[1.0, 0.0], [0.0, 1.0]], atol=1e-6)
+
+
+def test_equal_share_splits_each_type_over_the_jobs_that_can_use_it():
+    # 2 V100s shared by A (scale 1) and B (scale 2): 2 / 3 of the time each; 1 K80 only A can use: 1, capped
+    # so that A's row sums to 1: A = (2/3, 1) / (5/3) = (0.4, 0.6), B = (2/3, 0).
+    x = equal_share(np.array([[True, True], [True, False]]), np.array([1.0, 2.0]), np.array([2.0, 1.0]))
+    assert np.allclose(x, [[0.4, 0.6], [2 / 3, 0.0]])
+
+
+def test_aware_gives_the_fast_type_to_the_job_that_gains_from_it():
+    # A runs 4/1 on V100/K80, B 1/1. Equal shares (1/2 of each type): A's throughput 2.5, B's 1. Normalised
+    # coefficients A (1.6, 0.4), B (1, 1). Full use: A = 1.6a + 0.4(1 - a) = 0.4 + 1.2a, B = (1 - a) + a = 1,
+    # so the minimum is 1 for every a >= 1/2; the second stage maximises the sum 1.4 + 1.2a -> a = 1:
+    # A gets the V100 (normalised 1.6), B the K80 (1.0), where the agnostic split leaves both at 1.
+    x = aware_allocation(np.array([[4.0, 1.0], [1.0, 1.0]]), ONES, ONES)
+    assert np.allclose(x, [[1.0, 0.0], [0.0, 1.0]], atol=1e-5)
+
+
+def test_scale_counts_gpus_held():
+    # One type with 4 GPUs; A needs 4 GPUs (scale 4), B 1; coefficients = scale. t <= 4 x_A and t <= x_B <= 1,
+    # so t = 1 with x_B = 1 and x_A >= 1/4; capacity 4 x_A + x_B <= 4 -> x_A <= 3/4, and the second stage
+    # (maximise 4 x_A + x_B) takes x_A = 3/4.
+    x = max_min_fair(
+        np.array([[4.0], [1.0]]), np.array([4.0, 1.0]), np.array([4.0]), np.ones((2, 1), dtype=bool)
+    )
+    assert np.allclose(x, [[0.75], [1.0]], atol=1e-5)
+
+
+def _sim(cluster: str, jobs, overhead_s: float = 0.0) -> Simulator:
+    layout = ClusterLayout(parse_cluster_spec(cluster))
+    return Simulator(Workload("t", tuple(jobs)), layout, None, 1.2, overhead_s)
+
+
+def test_gavel_rounds_time_share_one_gpu():
+    # 1 V100 (speed 0.5), restore overhead 60 s. A (360 s reference = 720 s on the V100) starts at the round at
+    # 0. B (90 s -> 180 s) arrives at 10 and waits for the round at 360. Then X = (1/2, 1/2) (one type: equal
+    # time); A has run all of its 360 s in the system (fraction 1 -> priority 1/2), B none (1/2 x 1e9): B runs
+    # and A is preempted with 360 x 0.5 = 180 s of its work done. B ends at 540; A waits for the round at 720 and
+    # restarts: 60 s restore + 180 / 0.5 = 360 s -> ends at 1,140.
+    jobs = [job("A", 0, 360), job("B", 10, 90)]
+    for policy in ("gavel", "gavel_agnostic"):
+        sim = _sim("1xV100-32GB:1", jobs, overhead_s=60.0)
+        sim.run(POLICIES[policy])
+        r = sim.result(policy, 0, preemptive=True)
+        assert r.start_s.tolist() == [0.0, 360.0] and r.end_s.tolist() == [1140.0, 540.0]
+        assert r.preemptions.tolist() == [1, 0]
+        assert r.runs.start_s.tolist() == [0.0, 360.0, 720.0] and r.runs.end_s.tolist() == [
+            360.0,
+            540.0,
+            1140.0,
+        ]
+
+
+def test_gavel_places_jobs_on_the_types_of_their_allocation():
+    # 1 V100 + 1 K80. A may only use the K80, B any type: X = (A: K80 1; B: V100 1), unique. Types are filled
+    # fastest first: the V100 goes to B (A cannot use it), the K80 to A. B (100 s) runs 100 / 0.5 = 200 s,
+    # A (36 s) 36 / 0.1 = 360 s; both start at the round at 0.
+    jobs = [job("A", 0, 36, gpu_types=("K80",)), job("B", 0, 100)]
+    for policy in ("gavel", "gavel_agnostic"):
+        sim = _sim("1xV100-32GB:1,1xK80:1", jobs)
+        sim.run(POLICIES[policy])
+        r = sim.result(policy, 0, preemptive=True)
+        assert r.gpu_type == ("K80", "V100-32GB")
+        assert r.start_s.tolist() == [0.0, 0.0] and np.allclose(r.end_s, [360.0, 200.0])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.sampled_from(["gavel", "gavel_agnostic"]), st.sampled_from([0.0, 30.0]))
+def test_gavel_conserves_work_and_never_over_commits(spec, workload, policy, overhead_s):
+    """Every accepted job completes; over its runs it does exactly its work (each run: (length - restore
+    overhead if a restart) x its speed there); no GPU is ever shared beyond its capacity."""
+    layout = ClusterLayout(spec)
+    sim = Simulator(workload, layout, None, 1.2, overhead_s)
+    sim.run(POLICIES[policy])
+    r = sim.result(policy, 0, preemptive=True)
+    node_index = {n.node_id: i for i, n in enumerate(layout.nodes)}
+    type_index = {t: i for i, t in enumerate(layout.type_names)}
+    work = np.zeros(len(workload.jobs))
+    seen: set[int] = set()
+    use = defaultdict(list)
+    for i, s, e, plc, gt in zip(
+        r.runs.job, r.runs.start_s, r.runs.end_s, r.runs.placement, r.runs.gpu_type, strict=True
+    ):
+        labels = plc.split(";")
+        nodes = {node_index[x.split("/")[0]] for x in labels}
+        speed = effective_speed(layout.type_speed[type_index[gt]], len(nodes) > 1, sim.jobs.pace[i])
+        work[i] += (e - s - (overhead_s if i in seen else 0.0)) * speed
+        seen.add(int(i))
+        for x in labels:
+            use[x] += [(s, 1, sim.jobs.milli[i]), (e, 0, -sim.jobs.milli[i])]
+    for i, j in enumerate(workload.jobs):
+        if r.status[i] != "rejected":
+            assert r.status[i] == "completed"
+            assert np.isclose(work[i], j.runtime_s, rtol=1e-9, atol=1e-6), (i, work[i], j.runtime_s)
+    for events in use.values():
+        level = 0
+        for _, _, m in sorted(events):
+            level += m
+            assert level <= FULL
