@@ -12,6 +12,7 @@ from config import DIFFICULTIES, RunConfig, SimConfig, WorkloadConfig
 from env.catalog import CATALOG, resolve_gpu_type
 from env.cluster import ClusterLayout
 from env.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
+from env.power import PowerModel
 from env.simulator import Simulator
 from workloads.job import Workload
 from workloads.profiles import PROFILE_NAMES
@@ -40,8 +41,11 @@ class Scenario:
     multi_node_runtime_factor: float
     seed: int
 
-    def simulator(self) -> Simulator:
-        return Simulator(self.workload, self.layout, self.known_runtime_s, self.multi_node_runtime_factor)
+    def simulator(self, power: PowerModel | None = None) -> Simulator:
+        """A fresh simulator of this scenario; with `power`, it tracks node power states (env/power.py)."""
+        return Simulator(
+            self.workload, self.layout, self.known_runtime_s, self.multi_node_runtime_factor, power
+        )
 
 
 def check_options(cfg: RunConfig) -> None:

@@ -107,6 +107,9 @@ class SummaryRow:
     load_factor_capacity: float
     avg_jct_s_by_priority: tuple[tuple[int, float], ...] = ()
     """(priority, mean JCT of its completed jobs), sorted by priority; written as columns avg_jct_s_prio{p}"""
+    energy: tuple[tuple[str, float], ...] = ()
+    """(name, value) of metrics/energy.py's ENERGY_FIELDS when the run had a power model (--power), else ();
+    written as columns of those names after every other column"""
 
 
 def check_result(result: RunResult) -> None:
