@@ -104,46 +104,61 @@ def make_manager(spec: ManagerSpec, prices: PriceCurve | None = None) -> Manager
 def idle_off(view: View, idle_s: float, reserve: int) -> list:
     """The idle_off rule (module docstring): boots for waiting jobs, shutdowns of long-idle nodes, a WakeUp."""
     power = view.node_power
-    state = power.state
-    decisions: list = _boots_for_queue(view) if OFF in state else []
+    decisions: list = _boots_for_queue(view) if OFF in power.state else []
+    idle = idle_nodes(view)
+    if not idle:
+        return decisions
     layout = view.layout
-    whole, size = view.free.node_whole, layout.node_num_gpus
-    # nodes some waiting job accepts (type and memory): never shut down while it waits
-    wanted: set[int] = set()
-    for shape in view.queue_by_shape:
-        wanted.update(shape[0].nodes)
+    node_type = layout.node_type
+    # the eligible-node sets of the waiting jobs: a node one of them accepts is never shut down while it waits
+    wanted = list({id(shape[0]): shape[0]._node_set for shape in view.queue_by_shape}.values())
     kept = [0] * len(layout.type_names)
     now = view.now_s
     next_deadline = math.inf
-    for n in range(layout.num_nodes):
-        if state[n] != ON or whole[n] != size[n]:
-            continue
-        t = layout.node_type[n]
+    for n in idle:
+        t = node_type[n]
         if kept[t] < reserve:
             kept[t] += 1
             continue
-        if n in wanted:
-            continue
         deadline = power.idle_since_s[n] + idle_s
-        if deadline <= now:
-            decisions.append(PowerOff(n))
-        else:
+        if deadline > now:
             next_deadline = min(next_deadline, deadline)
+        elif not any(n in nodes for nodes in wanted):
+            decisions.append(PowerOff(n))
     if next_deadline < math.inf:
         decisions.append(WakeUp(next_deadline))
     return decisions
 
 
+def idle_nodes(view: View) -> list[int]:
+    """ON nodes with no job, ascending. From the free state's per-pool counts of free GPUs: a node that is not ON
+    has all its GPUs taken, so a node with every GPU free is ON and empty."""
+    layout = view.layout
+    size = layout.node_num_gpus
+    out = []
+    for by_c, sizes in zip(view.free.pool_free, layout.pool_node_sizes, strict=True):
+        for c in sizes:
+            if by_c[c]:
+                out.extend(n for n in by_c[c] if size[n] == c)
+    out.sort()
+    return out
+
+
 def _boots_for_queue(view: View) -> list:
     """PowerOn decisions for OFF nodes that waiting jobs need (the wake rule of the module docstring)."""
+    if not view.queue:
+        return []
     power = view.node_power
     state = power.state
     layout = view.layout
+    off = [n for n in range(layout.num_nodes) if state[n] == OFF]
+    eligible = {id(shape[0]): shape[0]._node_set for shape in view.queue_by_shape}.values()
+    if not any(n in nodes for nodes in eligible for n in off):
+        return []  # no waiting job accepts any OFF node
     scratch = view.free.copy()
     for n in range(layout.num_nodes):
         if state[n] == BOOTING:
             scratch.give(layout.whole_node(n))
-    off = [n for n in range(layout.num_nodes) if state[n] == OFF]
     boots: list = []
     shapes = view.jobs.shape
     for count, i in enumerate(view.queue):

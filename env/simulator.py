@@ -173,6 +173,8 @@ class Simulator:
         self.num_rejected = n - len(accepted)
         self._accepted = accepted
         self._woken = False
+        self.wake_on_idle = False
+        """with a power model: make `advance` return when a node falls idle (run() sets it when a manager runs)"""
         self._wake_at: set[float] = set()
         self.node_power: NodePower | None = None
         if power is not None:
@@ -251,7 +253,8 @@ class Simulator:
         for n in p.nodes:
             if whole[n] == size[n]:
                 self.node_power.idle_since_s[n] = self.env.now
-                self._woken = True  # a power manager may want to know that a node fell idle
+                # a power manager wants to hear of a node falling idle (to set its idle deadline)
+                self._woken = self._woken or self.wake_on_idle
 
     def power_off(self, n: int) -> None:
         """Start shutting node n down now; it must be ON and hold no job (else ValueError)."""
@@ -437,6 +440,7 @@ class Simulator:
         `manager(view) -> decisions` (a power manager, env/power_managers.py) is consulted after the policy's
         decisions are applied, at every decision instant."""
         n = 0
+        self.wake_on_idle = manager is not None
         while self.advance():
             for d in policy(self.view()):
                 self.apply(d)
