@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from env.placement import place
-from env.power import BOOTING, OFF, ON, PowerOff, PowerOn
+from env.power import BOOTING, OFF, PowerOff, PowerOn
 from env.prices import PriceCurve
 from env.simulator import View, WakeUp
 
