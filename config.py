@@ -79,6 +79,11 @@ class SimConfig:
     """log-normal sigma of the noisy estimate used when a workload has no user estimate"""
     estimate_median_factor: float = 1.5
     """median over-estimation factor of that noisy estimate"""
+    preempt_overhead_s: float = 60.0
+    """seconds a preempted job spends restoring its checkpoint (holding its GPUs, doing no work) each time it
+    is started again; only preemptive policies (srtf, tiresias) preempt. 60 s: the upper end of the 40-60 s that
+    Tiresias (Gu et al., NSDI'19) and Lucid (Hu et al., ASPLOS'23) report for jobs of <= 8 GPUs (README,
+    Preemption)"""
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=s.runtime_info,
         help="what policies and agents know of runtimes: the true one, or the user estimate (else a noisy one)",
     )
+    g.add_argument(
+        "--preempt_overhead_s",
+        type=float,
+        default=s.preempt_overhead_s,
+        help="seconds a preempted job spends restoring when started again (preemptive policies srtf, tiresias)",
+    )
     g = p.add_argument_group("agents")
     g.add_argument(
         "--total_steps",
@@ -335,7 +341,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             recorded_gpu_type=a.recorded_gpu_type,
             google_unit=a.google_unit,
         ),
-        sim=replace(d.sim, runtime_info=a.runtime_info),
+        sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),

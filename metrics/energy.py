@@ -13,7 +13,8 @@ Definitions (README, *Energy and power states*; power model in env/power.py):
 - avg_power_kw = facility energy / window length; energy_per_gpu_hour_kwh = facility energy / GPU-hours of the
   completed jobs (a fractional share counts its fraction); node_hours_off = hours nodes spent OFF in the window.
 - per job (jobs.csv): energy_kwh = facility energy attributed to the job while it runs: on each of its GPUs,
-  share x (max_w + node_base_w / GPUs of that node), x PUE, over its run time in the window; energy_cost_eur is
+  share x (max_w + node_base_w / GPUs of that node), x PUE, over each of its execution intervals in the window
+  (RunResult.runs: a preempted job has several, and a restore overhead counts as running); energy_cost_eur is
   the same power against the price curve. Idle GPUs, boots, shutdowns and OFF draw are not attributed to any job,
   so the jobs' sum is below the run's facility energy (the rest is the cluster's idle overhead).
 """
@@ -82,21 +83,44 @@ def window(result: RunResult) -> tuple[float, float]:
     return start, max(start, end)
 
 
-def _job_powers(result: RunResult, model: PowerModel) -> tuple[np.ndarray, np.ndarray]:
-    """Per job: dynamic IT watts while it runs (share x (max - idle) on each GPU) and attributed IT watts
-    (share x (max + node base / node GPUs) on each GPU); 0 for jobs never placed."""
+def _intervals(
+    result: RunResult,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...], tuple[str, ...]]:
+    """Every execution interval (job, start, end or NaN, placement, GPU type): RunResult.runs when recorded (a
+    preempted job has several), else one per started job."""
+    runs = result.runs
+    if runs is not None:
+        return runs.job, runs.start_s, runs.end_s, runs.placement, runs.gpu_type
+    started = np.flatnonzero(~np.isnan(np.asarray(result.start_s, dtype=float)))
+    return (
+        started,
+        np.asarray(result.start_s, dtype=float)[started],
+        np.asarray(result.end_s, dtype=float)[started],
+        tuple(result.placement[i] for i in started),
+        tuple(result.gpu_type[i] for i in started),
+    )
+
+
+def _interval_powers(
+    result: RunResult,
+    model: PowerModel,
+    job: np.ndarray,
+    placement: tuple[str, ...],
+    gpu_type: tuple[str, ...],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per interval: dynamic IT watts (share x (max - idle) on each GPU) and attributed IT watts (share x
+    (max + node base / node GPUs) on each GPU)."""
     node_gpus = {n.node_id: n.num_gpus for n in result.nodes}
-    n = len(result.jobs)
-    dyn = np.zeros(n)
-    attributed = np.zeros(n)
-    for i, (j, t, placement) in enumerate(zip(result.jobs, result.gpu_type, result.placement, strict=True)):
-        if not placement:
-            continue
+    dyn = np.zeros(len(job))
+    attributed = np.zeros(len(job))
+    jobs = result.jobs
+    for k, (i, labels, t) in enumerate(zip(job.tolist(), placement, gpu_type, strict=True)):
         g = GPU_POWER[t]
-        share = j.gpu_milli / 1000.0
-        dyn[i] = j.num_gpus * share * (g.max_w - g.idle_w)
-        base = sum(model.node_base_w / node_gpus[label.rsplit("/", 1)[0]] for label in placement.split(";"))
-        attributed[i] = j.num_gpus * share * g.max_w + share * base
+        share = jobs[i].gpu_milli / 1000.0
+        gpus = labels.split(";")
+        dyn[k] = len(gpus) * share * (g.max_w - g.idle_w)
+        base = sum(model.node_base_w / node_gpus[label.rsplit("/", 1)[0]] for label in gpus)
+        attributed[k] = len(gpus) * share * g.max_w + share * base
     return dyn, attributed
 
 
@@ -136,14 +160,12 @@ def energy_report(result: RunResult, prices: PriceCurve) -> EnergyReport:
     times.append(np.asarray(ev_t, dtype=float))
     deltas.append(np.asarray(ev_d, dtype=float))
 
-    dyn_w, attributed_w = _job_powers(result, model)
-    start = np.asarray(result.start_s, dtype=float)
-    end = np.where(np.isnan(result.end_s), t1, result.end_s)
-    ran = ~np.isnan(start)
-    s_clip = np.clip(start[ran], t0, t1)
-    e_clip = np.clip(end[ran], t0, t1)
+    job, start, end, placement, gpu_type = _intervals(result)
+    dyn_w, attributed_w = _interval_powers(result, model, job, placement, gpu_type)
+    s_clip = np.clip(start, t0, t1)
+    e_clip = np.clip(np.where(np.isnan(end), t1, end), t0, t1)
     times += [s_clip, e_clip]
-    deltas += [dyn_w[ran], -dyn_w[ran]]
+    deltas += [dyn_w, -dyn_w]
 
     t_all = np.concatenate(times)
     d_all = np.concatenate(deltas)
@@ -164,12 +186,14 @@ def energy_report(result: RunResult, prices: PriceCurve) -> EnergyReport:
     carbon_g = float(np.dot(pw, np.diff(f_carbon))) * pue / J_PER_KWH
 
     n = len(result.jobs)
-    job_kwh = np.full(n, np.nan)
-    job_cost = np.full(n, np.nan)
-    job_kwh[ran] = attributed_w[ran] * (e_clip - s_clip) * pue / J_PER_KWH
-    job_cost[ran] = (
-        attributed_w[ran] * (prices.price_integral(e_clip) - prices.price_integral(s_clip)) * pue / J_PER_MWH
+    ran = np.zeros(n, dtype=bool)
+    ran[job] = True
+    run_kwh = attributed_w * (e_clip - s_clip) * pue / J_PER_KWH
+    run_cost = (
+        attributed_w * (prices.price_integral(e_clip) - prices.price_integral(s_clip)) * pue / J_PER_MWH
     )
+    job_kwh = np.where(ran, np.bincount(job, weights=run_kwh, minlength=n), np.nan)
+    job_cost = np.where(ran, np.bincount(job, weights=run_cost, minlength=n), np.nan)
     completed = np.asarray(result.status, dtype=object) == COMPLETED
     gpu_hours = float(
         sum(

@@ -18,7 +18,9 @@ from workloads.job import Workload
 
 
 def _run(cluster, jobs, model, manager=None, algo="fcfs"):
-    sim = Simulator(Workload("t", tuple(jobs)), ClusterLayout(parse_cluster_spec(cluster)), None, 1.2, model)
+    sim = Simulator(
+        Workload("t", tuple(jobs)), ClusterLayout(parse_cluster_spec(cluster)), None, 1.2, power=model
+    )
     sim.run(POLICIES[algo], manager=manager)
     return sim.result(algo, 0)
 

@@ -22,7 +22,7 @@ MODEL = PowerModel(boot_s=260.0, shutdown_s=60.0)
 
 def _sim(cluster: str, jobs, initial=None, model=MODEL) -> Simulator:
     layout = ClusterLayout(parse_cluster_spec(cluster))
-    return Simulator(Workload("t", tuple(jobs)), layout, None, 1.2, model, initial)
+    return Simulator(Workload("t", tuple(jobs)), layout, None, 1.2, power=model, initial_power=initial)
 
 
 def test_off_node_offers_no_capacity_until_booted():
@@ -156,15 +156,16 @@ def _non_on_intervals(r) -> dict[int, list[tuple[float, float]]]:
 
 
 def _check_only_on_nodes(sim: Simulator) -> None:
+    """Every execution interval (RunResult.runs: a preempted job has several) lies where its nodes were ON."""
     r = sim.result("x", 0)
     blocked = _non_on_intervals(r)
-    for i, p in enumerate(sim.placements):
-        if p is None:
-            continue
-        s, e = r.start_s[i], r.end_s[i] if r.end_s[i] == r.end_s[i] else float("inf")
-        for n in p.nodes:
+    node_index = {n.node_id: k for k, n in enumerate(r.nodes)}
+    runs = r.runs
+    for s, e, placement in zip(runs.start_s.tolist(), runs.end_s.tolist(), runs.placement, strict=True):
+        e = e if e == e else float("inf")
+        for n in {node_index[label.rsplit("/", 1)[0]] for label in placement.split(";")}:
             for a, b in blocked.get(n, ()):
-                assert not (a < e and s < b), (i, n, (s, e), (a, b))
+                assert not (a < e and s < b), (n, (s, e), (a, b))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -181,7 +182,7 @@ def test_no_job_runs_on_a_node_that_is_not_on(cluster, workload, algo, seed, boo
     rng = np.random.default_rng(seed)
     initial = tuple(int(x) for x in rng.choice([ON, OFF], size=layout.num_nodes))
     model = PowerModel(boot_s=boot_s, shutdown_s=boot_s / 2)
-    sim = Simulator(workload, layout, None, 1.2, model, initial)
+    sim = Simulator(workload, layout, None, 1.2, power=model, initial_power=initial)
     steps = [0]
 
     def chaos(view):
@@ -210,7 +211,7 @@ def test_always_on_power_model_changes_no_job_record(cluster, workload, algo):
     layout = ClusterLayout(cluster)
     plain = Simulator(workload, layout)
     plain.run(POLICIES[algo])
-    powered = Simulator(workload, layout, None, 1.2, MODEL)
+    powered = Simulator(workload, layout, None, 1.2, power=MODEL)
     powered.run(POLICIES[algo])
     a, b = plain.result(algo, 0), powered.result(algo, 0)
     assert a.start_s.tobytes() == b.start_s.tobytes() and a.end_s.tobytes() == b.end_s.tobytes()
@@ -223,7 +224,7 @@ def test_always_on_power_model_changes_no_job_record(cluster, workload, algo):
 def test_idle_off_is_deterministic_and_completes_every_job(cluster, workload, algo):
     runs = []
     for _ in range(2):
-        sim = Simulator(workload, ClusterLayout(cluster), None, 1.2, MODEL)
+        sim = Simulator(workload, ClusterLayout(cluster), None, 1.2, power=MODEL)
         sim.run(POLICIES[algo], manager=make_manager(parse_manager("idle_off:30:0")))
         _check_only_on_nodes(sim)
         runs.append(sim.result(algo, 0))
