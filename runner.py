@@ -22,7 +22,7 @@ from metrics.compare import aggregate, assert_same_jobs, format_table, write_com
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.power_plots import plot_jct_vs_cost, plot_power
-from metrics.summary import SummaryRow, capacity_load_factor, summarize
+from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
 from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
 from schedulers import POLICIES
@@ -277,7 +277,7 @@ def summarize_run(result: RunResult, power: PowerSetup | None) -> tuple[SummaryR
     if power is None:
         return row, None
     energy = energy_report(result, power.prices)
-    return replace(row, energy=summary_fields(energy)), energy
+    return EnergySummaryRow.of(row, summary_fields(energy)), energy
 
 
 def refuse_all_rejected(result: RunResult, sc: Scenario) -> None:
@@ -353,7 +353,7 @@ def _fraction(x: float) -> str:
 
 
 def _print_summary(row: SummaryRow) -> None:
-    energy = dict(row.energy)
+    energy = dict(energy_of(row))
     tail = (
         f" | energy {energy['facility_energy_kwh']:.1f} kWh facility ({energy['it_energy_kwh']:.1f} IT), "
         f"cost {energy['cost_eur']:.2f} EUR, {energy['carbon_kg']:.1f} kg CO2, {energy['node_hours_off']:.1f} "

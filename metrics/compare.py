@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from env.records import RunResult
-from metrics.summary import METRIC_FIELDS, SummaryRow
+from metrics.summary import METRIC_FIELDS, SummaryRow, energy_of
 from metrics.writers import FLOAT_FORMAT, PRIORITY_COLUMN
 
 
@@ -90,8 +90,8 @@ def aggregate(rows: Sequence[SummaryRow]) -> list[AggregateRow]:
                 total_rejected=sum(r.rejected for r in group),
                 avg_jct_s_by_priority=by_prio,
                 energy=tuple(
-                    (name, _mean_std([dict(r.energy).get(name, np.nan) for r in group]))
-                    for name in dict.fromkeys(n for r in group for n, _ in r.energy)
+                    (name, _mean_std([dict(energy_of(r)).get(name, np.nan) for r in group]))
+                    for name in dict.fromkeys(n for r in group for n, _ in energy_of(r))
                 ),
                 **{name: _mean_std([getattr(r, name) for r in group]) for name in METRIC_FIELDS},
             )

@@ -12,7 +12,7 @@ from env.prices import PriceCurve
 from env.records import RunResult
 from metrics.energy import EnergyReport, node_states_over_time
 from metrics.plots import _draw_step, _figure, _no_data, _save, _set_title
-from metrics.summary import SummaryRow
+from metrics.summary import SummaryRow, energy_of
 
 MAX_PRICE_SLOTS = 5000  # price slots drawn at most (a longer window draws the first ones)
 
@@ -68,8 +68,8 @@ def plot_jct_vs_cost(rows: Sequence[SummaryRow], out_path: str | Path) -> Path:
     ax = axes[0, 0]
     names = list(dict.fromkeys(r.scheduler for r in rows))
     for i, name in enumerate(names):
-        mine = [r for r in rows if r.scheduler == name and r.energy]
-        cost = [dict(r.energy)["cost_eur"] for r in mine]
+        mine = [r for r in rows if r.scheduler == name and energy_of(r)]
+        cost = [dict(energy_of(r))["cost_eur"] for r in mine]
         jct = [r.avg_jct_s for r in mine]
         ax.plot(cost, jct, "o", color=f"C{i % 10}", label=name, alpha=0.8)
     ax.set(xlabel="energy cost (EUR)", ylabel="avg JCT (s)")

@@ -25,7 +25,7 @@ import pandas as pd
 
 from env.records import RunResult
 from metrics.energy import EnergyReport
-from metrics.summary import SummaryRow, per_job
+from metrics.summary import SummaryRow, energy_of, per_job
 
 FLOAT_FORMAT = "%.12g"  # 12 significant digits: 1 ms resolution up to 1e8 s; 4.0 is written as 4
 JOB_COLUMNS = (
@@ -115,17 +115,15 @@ def write_cluster_csv(result: RunResult, path: str | Path) -> Path:
 def summary_frame(rows: Sequence[SummaryRow]) -> pd.DataFrame:
     """SummaryRows as a table: the scalar fields in declaration order, then one avg_jct_s_prio{p} column per
     priority class present in any row (sorted; empty where a row lacks that class)."""
-    scalar = [
-        f.name for f in dataclasses.fields(SummaryRow) if f.name not in ("avg_jct_s_by_priority", "energy")
-    ]
+    scalar = [f.name for f in dataclasses.fields(SummaryRow) if f.name != "avg_jct_s_by_priority"]
     priorities = sorted({p for r in rows for p, _ in r.avg_jct_s_by_priority})
     prio_cols = [PRIORITY_COLUMN.format(p) for p in priorities]
     # energy columns only when some run had a power model, so runs without one keep their exact columns
-    energy_cols = list(dict.fromkeys(name for r in rows for name, _ in r.energy))
+    energy_cols = list(dict.fromkeys(name for r in rows for name, _ in energy_of(r)))
     records = []
     for r in rows:
         by_prio = dict(r.avg_jct_s_by_priority)
-        energy = dict(r.energy)
+        energy = dict(energy_of(r))
         records.append(
             [getattr(r, name) for name in scalar]
             + [by_prio.get(p, np.nan) for p in priorities]
