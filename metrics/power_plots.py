@@ -29,15 +29,16 @@ def plot_power(
     ax = axes[0, 0]
     pue = result.power_model.pue
     if len(energy.power_t_s) and t1 > t0:
-        t = np.append(energy.power_t_s, t1)
-        w = np.append(energy.it_power_w, energy.it_power_w[-1]) * pue / 1000.0
+        inside = energy.power_t_s < t1  # the level at t1 itself holds for no time
+        t = np.append(energy.power_t_s[inside], t1)
+        w = np.append(energy.it_power_w[inside], energy.it_power_w[inside][-1]) * pue / 1000.0
         _draw_step(ax, t, w)
         price_ax = ax.twinx()
         first = prices.next_change_s(t0) - prices.step_s
         edges = np.arange(first, t1 + prices.step_s, prices.step_s)[: MAX_PRICE_SLOTS + 1]
         edges = np.clip(edges, t0, t1)
         values = [prices.price_at(a) for a in edges[:-1]]
-        price_ax.stairs(values, edges / 3600.0, color="C1", alpha=0.7)
+        price_ax.stairs(values, edges / 3600.0, color="C1", alpha=0.7, baseline=None)
         price_ax.set_ylabel("price (EUR/MWh)", color="C1")
     else:
         _no_data(ax, "empty energy window")
