@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 from env.cluster import ClusterLayout
 from env.cluster_spec import parse_cluster_spec
 from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, PowerModel, PowerOff, PowerOn
-from env.power_managers import idle_off, make_manager, parse_manager
+from env.power_managers import deferring, idle_off, make_manager, parse_manager
+from env.prices import PriceCurve
 from env.simulator import Decision, Simulator, WakeUp
 from schedulers import POLICIES
 from tests.helpers import job
+from tests.power_reference import idle_off_reference
 from tests.test_invariants import clusters, workloads
 from workloads.job import Workload
 
@@ -242,3 +244,61 @@ def test_decision_dispatch_starts_jobs():
     assert isinstance(d, Decision)
     sim.apply(d)
     assert sim.start_s[0] == 0.0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cluster=clusters(),
+    workload=workloads(),
+    algo=st.sampled_from(sorted(POLICIES)),
+    idle_s=st.sampled_from([0.0, 3.0, 40.0]),
+    reserve=st.integers(0, 2),
+)
+def test_idle_off_matches_the_plain_reference(cluster, workload, algo, idle_s, reserve):
+    """At every decision instant the manager's decisions equal tests/power_reference.py's."""
+    layout = ClusterLayout(cluster)
+    initial = tuple(OFF if n % 2 else ON for n in range(layout.num_nodes))
+    sim = Simulator(
+        workload, layout, None, 1.2, power=PowerModel(boot_s=7.0, shutdown_s=3.0), initial_power=initial
+    )
+    checked = [0]
+
+    def both(view):
+        mine = idle_off(view, idle_s, reserve)
+        assert mine == idle_off_reference(view, idle_s, reserve), view.now_s
+        checked[0] += 1
+        return mine
+
+    sim.run(POLICIES[algo], manager=both)
+    assert checked[0] >= 1 or sim.num_rejected == len(workload.jobs)
+    assert all(s in ("completed", "rejected") for s in sim.result(algo, 0).status)
+
+
+def test_price_aware_defers_low_priority_jobs_to_the_cheapest_slot():
+    # Price 100 EUR/MWh on [0, 3600), 50 on [3600, 7200), repeating. price_aware:7200 (T 600, R 1: the one node
+    # is its type's reserve, never off). j0 (priority 0, arrives 0): the lowest price in [0, 7200) is 50 < 100,
+    # so it is held and starts at 3600 (a WakeUp at the price change). j1 (priority 1) is never held: starts
+    # at 0. j2 (priority 0) arrives at 5000: the price then is already the lowest of [5000, 12200) -> starts at
+    # once. j3 (priority 0, arrives 7200 at price 100): the cheapest of [7200, 14400) is 50 from 10800 on.
+    curve = PriceCurve("step", 3600.0, np.array([100.0, 50.0]), np.array([0.0, 0.0]))
+    jobs = [job(0, 0, 100, 1), job(1, 0, 100, 1, priority=1), job(2, 5000, 100, 1), job(3, 7200, 100, 1)]
+    sim = _sim("1xA100-80GB:8", jobs)
+    spec = parse_manager("price_aware:7200")
+    sim.run(deferring(POLICIES["fcfs"], curve, spec.defer_s), manager=make_manager(spec, curve))
+    r = sim.result("fcfs", 0)
+    assert r.start_s.tolist() == [3600.0, 0.0, 5000.0, 10800.0]
+
+
+def test_price_aware_releases_at_the_deferral_bound():
+    # Prices 100, 90, 80, 10 per hour. price_aware:5400: j0 (arrives 0) sees [0, 5400) whose lowest price is 90
+    # (from 3600): held until 3600, where 90 is the lowest of [3600, 5400) -> starts at 3600, never waiting for
+    # the 10 at 10800 beyond its bound. j1 arrives 100 with bound 100 + 60 = 160 (price_aware:60 runs apart).
+    curve = PriceCurve("fall", 3600.0, np.array([100.0, 90.0, 80.0, 10.0]), np.zeros(4))
+    sim = _sim("1xA100-80GB:8", [job(0, 0, 100, 1)])
+    spec = parse_manager("price_aware:5400")
+    sim.run(deferring(POLICIES["fcfs"], curve, spec.defer_s), manager=make_manager(spec, curve))
+    assert sim.start_s == [3600.0]
+    sim = _sim("1xA100-80GB:8", [job(0, 100, 100, 1)])
+    spec = parse_manager("price_aware:60")
+    sim.run(deferring(POLICIES["fcfs"], curve, spec.defer_s), manager=make_manager(spec, curve))
+    assert sim.start_s == [100.0]  # [100, 160) holds one price: nothing cheaper within the bound
