@@ -202,6 +202,21 @@ class SACConfig(DemonstrationConfig):
 
 
 @dataclass(frozen=True)
+class PowerConfig:
+    """The power model and power managers (env/power.py, env/power_managers.py); off unless --power is given."""
+
+    managers: tuple[str, ...] = ()
+    """power managers: always_on | idle_off:T[:R] | price_aware:D[:T[:R]]; compare runs each algo with each;
+    () = no power model (outputs exactly as without one)"""
+    prices_path: str | None = None
+    """CSV timestamp,price[,carbon] (EUR/MWh, gCO2/kWh), hourly or finer (default: the synthetic diurnal curve)"""
+    price_offset_s: float = 0.0
+    """simulated time 0 falls this many seconds after the price series' first timestamp (synthetic: midnight)"""
+    pue: float = 1.58
+    """facility power / IT power (Uptime Institute Global Data Center Survey 2023 average)"""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     mode: str = "eval"
     """train | eval | compare"""
@@ -235,3 +250,4 @@ class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     d3qn: D3QNConfig = field(default_factory=D3QNConfig)
     sac: SACConfig = field(default_factory=SACConfig)
+    power: PowerConfig = field(default_factory=PowerConfig)

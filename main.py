@@ -14,6 +14,7 @@ from config import (
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
+    PowerConfig,
     RunConfig,
     SACConfig,
     SimConfig,
@@ -36,6 +37,10 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 def _int_list_or_none(text: str) -> tuple[int, ...]:
     return () if text.strip().lower() == "none" else _int_list(text)
+
+
+def _power_list(text: str) -> tuple[str, ...]:
+    return tuple(x.strip().lower() for x in text.split(",") if x.strip())
 
 
 def _name_list(text: str) -> tuple[str, ...]:
@@ -210,6 +215,27 @@ def build_parser() -> argparse.ArgumentParser:
         default=c.multi_node_runtime_factor,
         help="runtime multiplier of a job spread over several nodes",
     )
+    g = p.add_argument_group("energy and power (README, Energy and power states)")
+    pc = PowerConfig()
+    g.add_argument(
+        "--power",
+        type=_power_list,
+        default=None,
+        help="power model with power manager(s): always_on | idle_off:T[:R] | price_aware:D[:T[:R]]; compare: "
+        "comma-separated, each runs with every --algos (default: no power model)",
+    )
+    g.add_argument(
+        "--prices",
+        default=None,
+        help="CSV timestamp,price[,carbon] in EUR/MWh and gCO2/kWh, hourly or finer (default: synthetic diurnal)",
+    )
+    g.add_argument(
+        "--price_offset_s",
+        type=float,
+        default=pc.price_offset_s,
+        help="simulated time 0 is this many seconds after the price series' first timestamp",
+    )
+    g.add_argument("--pue", type=float, default=pc.pue, help="facility power / IT power")
     g = p.add_argument_group("policy information")
     g.add_argument(
         "--runtime_info",
@@ -330,6 +356,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         ),
         d3qn=d.d3qn if a.demo_policy is None else replace(d.d3qn, demo_policy=_demo(a.demo_policy)),
         sac=d.sac if a.demo_policy is None else replace(d.sac, demo_policy=_demo(a.demo_policy)),
+        power=PowerConfig(a.power or (), a.prices, a.price_offset_s, a.pue),
     )
 
 

@@ -85,6 +85,7 @@ def input_paths(cfg: RunConfig) -> dict[str, str]:
         "--cluster_path": cfg.cluster.path,
         "--job_types": _job_types_path(cfg.workload.job_types),
         "--resume": cfg.resume if cfg.mode == "train" else None,
+        "--prices": cfg.power.prices_path,
     }
     return {k: v for k, v in named.items() if v}
 
@@ -131,6 +132,8 @@ def run_identity(cfg: RunConfig, checkpoints: dict[str, str]) -> dict[str, Any]:
     options = dataclasses.asdict(cfg)
     for key in NOT_RECORDED:
         options.pop(key, None)
+    if cfg.power == type(cfg.power)():  # no power model: recorded exactly as before the option existed
+        options.pop("power", None)
     identity = {
         "options": options,
         "inputs": {name: file_record(path) for name, path in input_paths(cfg).items()},

@@ -12,6 +12,7 @@ from config import DIFFICULTIES, RunConfig, SimConfig, WorkloadConfig
 from env.catalog import CATALOG, resolve_gpu_type
 from env.cluster import ClusterLayout
 from env.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
+from env.power import PowerModel
 from env.simulator import Simulator
 from env.throughput import ThroughputError, ThroughputMatrix, load_matrix
 from workloads.job import FULL_GPU_MILLI, Workload
@@ -45,7 +46,8 @@ class Scenario:
     throughput: ThroughputMatrix | None = None
     """--job_types: each typed job's speed per GPU type comes from this matrix (env/throughput.py)"""
 
-    def simulator(self) -> Simulator:
+    def simulator(self, power: PowerModel | None = None) -> Simulator:
+        """A fresh simulator of this scenario; with `power`, it tracks node power states (env/power.py)."""
         return Simulator(
             self.workload,
             self.layout,
@@ -53,6 +55,7 @@ class Scenario:
             self.multi_node_runtime_factor,
             self.restore_overhead_s,
             self.throughput,
+            power=power,
         )
 
 

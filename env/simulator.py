@@ -21,6 +21,7 @@ import simpy
 
 from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
 from env.placement import Pace, effective_speed
+from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, NodePower, PowerModel, PowerOff, PowerOn
 from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
 from env.throughput import ThroughputMatrix
 from workloads.job import Job, Workload
@@ -195,6 +196,9 @@ class View(NamedTuple):
             got += (self.now_s - self.run_start_s[job]) * self.jobs.gpu_demand[job]
         return got
 
+    node_power: NodePower | None = None
+    """each node's power state (env/power.py); None when the run has no power model (every node always on)"""
+
     def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
         """Duration of `job` on placement `p` given a reference runtime (default: the known runtime)."""
         r = self.jobs.known_runtime_s[job] if runtime_s is None else runtime_s
@@ -212,9 +216,13 @@ class Simulator:
         multi_node_runtime_factor: float = 1.2,
         restore_overhead_s: float = 0.0,
         throughput: ThroughputMatrix | None = None,
+        power: PowerModel | None = None,
+        initial_power: tuple[int, ...] | None = None,
     ):
         """`restore_overhead_s`: seconds a preempted job spends restoring (holding its GPUs, doing no work) each
-        time it is started again (config.SimConfig.preempt_overhead_s gives the CLI's default)."""
+        time it is started again (config.SimConfig.preempt_overhead_s gives the CLI's default). `power`: track
+        node power states (PowerOn/PowerOff decisions, RunResult power log); None keeps the run exactly as
+        without a power model. `initial_power`: each node's state at time 0 (ON or OFF)."""
         jobs = workload.jobs
         if any(jobs[i].arrival_s > jobs[i + 1].arrival_s for i in range(len(jobs) - 1)):
             raise ValueError(f"workload {workload.name!r}: jobs must be sorted by arrival_s")
@@ -277,6 +285,11 @@ class Simulator:
                 accepted.append(i)
         self.num_rejected = n - len(accepted)
         self._accepted = accepted
+        # with a power model: make `advance` return when a node falls idle (run() sets it while a manager runs)
+        self.wake_on_idle = False
+        self.node_power: NodePower | None = None
+        if power is not None:
+            self._enable_power(power, initial_power)
         self._schedule_arrivals(accepted)
 
     # -- SimPy processes and callbacks -------------------------------------------------------------------
@@ -357,6 +370,72 @@ class Simulator:
         self._wakeups.discard(event.value)
         self._woken = True
 
+    # -- node power (only with a power model) ------------------------------------------------------------
+
+    def _enable_power(self, model: PowerModel, initial: tuple[int, ...] | None) -> None:
+        layout = self.layout
+        self.node_power = NodePower(layout.num_nodes, model, initial)
+        for n, state in enumerate(self.node_power.state):
+            if state != ON:
+                self.free.take(self.layout.whole_node(n))
+        # completions and preemptions also note when a node falls idle; an instance attribute, so the path
+        # without a power model is unchanged
+        self._release = self._release_power
+
+    def _release_power(self, i: int) -> Placement:
+        p = Simulator._release(self, i)
+        whole, size = self.free.node_whole, self.layout.node_num_gpus
+        for n in p.nodes:
+            if whole[n] == size[n]:
+                self.node_power.idle_since_s[n] = self.env.now
+                # a power manager wants to hear of a node falling idle (to set its idle deadline)
+                self._woken = self._woken or self.wake_on_idle
+        return p
+
+    def power_off(self, n: int) -> None:
+        """Start shutting node n down now; it must be ON and hold no job (else ValueError)."""
+        np_ = self.node_power
+        if np_ is None:
+            raise ValueError("PowerOff needs a simulator with a power model")
+        if not 0 <= n < self.layout.num_nodes or np_.state[n] != ON:
+            raise ValueError(f"PowerOff({n}): node is not ON")
+        if self.free.node_whole[n] != self.layout.node_num_gpus[n]:
+            raise ValueError(f"PowerOff({n}): node {self.layout.nodes[n].node_id} has jobs on it")
+        self.free.take(self.layout.whole_node(n))
+        self._transition(n, SHUTTING_DOWN, np_.model.shutdown_s)
+
+    def power_on(self, n: int) -> None:
+        """Start booting node n now; it must be OFF (else ValueError)."""
+        np_ = self.node_power
+        if np_ is None:
+            raise ValueError("PowerOn needs a simulator with a power model")
+        if not 0 <= n < self.layout.num_nodes or np_.state[n] != OFF:
+            raise ValueError(f"PowerOn({n}): node is not OFF")
+        self._transition(n, BOOTING, np_.model.boot_s)
+
+    def _transition(self, n: int, state: int, duration_s: float) -> None:
+        np_ = self.node_power
+        now = self.env.now
+        np_.state[n] = state
+        np_.until_s[n] = now + duration_s
+        np_.log.append((now, n, state))
+        self.env.timeout(duration_s, value=n).callbacks.append(self._on_transition_done)
+
+    def _on_transition_done(self, event: simpy.Event) -> None:
+        """A boot or shutdown completes (a SimPy event): the policy is consulted at this instant."""
+        n = event.value
+        np_ = self.node_power
+        now = self.env.now
+        if np_.state[n] == BOOTING:
+            np_.state[n] = ON
+            np_.idle_since_s[n] = now
+            self.free.give(self.layout.whole_node(n))
+        else:
+            np_.state[n] = OFF
+        np_.until_s[n] = float("nan")
+        np_.log.append((now, n, np_.state[n]))
+        self._woken = True
+
     # -- driving ----------------------------------------------------------------------------------------
 
     @property
@@ -429,6 +508,7 @@ class Simulator:
             self.run_speed,
             self.preempted_at_s,
             self.restore_overhead_s,
+            self.node_power,
         )
 
     def start(self, d: Decision) -> None:
@@ -535,7 +615,8 @@ class Simulator:
         self.env.timeout(at - now, value=at).callbacks.append(self._on_wakeup)
 
     def apply(self, d) -> None:
-        """Apply one decision of any kind (`Decision`, `Preempt`, `WakeUp`); raises TypeError for another."""
+        """Apply one decision of any kind (`Decision`, `Preempt`, `WakeUp`, `PowerOn`, `PowerOff`); raises
+        TypeError for another."""
         kind = type(d)
         if kind is Decision:
             self.start(d)
@@ -543,19 +624,28 @@ class Simulator:
             self.preempt(d)
         elif kind is WakeUp:
             self.wake_up(d)
+        elif kind is PowerOn:
+            self.power_on(d.node)
+        elif kind is PowerOff:
+            self.power_off(d.node)
         else:
             raise TypeError(f"unknown decision kind {kind.__name__}: {d!r}")
 
-    def run(self, policy, progress=None) -> None:
+    def run(self, policy, progress=None, manager=None) -> None:
         """Run to the end under `policy(view) -> list of decisions` (applied in order); `progress(num_completed)`
-        is called now and then."""
+        is called now and then. `manager(view) -> decisions` (a power manager, env/power_managers.py) is
+        consulted after the policy's decisions are applied, at every decision instant."""
         n = 0
         start, apply = self.start, self.apply
+        self.wake_on_idle = manager is not None
         while self.advance():
             for d in policy(self.view()):
                 if type(d) is Decision:
                     start(d)
                 else:
+                    apply(d)
+            if manager is not None:
+                for d in manager(self.view()):
                     apply(d)
             n += 1
             if progress is not None and n % 4096 == 0:
@@ -618,6 +708,7 @@ class Simulator:
             load_factor=offered_load_factor(accepted_jobs, layout.num_gpus)
             if accepted_jobs
             else float("nan"),
+            **self._power_record(),
             runs=runs,
             preemptions=np.asarray(self.preemptions, dtype=np.int64),
             overhead_gpu_s=np.asarray(self.overhead_gpu_s, dtype=float),
@@ -646,3 +737,18 @@ class Simulator:
             placement=tuple(r[3] for r in rows),
             gpu_type=tuple(r[4] for r in rows),
         )
+
+    def _power_record(self) -> dict:
+        """RunResult's power fields: the model, each node's initial state and every state change."""
+        np_ = self.node_power
+        if np_ is None:
+            return {}
+        log = np.asarray(np_.log, dtype=float).reshape(-1, 3)
+        return {
+            "power_model": np_.model,
+            "power_initial": np_.initial,
+            "power_log_t_s": log[:, 0].copy(),
+            "power_log_node": log[:, 1].astype(np.int64),
+            "power_log_state": log[:, 2].astype(np.int64),
+            "end_of_run_s": float(self.env.now),
+        }
