@@ -108,6 +108,12 @@ class ClusterLayout:
             self._eligible[key] = e
         return e
 
+    def whole_node(self, n: int) -> Placement:
+        """All GPUs of node n as one placement (what a node that is not powered on withholds from FreeState)."""
+        a = self.node_first_gpu[n]
+        k = self.node_num_gpus[n]
+        return Placement(tuple(range(a, a + k)), (n,), FULL, 0, self.node_type[n], a)
+
     def gpu_label(self, g: int) -> str:
         n = self.gpu_node[g]
         return f"{self.nodes[n].node_id}/{g - self.node_first_gpu[n]}"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from env.power import PowerModel
 from workloads.job import Job
 
 COMPLETED, UNFINISHED, REJECTED = "completed", "unfinished", "rejected"
@@ -48,6 +49,15 @@ class RunResult:
     timeline_busy_tflops: np.ndarray
     timeline_queue_len: np.ndarray
     load_factor: float  # offered reference-GPU-seconds / (cluster GPUs x arrival window)
+    # node power (only when the run had a power model, env/power.py): the model, each node's state at time 0
+    # and every state change (time, node index, new state) in time order; end_of_run_s is the simulated time
+    # the run stopped at (its last event)
+    power_model: PowerModel | None = None
+    power_initial: tuple[int, ...] | None = None
+    power_log_t_s: np.ndarray | None = None
+    power_log_node: np.ndarray | None = None
+    power_log_state: np.ndarray | None = None
+    end_of_run_s: float | None = None
 
     @property
     def total_gpus(self) -> int:

@@ -18,6 +18,7 @@ import simpy
 
 from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
 from env.placement import Pace, effective_speed
+from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, NodePower, PowerModel, PowerOff, PowerOn
 from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
 from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
@@ -30,6 +31,12 @@ class Decision(NamedTuple):
 
     job: int
     placement: Placement
+
+
+class WakeUp(NamedTuple):
+    """Consult the policy again at `at_s` (simulated seconds) even if nothing else happens then."""
+
+    at_s: float
 
 
 class JobTable:
@@ -98,6 +105,8 @@ class View(NamedTuple):
     jobs: JobTable
     layout: ClusterLayout
     placements: Sequence[Placement | None]
+    node_power: NodePower | None = None
+    """each node's power state (env/power.py); None when the run has no power model (every node always on)"""
 
     def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
         """Duration of `job` on placement `p` given a reference runtime (default: the known runtime)."""
@@ -114,7 +123,11 @@ class Simulator:
         layout: ClusterLayout,
         known_runtime_s: np.ndarray | None = None,
         multi_node_runtime_factor: float = 1.2,
+        power: PowerModel | None = None,
+        initial_power: tuple[int, ...] | None = None,
     ):
+        """`power`: track node power states (PowerOn/PowerOff decisions, RunResult power log); None keeps the
+        run exactly as without a power model. `initial_power`: each node's state at time 0 (ON or OFF)."""
         jobs = workload.jobs
         if any(jobs[i].arrival_s > jobs[i + 1].arrival_s for i in range(len(jobs) - 1)):
             raise ValueError(f"workload {workload.name!r}: jobs must be sorted by arrival_s")
@@ -159,6 +172,11 @@ class Simulator:
                 accepted.append(i)
         self.num_rejected = n - len(accepted)
         self._accepted = accepted
+        self._woken = False
+        self._wake_at: set[float] = set()
+        self.node_power: NodePower | None = None
+        if power is not None:
+            self._enable_power(power, initial_power)
         self._schedule_arrivals(accepted)
 
     # -- SimPy processes and callbacks -------------------------------------------------------------------
@@ -215,6 +233,70 @@ class Simulator:
         self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
         self.num_completed += 1
 
+    # -- node power (only with a power model) ------------------------------------------------------------
+
+    def _enable_power(self, model: PowerModel, initial: tuple[int, ...] | None) -> None:
+        layout = self.layout
+        self.node_power = NodePower(layout.num_nodes, model, initial)
+        for n, state in enumerate(self.node_power.state):
+            if state != ON:
+                self.free.take(self.layout.whole_node(n))
+        # completions also note when a node falls idle; an instance attribute, so start() is unchanged
+        self._on_complete = self._on_complete_power
+
+    def _on_complete_power(self, event: simpy.Event) -> None:
+        Simulator._on_complete(self, event)
+        p = self.placements[event.value]
+        whole, size = self.free.node_whole, self.layout.node_num_gpus
+        for n in p.nodes:
+            if whole[n] == size[n]:
+                self.node_power.idle_since_s[n] = self.env.now
+                self._woken = True  # a power manager may want to know that a node fell idle
+
+    def power_off(self, n: int) -> None:
+        """Start shutting node n down now; it must be ON and hold no job (else ValueError)."""
+        np_ = self.node_power
+        if np_ is None:
+            raise ValueError("PowerOff needs a simulator with a power model")
+        if not 0 <= n < self.layout.num_nodes or np_.state[n] != ON:
+            raise ValueError(f"PowerOff({n}): node is not ON")
+        if self.free.node_whole[n] != self.layout.node_num_gpus[n]:
+            raise ValueError(f"PowerOff({n}): node {self.layout.nodes[n].node_id} has jobs on it")
+        self.free.take(self.layout.whole_node(n))
+        self._transition(n, SHUTTING_DOWN, np_.model.shutdown_s)
+
+    def power_on(self, n: int) -> None:
+        """Start booting node n now; it must be OFF (else ValueError)."""
+        np_ = self.node_power
+        if np_ is None:
+            raise ValueError("PowerOn needs a simulator with a power model")
+        if not 0 <= n < self.layout.num_nodes or np_.state[n] != OFF:
+            raise ValueError(f"PowerOn({n}): node is not OFF")
+        self._transition(n, BOOTING, np_.model.boot_s)
+
+    def _transition(self, n: int, state: int, duration_s: float) -> None:
+        np_ = self.node_power
+        now = self.env.now
+        np_.state[n] = state
+        np_.until_s[n] = now + duration_s
+        np_.log.append((now, n, state))
+        self.env.timeout(duration_s, value=n).callbacks.append(self._on_transition_done)
+
+    def _on_transition_done(self, event: simpy.Event) -> None:
+        """A boot or shutdown completes (a SimPy event): the policy is consulted at this instant."""
+        n = event.value
+        np_ = self.node_power
+        now = self.env.now
+        if np_.state[n] == BOOTING:
+            np_.state[n] = ON
+            np_.idle_since_s[n] = now
+            self.free.give(self.layout.whole_node(n))
+        else:
+            np_.state[n] = OFF
+        np_.until_s[n] = float("nan")
+        np_.log.append((now, n, np_.state[n]))
+        self._woken = True
+
     # -- driving ----------------------------------------------------------------------------------------
 
     @property
@@ -235,7 +317,8 @@ class Simulator:
                 return False
             while peek() == t:
                 step()
-            if self.queue:
+            if self.queue or self._woken:
+                self._woken = False
                 return True
             tl.append((t, self._busy_milli, self._busy_tflops_x10k, 0))
 
@@ -262,6 +345,32 @@ class Simulator:
     def has_future_events(self) -> bool:
         return self.env.peek() != _INF
 
+    def apply(self, d) -> None:
+        """Apply one decision of any kind: Decision (start), PowerOn, PowerOff or WakeUp."""
+        kind = type(d)
+        if kind is Decision:
+            self.start(d)
+        elif kind is WakeUp:
+            self.wake_up(d.at_s)
+        elif kind is PowerOn:
+            self.power_on(d.node)
+        elif kind is PowerOff:
+            self.power_off(d.node)
+        else:
+            raise TypeError(f"unknown decision {d!r}")
+
+    def wake_up(self, at_s: float) -> None:
+        """Make `advance` return at `at_s` (>= now) even if no job waits then."""
+        if not at_s >= self.env.now:
+            raise ValueError(f"WakeUp at {at_s} s is in the past (now {self.env.now} s)")
+        if at_s not in self._wake_at:
+            self._wake_at.add(at_s)
+            self.env.timeout(at_s - self.env.now, value=at_s).callbacks.append(self._on_wake)
+
+    def _on_wake(self, event: simpy.Event) -> None:
+        self._wake_at.discard(event.value)
+        self._woken = True
+
     def view(self) -> View:
         return View(
             self.env.now,
@@ -275,6 +384,7 @@ class Simulator:
             self.jobs,
             self.layout,
             self.placements,
+            self.node_power,
         )
 
     def start(self, d: Decision) -> None:
@@ -321,12 +431,18 @@ class Simulator:
         self._busy_tflops_x10k += share * self.layout.type_tflops_x10[p.type_idx]
         self.env.timeout(duration, value=i).callbacks.append(self._on_complete)
 
-    def run(self, policy, progress=None) -> None:
-        """Run to the end under `policy(view) -> list[Decision]`; `progress(num_completed)` is called now and then."""
+    def run(self, policy, progress=None, manager=None) -> None:
+        """Run to the end under `policy(view) -> list[Decision]`; `progress(num_completed)` is called now and then.
+
+        `manager(view) -> decisions` (a power manager, env/power_managers.py) is consulted after the policy's
+        decisions are applied, at every decision instant."""
         n = 0
         while self.advance():
             for d in policy(self.view()):
-                self.start(d)
+                self.apply(d)
+            if manager is not None:
+                for d in manager(self.view()):
+                    self.apply(d)
             n += 1
             if progress is not None and n % 4096 == 0:
                 progress(self.num_completed)
@@ -374,4 +490,20 @@ class Simulator:
             load_factor=offered_load_factor(accepted_jobs, layout.num_gpus)
             if accepted_jobs
             else float("nan"),
+            **self._power_record(),
         )
+
+    def _power_record(self) -> dict:
+        """RunResult's power fields: the model, each node's initial state and every state change."""
+        np_ = self.node_power
+        if np_ is None:
+            return {}
+        log = np.asarray(np_.log, dtype=float).reshape(-1, 3)
+        return {
+            "power_model": np_.model,
+            "power_initial": np_.initial,
+            "power_log_t_s": log[:, 0].copy(),
+            "power_log_node": log[:, 1].astype(np.int64),
+            "power_log_state": log[:, 2].astype(np.int64),
+            "end_of_run_s": float(self.env.now),
+        }

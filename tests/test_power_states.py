@@ -1,0 +1,243 @@
+"""Node power states in the simulator: PowerOn/PowerOff, capacity of nodes that are not on, power managers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from env.cluster import ClusterLayout
+from env.cluster_spec import parse_cluster_spec
+from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, PowerModel, PowerOff, PowerOn
+from env.power_managers import idle_off, make_manager, parse_manager
+from env.simulator import Decision, Simulator, WakeUp
+from schedulers import POLICIES
+from tests.helpers import job
+from tests.test_invariants import clusters, workloads
+from workloads.job import Workload
+
+MODEL = PowerModel(boot_s=260.0, shutdown_s=60.0)
+
+
+def _sim(cluster: str, jobs, initial=None, model=MODEL) -> Simulator:
+    layout = ClusterLayout(parse_cluster_spec(cluster))
+    return Simulator(Workload("t", tuple(jobs)), layout, None, 1.2, model, initial)
+
+
+def test_off_node_offers_no_capacity_until_booted():
+    # 2 A100 nodes of 8 GPUs, n1 OFF at t=0; the manager boots it at once (ready at 0 + 260 = 260).
+    # FCFS: j0 (8 GPUs, 100 s) starts on n0 at 0; j1 (8 GPUs) cannot use n1 while it boots, so it starts on
+    # n0 when j0 ends at 100 and ends at 200; j2 (4 GPUs, arrives 10) waits behind j1 (FCFS), starts at 200 on
+    # n0 and ends at 250 -- before n1 is even on.
+    jobs = [job(0, 0, 100, 8), job(1, 0, 100, 8), job(2, 10, 50, 4)]
+    sim = _sim("2xA100-80GB:8", jobs, initial=(ON, OFF))
+
+    def boot_n1(view):
+        return [PowerOn(1)] if view.queue and view.node_power.state[1] == OFF else []
+
+    sim.run(POLICIES["fcfs"], manager=boot_n1)
+    r = sim.result("fcfs", 0)
+    assert r.start_s.tolist() == [0.0, 100.0, 200.0]
+    assert r.end_s.tolist() == [100.0, 200.0, 250.0]
+    assert all(p.startswith("n0/") for p in r.placement)
+    assert r.power_log_t_s.tolist() == [0.0, 260.0]
+    assert r.power_log_node.tolist() == [1, 1]
+    assert r.power_log_state.tolist() == [BOOTING, ON]
+    assert r.power_initial == (ON, OFF)
+    assert r.end_of_run_s == 260.0
+
+
+def test_power_off_and_on_move_capacity_out_and_back():
+    sim = _sim("2xA100-80GB:8,1xT4:4", [job(0, 0, 10, 1)])
+    free = sim.free
+    a100 = sim.layout.type_names.index("A100-80GB")
+    assert free.type_whole[a100] == 16
+    sim.apply(PowerOff(1))
+    assert sim.node_power.state[1] == SHUTTING_DOWN and sim.node_power.until_s[1] == 60.0
+    assert free.type_whole[a100] == 8 and free.node_whole[1] == 0
+    with pytest.raises(ValueError, match="not OFF"):
+        sim.apply(PowerOn(1))  # still shutting down
+    with pytest.raises(ValueError, match="not ON"):
+        sim.apply(PowerOff(1))
+    sim.apply(WakeUp(500.0))
+    while sim.advance() and sim.now_s < 60.0:
+        for d in POLICIES["fcfs"](sim.view()):
+            sim.apply(d)
+    assert sim.now_s == 60.0 and sim.node_power.state[1] == OFF
+    sim.apply(PowerOn(1))
+    assert sim.node_power.state[1] == BOOTING and free.type_whole[a100] == 8
+    while sim.advance():
+        pass
+    assert sim.node_power.state[1] == ON and free.type_whole[a100] == 16
+    assert sim.node_power.idle_since_s[1] == 320.0  # booted at 60, on at 60 + 260
+    assert sim.now_s == 500.0  # the WakeUp kept the run going to 500 s
+
+
+def test_power_off_of_a_node_with_jobs_is_impossible():
+    sim = _sim("1xA100-80GB:8", [job(0, 0, 100, 1, gpu_milli=250)])
+    sim.advance()
+    for d in POLICIES["fcfs"](sim.view()):
+        sim.apply(d)
+    with pytest.raises(ValueError, match="has jobs on it"):
+        sim.apply(PowerOff(0))
+    assert sim.node_power.state[0] == ON
+    with pytest.raises(ValueError, match="not ON"):
+        sim.apply(PowerOff(7))
+    with pytest.raises(TypeError):
+        sim.apply(("not", "a decision"))
+
+
+def test_power_decisions_need_a_power_model():
+    layout = ClusterLayout(parse_cluster_spec("1xA100-80GB:8"))
+    sim = Simulator(Workload("t", (job(0, 0, 1),)), layout)
+    assert sim.view().node_power is None
+    with pytest.raises(ValueError, match="power model"):
+        sim.apply(PowerOff(0))
+
+
+def test_wake_up_in_the_past_is_refused():
+    sim = _sim("1xA100-80GB:8", [job(0, 5, 1)])
+    sim.advance()
+    with pytest.raises(ValueError, match="past"):
+        sim.apply(WakeUp(1.0))
+
+
+def test_idle_off_hand_computed():
+    # 2 A100 nodes, idle_off:100 with reserve 0. j0 (8 GPUs, 50 s) at 0 lands on n0 (best fit, lower index).
+    # n1 is idle from 0 -> PowerOff at its deadline 100, off at 160. n0 idle from 50 -> PowerOff at 150, off at
+    # 210. j1 (8 GPUs, 10 s) arrives at 400: both OFF -> the wake rule boots the fastest-then-smallest-then-
+    # lowest-index node that fits: n0 at 400, on at 660; j1 runs 660..670; n0 idle again from 670 ->
+    # PowerOff at 770, off at 830.
+    jobs = [job(0, 0, 50, 8), job(1, 400, 10, 8)]
+    sim = _sim("2xA100-80GB:8", jobs)
+    sim.run(POLICIES["fcfs"], manager=make_manager(parse_manager("idle_off:100:0")))
+    r = sim.result("fcfs", 0)
+    assert r.start_s.tolist() == [0.0, 660.0] and r.end_s.tolist() == [50.0, 670.0]
+    log = list(
+        zip(r.power_log_t_s.tolist(), r.power_log_node.tolist(), r.power_log_state.tolist(), strict=True)
+    )
+    assert log == [
+        (100.0, 1, SHUTTING_DOWN),
+        (150.0, 0, SHUTTING_DOWN),
+        (160.0, 1, OFF),
+        (210.0, 0, OFF),
+        (400.0, 0, BOOTING),
+        (660.0, 0, ON),
+        (770.0, 0, SHUTTING_DOWN),
+        (830.0, 0, OFF),
+    ]
+
+
+def test_idle_off_keeps_the_reserve_and_nodes_queued_jobs_accept():
+    # reserve 1 per type: of the idle A100 nodes n0, n1 only n1 may go off; the T4 node n2 is the T4 reserve.
+    sim = _sim("2xA100-80GB:8,1xT4:4", [])
+    view = sim.view()._replace(now_s=1000.0)
+    assert idle_off(view, 600.0, 1) == [PowerOff(1)]
+    assert idle_off(view, 600.0, 0) == [PowerOff(0), PowerOff(1), PowerOff(2)]
+    # before the deadline: a WakeUp at it
+    assert idle_off(sim.view()._replace(now_s=10.0), 600.0, 0) == [WakeUp(600.0)]
+
+
+def _non_on_intervals(r) -> dict[int, list[tuple[float, float]]]:
+    """node -> [start, end) intervals during which it was not ON (end = inf if never on again)."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    since = {n: 0.0 for n, s in enumerate(r.power_initial) if s != ON}
+    for t, n, s in zip(
+        r.power_log_t_s.tolist(), r.power_log_node.tolist(), r.power_log_state.tolist(), strict=True
+    ):
+        if s == ON:
+            out.setdefault(n, []).append((since.pop(n), t))
+        elif n not in since:
+            since[n] = t
+    for n, t in since.items():
+        out.setdefault(n, []).append((t, float("inf")))
+    return out
+
+
+def _check_only_on_nodes(sim: Simulator) -> None:
+    r = sim.result("x", 0)
+    blocked = _non_on_intervals(r)
+    for i, p in enumerate(sim.placements):
+        if p is None:
+            continue
+        s, e = r.start_s[i], r.end_s[i] if r.end_s[i] == r.end_s[i] else float("inf")
+        for n in p.nodes:
+            for a, b in blocked.get(n, ()):
+                assert not (a < e and s < b), (i, n, (s, e), (a, b))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cluster=clusters(),
+    workload=workloads(),
+    algo=st.sampled_from(sorted(POLICIES)),
+    seed=st.integers(0, 2**16),
+    boot_s=st.sampled_from([0.0, 5.0, 260.0]),
+)
+def test_no_job_runs_on_a_node_that_is_not_on(cluster, workload, algo, seed, boot_s):
+    """A random manager switches random eligible nodes on and off at every decision instant; then idle_off."""
+    layout = ClusterLayout(cluster)
+    rng = np.random.default_rng(seed)
+    initial = tuple(int(x) for x in rng.choice([ON, OFF], size=layout.num_nodes))
+    model = PowerModel(boot_s=boot_s, shutdown_s=boot_s / 2)
+    sim = Simulator(workload, layout, None, 1.2, model, initial)
+    steps = [0]
+
+    def chaos(view):
+        steps[0] += 1
+        if steps[0] > 30:  # then idle_off's wake rule takes over so that every job completes
+            return idle_off(view, 50.0, 0)
+        state = view.node_power.state
+        out = []
+        for n in range(layout.num_nodes):
+            empty = view.free.node_whole[n] == layout.node_num_gpus[n]
+            if state[n] == ON and empty and rng.random() < 0.3:
+                out.append(PowerOff(n))
+            elif state[n] == OFF and rng.random() < 0.5:
+                out.append(PowerOn(n))
+        return out + [WakeUp(view.now_s + 7.0)]
+
+    sim.run(POLICIES[algo], manager=chaos)
+    _check_only_on_nodes(sim)
+    r = sim.result(algo, 0)
+    assert all(s in ("completed", "rejected") for s in r.status)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters(), workload=workloads(), algo=st.sampled_from(sorted(POLICIES)))
+def test_always_on_power_model_changes_no_job_record(cluster, workload, algo):
+    layout = ClusterLayout(cluster)
+    plain = Simulator(workload, layout)
+    plain.run(POLICIES[algo])
+    powered = Simulator(workload, layout, None, 1.2, MODEL)
+    powered.run(POLICIES[algo])
+    a, b = plain.result(algo, 0), powered.result(algo, 0)
+    assert a.start_s.tobytes() == b.start_s.tobytes() and a.end_s.tobytes() == b.end_s.tobytes()
+    assert a.placement == b.placement and a.status == b.status
+    assert b.power_log_t_s.size == 0 and a.power_model is None
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters(), workload=workloads(), algo=st.sampled_from(sorted(POLICIES)))
+def test_idle_off_is_deterministic_and_completes_every_job(cluster, workload, algo):
+    runs = []
+    for _ in range(2):
+        sim = Simulator(workload, ClusterLayout(cluster), None, 1.2, MODEL)
+        sim.run(POLICIES[algo], manager=make_manager(parse_manager("idle_off:30:0")))
+        _check_only_on_nodes(sim)
+        runs.append(sim.result(algo, 0))
+    a, b = runs
+    assert all(s in ("completed", "rejected") for s in a.status)
+    for name in ("start_s", "end_s", "power_log_t_s", "power_log_node", "power_log_state"):
+        assert getattr(a, name).tobytes() == getattr(b, name).tobytes()
+    assert a.placement == b.placement
+
+
+def test_decision_dispatch_starts_jobs():
+    sim = _sim("1xA100-80GB:8", [job(0, 0, 10, 8)])
+    sim.advance()
+    (d,) = POLICIES["fcfs"](sim.view())
+    assert isinstance(d, Decision)
+    sim.apply(d)
+    assert sim.start_s[0] == 0.0
