@@ -116,9 +116,7 @@ def autoscale_config(preset: AutoscalePreset, base: RunConfig | None = None) -> 
 
 def node_price_usd_per_h(gpu_type: str, num_gpus: int) -> float:
     if gpu_type not in CLOUD_PRICES:
-        raise ValueError(
-            f"no cloud price for GPU type {gpu_type!r}; priced types: {', '.join(CLOUD_PRICES)}"
-        )
+        raise ValueError(f"no cloud price for GPU type {gpu_type!r}; priced types: {', '.join(CLOUD_PRICES)}")
     return CLOUD_PRICES[gpu_type].usd_per_gpu_h * num_gpus
 
 
@@ -217,7 +215,9 @@ class GPUClusterAutoscaleEnv(NodeManagerEnv):
         jt = self.sim.jobs
         p = self.preset
         self._gpus = [k * m / FULL for k, m in zip(jt.num_gpus, jt.milli, strict=True)]
-        self._value = [p.value_usd_per_gpu_h * g * r / 3600 for g, r in zip(self._gpus, jt.runtime_s, strict=True)]
+        self._value = [
+            p.value_usd_per_gpu_h * g * r / 3600 for g, r in zip(self._gpus, jt.runtime_s, strict=True)
+        ]
         self._sla_from_s = [a + p.sla_wait_s for a in jt.arrival_s]
         self._rate_usd_per_s = 0.0  # rental price of the nodes not OFF, kept up to date in _accrue
 
@@ -242,7 +242,9 @@ class GPUClusterAutoscaleEnv(NodeManagerEnv):
         return sum(price[n] for n, s in enumerate(self._state) if s != OFF)
 
     def _can_power_on(self, t: int) -> bool:
-        return (self._rental_usd_per_s() * 3600 + self._type_node_price_h[t]) <= self.preset.budget_usd_per_h + 1e-9
+        return (
+            self._rental_usd_per_s() * 3600 + self._type_node_price_h[t]
+        ) <= self.preset.budget_usd_per_h + 1e-9
 
     def _horizon_s(self) -> float:
         return self.preset.horizon_h * 3600
@@ -296,7 +298,9 @@ def grading_anchors(sc: Scenario, preset: AutoscalePreset) -> tuple[float, float
         if sim.reject_reason[i] or job.arrival_s >= horizon:
             continue
         gpus = jt.num_gpus[i] * jt.milli[i] / FULL
-        trivial -= preset.sla_usd_per_gpu_h * gpus * max(0.0, horizon - job.arrival_s - preset.sla_wait_s) / 3600
+        trivial -= (
+            preset.sla_usd_per_gpu_h * gpus * max(0.0, horizon - job.arrival_s - preset.sla_wait_s) / 3600
+        )
         value = preset.value_usd_per_gpu_h * gpus * jt.runtime_s[i] / 3600
         best = 0.0
         for t in jt.elig[i].types:

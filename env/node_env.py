@@ -107,7 +107,8 @@ class NodeManagerEnv(gym.Env):
     After the events of an instant are processed and the scheduler (`scheduler`: fcfs, sjf or easy) has
     started what it will, the agent is asked whenever some power action is legal: at arrivals, completions,
     boot and shutdown completions, and, when nothing else happens, every `recheck_s` seconds of simulated
-    time. When no power action is legal the env keeps on its own (those instants are not steps).
+    time. When no power action is legal the env keeps on its own (those instants are not steps). The first
+    observation (reset) is always time 0, after the arrivals at time 0 and their starts.
 
     ## Episode End
     Terminates when every accepted job has finished, at the task's horizon if it has one, or when jobs wait
@@ -202,8 +203,14 @@ class NodeManagerEnv(gym.Env):
             sc_seed = (options or {}).get("scenario_seed")
             if sc_seed is None:
                 sc_seed = int(self.np_random.integers(0, 2**31 - 1))
-            elif isinstance(sc_seed, (bool, np.bool_)) or not isinstance(sc_seed, (int, np.integer)) or sc_seed < 0:
-                raise ValueError(f"reset(options=...): 'scenario_seed' must be an integer >= 0, got {sc_seed!r}")
+            elif (
+                isinstance(sc_seed, (bool, np.bool_))
+                or not isinstance(sc_seed, (int, np.integer))
+                or sc_seed < 0
+            ):
+                raise ValueError(
+                    f"reset(options=...): 'scenario_seed' must be an integer >= 0, got {sc_seed!r}"
+                )
             sc = build_scenario(self.config, int(sc_seed))
         if tuple(sc.layout.type_names) != self.type_names:
             raise ValueError(
@@ -215,10 +222,13 @@ class NodeManagerEnv(gym.Env):
         self._prepare(sc)
         self._steps = 0
         self.episode_return = 0.0
+        if self.sim.env.peek() == self.sim.now_s:  # arrivals at time 0: the first decision point sees them
+            self.sim.step_instant()
         self._schedule()
-        reward, done = self._to_decision_point(first=True)
-        self.episode_return += reward
-        self._done = done
+        # the first observation is time 0 even when only KEEP is legal: reset returns no reward, so no
+        # simulated time may pass in it (the return identity counts from time 0)
+        self._build_mask()
+        self._done = self._all_done()
         return self._observe(), self._info(False)
 
     def step(self, action):
@@ -241,7 +251,9 @@ class NodeManagerEnv(gym.Env):
             else:
                 self.sim.apply(PowerOn(self._node_to_turn_on(t)))
             self._build_mask()
-            if not self._mask[: self.window].any():  # nothing else to decide now: on to the next decision point
+            if not self._mask[
+                : self.window
+            ].any():  # nothing else to decide now: on to the next decision point
                 reward, done = self._keep()
         self.episode_return += reward
         self._done = done
@@ -351,7 +363,7 @@ class NodeManagerEnv(gym.Env):
         self._schedule()
         return reward, True
 
-    def _to_decision_point(self, first: bool = False) -> tuple[float, bool]:
+    def _to_decision_point(self) -> tuple[float, bool]:
         """Keep on the agent's behalf until some power action is legal; (reward, done)."""
         reward = 0.0
         while True:

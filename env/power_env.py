@@ -77,7 +77,9 @@ class GPUClusterPowerEnv(NodeManagerEnv):
         max_steps: int | None = None,
     ):
         if not (isinstance(jct_weight_eur_per_job_h, (int, float)) and jct_weight_eur_per_job_h >= 0):
-            raise ValueError(f"jct_weight_eur_per_job_h must be a number >= 0, got {jct_weight_eur_per_job_h!r}")
+            raise ValueError(
+                f"jct_weight_eur_per_job_h must be a number >= 0, got {jct_weight_eur_per_job_h!r}"
+            )
         self.power_model = power_model or PowerModel()
         self.prices = prices or synthetic_curve()
         self.jct_weight_eur_per_job_h = float(jct_weight_eur_per_job_h)
@@ -100,7 +102,8 @@ class GPUClusterPowerEnv(NodeManagerEnv):
         gpu = [m.gpu(name) for name in layout.type_names]
         # IT watts of each node when powered but idle (ON, BOOTING, SHUTTING_DOWN) and OFF
         self._node_idle_w = [
-            m.node_base_w + layout.node_num_gpus[n] * gpu[layout.node_type[n]].idle_w for n in range(layout.num_nodes)
+            m.node_base_w + layout.node_num_gpus[n] * gpu[layout.node_type[n]].idle_w
+            for n in range(layout.num_nodes)
         ]
         # extra IT watts per busy milli-GPU of each type (linear in the busy share)
         self._type_dyn_w_per_milli = [(g.max_w - g.idle_w) / FULL for g in gpu]
@@ -109,7 +112,8 @@ class GPUClusterPowerEnv(NodeManagerEnv):
             for t, nodes in enumerate(self._type_nodes)
         ]
         self._max_facility_w = m.pue * sum(
-            m.node_base_w + layout.node_num_gpus[n] * gpu[layout.node_type[n]].max_w for n in range(layout.num_nodes)
+            m.node_base_w + layout.node_num_gpus[n] * gpu[layout.node_type[n]].max_w
+            for n in range(layout.num_nodes)
         )
         self._busy_milli = [0] * self.num_types
         self.energy_cost_eur = 0.0
