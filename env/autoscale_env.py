@@ -143,7 +143,9 @@ def grade(result: AutoscaleOutcome) -> float:
     if not math.isfinite(result.episode_return_usd):
         return 0.0
     if abs(gain) <= 1e-9 * max(1.0, abs(result.trivial_return_usd)):
-        gain = 0.0  # the trivial policy's own return, summed step by step, differs from the closed form by ulps
+        gain = (
+            0.0  # the trivial policy's own return, summed step by step, differs from the closed form by ulps
+        )
     if span <= 0:
         return 1.0 if gain >= 0 else 0.0
     return float(min(1.0, max(0.0, gain / span)))
