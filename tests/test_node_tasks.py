@@ -36,9 +36,11 @@ SMALL_D3QN = D3QNConfig(
 SMALL_SAC = SACConfig(demo_policy="", learning_starts=64, train_every=2, batch_size=32, buffer_size=2000)
 
 
-def power_cfg(num_jobs: int = 25) -> RunConfig:
+def power_cfg(num_jobs: int = 12) -> RunConfig:
     return RunConfig(
-        workload=WorkloadConfig(difficulty="easy", num_jobs=num_jobs, load_factor=0.5),
+        workload=WorkloadConfig(
+            difficulty="easy", num_jobs=num_jobs, load_factor=0.5, synthetic_profile="legacy"
+        ),
         task=TaskConfig(name="power"),
     )
 
@@ -165,7 +167,9 @@ def test_cli_eval_of_a_node_manager_writes_task_json(tmp_path, capsys):
             "--difficulty",
             "easy",
             "--num_jobs",
-            "20",
+            "12",
+            "--synthetic_profile",
+            "legacy",
             "--log_dir",
             str(out),
             "--no_progress",
