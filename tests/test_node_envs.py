@@ -11,6 +11,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import env as _env_package  # noqa: F401  (registers the envs)
 from config import RunConfig, WorkloadConfig
@@ -38,6 +40,8 @@ from tests.node_env_reference import (
     sla_penalty_usd,
     sum_jct_s,
 )
+from tests.test_invariants import clusters, workloads
+from tests.test_power_states import _check_only_on_nodes
 from workloads.job import Workload
 
 FLAT_100 = PriceCurve("flat", 3600.0, np.array([100.0]), np.array([250.0]))
@@ -329,3 +333,44 @@ def test_initial_states():
     a = GPUClusterAutoscaleEnv()
     a.reset(seed=0, options={"scenario_seed": 0})
     assert set(a.sim.node_power.initial) == {OFF}
+
+
+# ---- properties ---------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cluster=clusters(),
+    workload=workloads(),
+    scheduler=st.sampled_from(["fcfs", "sjf", "easy"]),
+    seed=st.integers(0, 2**16),
+    lam=st.sampled_from([0.0, 0.1, 5.0]),
+)
+def test_random_power_managers_keep_the_invariants(cluster, workload, scheduler, seed, lam):
+    """Random legal actions on random clusters and workloads: no job ever runs on a node that is not ON, no
+    illegal switch is ever attempted (the simulator would raise), and the return is exactly -(energy cost) -
+    lambda x sum(JCT) of the run so far (also when truncated)."""
+    layout = ClusterLayout(cluster)
+    sc = Scenario(workload, cluster, "", layout, np.array([j.runtime_s for j in workload.jobs]), 1.2, 0)
+    e = GPUClusterPowerEnv(
+        scenario=sc,
+        scheduler=scheduler,
+        prices=STEP_PRICES,
+        jct_weight_eur_per_job_h=lam,
+        recheck_s=900.0,
+        max_steps=400,
+    )
+    _, rewards, done = random_rollout(e, seed, 0)
+    _check_only_on_nodes(e.sim)
+    r = e.sim.result("random", 0)
+    end = e.sim.now_s
+    arrival = np.array([j.arrival_s for j in r.jobs])
+    started = ~np.isnan(r.start_s)
+    # jobs in the system until `end`: completed ones count end - arrival, the rest end - arrival if arrived
+    in_system = np.where(np.isnan(r.end_s), np.maximum(0.0, end - arrival), r.end_s - arrival)
+    in_system[np.asarray(r.status) == "rejected"] = 0.0
+    expected = -energy_cost_eur(r, e.power_model, STEP_PRICES, end) - lam * in_system.sum() / 3600
+    assert math.fsum(rewards) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    if done:  # KEEP is masked when it would strand waiting jobs, so a finished episode finished every job
+        assert all(s in ("completed", "rejected") for s in r.status)
+    assert started.sum() >= r.status.count("completed")
