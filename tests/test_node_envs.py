@@ -374,3 +374,42 @@ def test_random_power_managers_keep_the_invariants(cluster, workload, scheduler,
     if done:  # KEEP is masked when it would strand waiting jobs, so a finished episode finished every job
         assert all(s in ("completed", "rejected") for s in r.status)
     assert started.sum() >= r.status.count("completed")
+
+
+def test_idle_off_threshold_acts_at_the_first_recheck_past_its_deadline():
+    """threshold(1000 s): the A100 node falls idle at 600; re-checks come every 600 s while it can be turned
+    off, at 1200 (idle 600 s < 1000) and 1800 (1200 s >= 1000): off at 1800, shut down 1800-1860, booted for
+    job B at 7200 (7200-7460), B runs 7460-8060.
+    IT energy = 700 W x 600 + 350 W x 1200 + 350 W x 60 + 350 W x 260 + 700 W x 600 = 1,372,000 J; x PUE 1.58 =
+    2,167,760 J; at 100 EUR/MWh: 2,167,760 / 3.6e9 x 100 = EUR 0.0602156."""
+    sc = tiny_scenario("1xA100-80GB:1", [job("A", 0, 600), job("B", 7200, 600)])
+    e = GPUClusterPowerEnv(scenario=sc, prices=FLAT_100)
+    e.reset(seed=0)
+    run_manager(e, threshold(1000.0))
+    r = e.sim.result("x", 0)
+    assert r.power_log_t_s.tolist() == [1800.0, 1860.0, 7200.0, 7460.0]
+    assert r.start_s[1] == 7460.0
+    assert e.energy_cost_eur == pytest.approx(2_167_760 / 3.6e9 * 100, rel=1e-12)
+
+
+def test_autoscale_reward_hand_computed():
+    """One 1-GPU A100-80GB node ($40.9657/8 = $5.1207125/h), one 1-GPU job of 3600 s arriving at 0.
+    provision_to_demand rents the node at 0; it boots 0-260, the job runs 260-3860 and the episode ends then.
+    value = $8 x 1 GPU-hour = 8; rental = 5.1207125 x 3860 / 3600 = 5.49054618; SLA: waited 260 s < 600 s,
+    nothing. Return = 2.50945382."""
+    from env.autoscale_env import AutoscalePreset
+
+    preset = AutoscalePreset(
+        "1xA100-80GB:1", num_jobs=1, load_factor=0.5, horizon_h=2.0, budget_usd_per_h=10.0
+    )
+    sc = tiny_scenario("1xA100-80GB:1", [job("A", 0, 3600)])
+    e = GPUClusterAutoscaleEnv(preset, scenario=sc)
+    e.reset(seed=0)
+    ret = run_manager(e, provision_to_demand)
+    assert e.sim.start_s[0] == 260.0 and e.sim.now_s == 3860.0
+    assert ret == pytest.approx(8.0 - 40.9657 / 8 * 3860 / 3600, rel=1e-12)
+    # anchors: trivial = -$4/GPU-h x (7200 - 0 - 600) s = -7.3333; bound = 8 - 5.1207125 x 1 h = 2.8792875
+    o = e.outcome()
+    assert o.trivial_return_usd == pytest.approx(-4.0 * 6600 / 3600, rel=1e-12)
+    assert o.bound_return_usd == pytest.approx(8.0 - 40.9657 / 8, rel=1e-12)
+    assert grade(o) == pytest.approx((ret + 4.0 * 6600 / 3600) / (8.0 - 40.9657 / 8 + 4.0 * 6600 / 3600))
