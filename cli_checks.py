@@ -34,6 +34,17 @@ NO_STATUS_TRACES = ("itp",)  # formats without a status column: --exclude_failed
 TRAIN_ONLY = ("total_steps", "resume", "validation_seeds", "checkpoint_every", "demo_policy", "reward")
 AGENT_ONLY = ("checkpoint", "model", "window")
 AGENT_WHERE = ("device", "models_dir")
+NODE_TASK_OPTIONS = ("task_scheduler", "recheck_s", "jct_weight", "autoscale_preset")
+AUTOSCALE_FIXED = (
+    "workload_type",
+    "workload_path",
+    "difficulty",
+    "num_jobs",
+    "load_factor",
+    "synthetic_profile",
+    "cluster",
+    "cluster_path",
+)
 TEXT_OPTIONS = (
     "algo",
     "workload_type",
@@ -151,6 +162,19 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
             refuse(
                 ("exclude_failed",), f"the {w.workload_type} trace records no job status, so no job is failed"
             )
+    task = cfg.task.name
+    if task == "scheduling":
+        refuse(NODE_TASK_OPTIONS, "options of --task power and autoscaling")
+    else:
+        refuse(
+            ("window", "reward"), f"the scheduling env's options; --task {task} has its own action and reward"
+        )
+        if task != "power":
+            refuse(("jct_weight",), "the power task's lambda")
+        if task != "autoscaling":
+            refuse(("autoscale_preset",), "the autoscaling task's preset")
+        else:
+            refuse(AUTOSCALE_FIXED, "--autoscale_preset sets the autoscaling task's fleet and jobs")
     if cfg.cluster.uniform_speed:
         refuse(("recorded_gpu_type",), "with --uniform_speed every GPU type runs at speed 1")
     if w.workload_type == "csv" and (cfg.cluster.spec or cfg.cluster.path):

@@ -201,6 +201,27 @@ class SACConfig(DemonstrationConfig):
     """store the replay buffer beside the newest checkpoint so a resume need not refill it"""
 
 
+TASKS = ("scheduling", "power", "autoscaling")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Which decision the agent makes. scheduling: it starts queued jobs (GPUClusterScheduling-v0); power and
+    autoscaling: it turns nodes on and off while `scheduler` starts the jobs (env/node_env.py)."""
+
+    name: str = "scheduling"
+    """scheduling | power (GPUClusterPower-v0: energy cost + JCT) | autoscaling (GPUClusterAutoscale-v0:
+    rent cloud nodes under a budget)"""
+    scheduler: str = "easy"
+    """power/autoscaling: the heuristic that starts the jobs (fcfs | sjf | easy)"""
+    jct_weight_eur_per_job_h: float = 0.10
+    """power: lambda, EUR per job-hour in the system (env/power_env.py, JCT_WEIGHT_EUR_PER_JOB_H)"""
+    recheck_s: float = 600.0
+    """power/autoscaling: longest simulated time without a decision while a power action is possible"""
+    autoscale_preset: str = "easy"
+    """autoscaling: easy | medium | hard (env/autoscale_env.py AUTOSCALE_PRESETS: fleet, jobs, budget, horizon)"""
+
+
 @dataclass(frozen=True)
 class PowerConfig:
     """The power model and power managers (env/power.py, env/power_managers.py); off unless --power is given."""
@@ -251,3 +272,4 @@ class RunConfig:
     d3qn: D3QNConfig = field(default_factory=D3QNConfig)
     sac: SACConfig = field(default_factory=SACConfig)
     power: PowerConfig = field(default_factory=PowerConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)

@@ -11,6 +11,7 @@ from pathlib import Path
 from cli_checks import check_command_line, given_options, usage_error
 from config import (
     DIFFICULTIES,
+    TASKS,
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
@@ -18,6 +19,7 @@ from config import (
     RunConfig,
     SACConfig,
     SimConfig,
+    TaskConfig,
     WorkloadConfig,
 )
 from env.scenario import WORKLOAD_TYPES, UserError
@@ -307,12 +309,48 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.checkpoint_every_episodes,
         help="train: save a checkpoint every N episodes",
     )
+    t = TaskConfig()
+    g = p.add_argument_group("node-management tasks (README, Power and autoscaling tasks)")
+    g.add_argument(
+        "--task",
+        choices=TASKS,
+        default=t.name,
+        help="what the agent decides: scheduling (starts jobs), power (GPUClusterPower-v0: which nodes are on, "
+        "for energy cost + JCT) or autoscaling (GPUClusterAutoscale-v0: rents cloud nodes under a budget); "
+        "train/eval only. With power/autoscaling, --algo is d3qn, sac or a reference node manager (eval: "
+        "always_on, idle_off:T[:R], provision_to_demand) and models go to <models_dir>/<task>/",
+    )
+    g.add_argument(
+        "--task_scheduler",
+        choices=HEURISTICS,
+        default=t.scheduler,
+        help="power/autoscaling: the heuristic that starts the jobs",
+    )
+    g.add_argument(
+        "--jct_weight",
+        type=float,
+        default=t.jct_weight_eur_per_job_h,
+        help="power: lambda, EUR per job-hour in the system in the reward -(energy cost + lambda x JCT)",
+    )
+    g.add_argument(
+        "--recheck_s",
+        type=float,
+        default=t.recheck_s,
+        help="power/autoscaling: longest simulated time between decisions while a power action is possible",
+    )
+    g.add_argument(
+        "--autoscale_preset",
+        choices=("easy", "medium", "hard"),
+        default=t.autoscale_preset,
+        help="autoscaling: fleet, jobs, budget and horizon (README, Power and autoscaling tasks)",
+    )
     return p
 
 
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     d = RunConfig()
     algos = a.algos if isinstance(a.algos, tuple) else _name_list(a.algos)
+    demo = _task_demo(a)
     return RunConfig(
         mode=a.mode,
         algo=a.algo.lower(),
@@ -321,7 +359,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         seeds=a.seeds if a.seeds else (a.seed,),
         log_dir=a.log_dir,
         overwrite=a.overwrite,
-        models_dir=a.models_dir,
+        models_dir=_task_models_dir(a),
         checkpoint=a.checkpoint,
         resume=a.resume,
         device=a.device,
@@ -354,10 +392,28 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),
-        d3qn=d.d3qn if a.demo_policy is None else replace(d.d3qn, demo_policy=_demo(a.demo_policy)),
-        sac=d.sac if a.demo_policy is None else replace(d.sac, demo_policy=_demo(a.demo_policy)),
+        d3qn=d.d3qn if demo is None else replace(d.d3qn, demo_policy=demo),
+        sac=d.sac if demo is None else replace(d.sac, demo_policy=demo),
+        task=TaskConfig(a.task, a.task_scheduler, a.jct_weight, a.recheck_s, a.autoscale_preset),
         power=PowerConfig(a.power or (), a.prices, a.price_offset_s, a.pue),
     )
+
+
+def _task_models_dir(a: argparse.Namespace) -> str:
+    """A node task's agents live apart from the scheduling agents (same file names, other networks)."""
+    return a.models_dir if a.task == "scheduling" else str(Path(a.models_dir) / a.task)
+
+
+def _task_demo(a: argparse.Namespace) -> str | None:
+    """--demo_policy, or for a node task the task's reference node manager (the scheduling default, sjf, cannot
+    act there)."""
+    if a.demo_policy is not None:
+        return _demo(a.demo_policy)
+    if a.task != "scheduling":
+        from env.node_tasks import REFERENCE_MANAGER
+
+        return REFERENCE_MANAGER[a.task]
+    return None
 
 
 def _demo(name: str) -> str:
@@ -365,6 +421,9 @@ def _demo(name: str) -> str:
 
 
 def validate(cfg: RunConfig) -> None:
+    if cfg.task.name != "scheduling":
+        _validate_node_task(cfg)
+        return
     known = HEURISTICS + AGENTS
     if cfg.mode in ("eval", "train") and cfg.algo not in known:
         raise UserError(f"unknown --algo {cfg.algo!r}; choose one of {', '.join(known)}")
@@ -379,6 +438,35 @@ def validate(cfg: RunConfig) -> None:
         raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
     if cfg.env.window <= 0:
         raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
+
+
+def _validate_node_task(cfg: RunConfig) -> None:
+    from env.node_heuristics import node_manager
+    from env.node_tasks import check_task_config
+
+    check_task_config(cfg.task)
+    task = cfg.task.name
+    if cfg.mode not in ("train", "eval"):
+        raise UserError(f"--task {task} runs in --mode train or eval; --mode {cfg.mode} compares schedulers")
+    if cfg.mode == "train" and cfg.algo not in AGENTS:
+        raise UserError(
+            f"--mode train needs an RL --algo ({', '.join(AGENTS)}); node managers need no training"
+        )
+    if cfg.algo not in AGENTS:
+        try:
+            node_manager(cfg.algo)
+        except ValueError as err:
+            raise UserError(
+                f"--task {task}: --algo must be {', '.join(AGENTS)} or a node manager ({err})"
+            ) from None
+    demo = getattr(cfg, cfg.algo).demo_policy if cfg.algo in AGENTS else ""
+    if cfg.mode == "train" and demo:
+        try:
+            node_manager(demo)
+        except ValueError as err:
+            raise UserError(f"--task {task}: --demo_policy must be a node manager or none ({err})") from None
+    if cfg.total_steps is not None and cfg.total_steps <= 0:
+        raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
 
 
 def _one_line_warning(python_form, message, category, filename, lineno, file=None, line=None) -> None:

@@ -399,6 +399,8 @@ def _resolved(sc: Scenario) -> dict:
 
 
 def mode_eval(cfg: RunConfig) -> Path:
+    if cfg.task.name != "scheduling":
+        return mode_eval_node_task(cfg)
     checkpoints = _checkpoints_used(cfg)
     folder = open_run_folder(cfg, checkpoints)
     out = folder.path
@@ -420,6 +422,50 @@ def mode_eval(cfg: RunConfig) -> Path:
         raise
     folder.finish()
     _print_summary(row)
+    print(f"wrote {out}/ in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def mode_eval_node_task(cfg: RunConfig) -> Path:
+    """--task power|autoscaling: an agent or a reference node manager through the task's env on --seed's
+    scenario; the run's files as for a scheduling eval plus task.json (return, its parts, grade)."""
+    from env.node_tasks import GRADERS, run_node_policy, task_scenario_config
+
+    checkpoints = _checkpoints_used(cfg)
+    folder = open_run_folder(cfg, checkpoints)
+    out = folder.path
+    t0 = time.perf_counter()
+    sc = build_scenario(task_scenario_config(cfg), cfg.seed)
+    print(
+        f"task {cfg.task.name}, jobs started by {cfg.task.scheduler}; cluster: {sc.cluster.name} "
+        f"({sc.layout.num_gpus} GPUs, {sc.layout.num_nodes} nodes) [{sc.cluster_note}]"
+    )
+    folder.resolved.append(_resolved(sc))
+    folder.claim()
+    try:
+        if cfg.algo in AGENTS:
+            policy = _load_agent(cfg.algo, checkpoints.get(cfg.algo) or find_checkpoint(cfg, cfg.algo))
+            env = run_node_policy(cfg, sc, policy.act, None)
+        else:
+            env = run_node_policy(cfg, sc, None, cfg.algo)
+        result = env.sim.result(cfg.algo, sc.seed)
+        refuse_all_rejected(result, sc)
+        row = summarize(result)
+        write_run(result, sc, out, [row])
+        g = GRADERS[cfg.task.name](env)
+        record = {"task": cfg.task.name, "episode_return": env.episode_return, "grade": g.__dict__}
+        if cfg.task.name == "power":
+            record |= {"energy_cost_eur": env.energy_cost_eur, "jct_cost_eur": env.jct_cost_eur}
+        (out / "task.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    except BaseException:
+        folder.abandon()
+        raise
+    folder.finish()
+    _print_summary(row)
+    print(
+        f"task {cfg.task.name}: return {env.episode_return:,.2f} ({g.objective}), grade {g.score:.3f} "
+        f"(0 = {g.trivial_policy} {g.trivial_value:,.2f}, 1 = {g.reference_policy} {g.reference_value:,.2f})"
+    )
     print(f"wrote {out}/ in {time.perf_counter() - t0:.1f} s")
     return out
 

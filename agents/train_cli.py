@@ -40,6 +40,7 @@ EXPERIMENT_FIELDS = (
     "env",
     "d3qn",
     "sac",
+    "task",
 )
 # command-line options whose RunConfig field has another name ("{algo}" = the trained agent's config)
 FIELD_OF_OPTION = {
@@ -50,6 +51,11 @@ FIELD_OF_OPTION = {
     "trace_start": "workload.trace_start_s",
     "trace_end": "workload.trace_end_s",
     "demo_policy": "{algo}.demo_policy",
+    "task": "task.name",
+    "task_scheduler": "task.scheduler",
+    "jct_weight": "task.jct_weight_eur_per_job_h",
+    "recheck_s": "task.recheck_s",
+    "autoscale_preset": "task.autoscale_preset",
 }
 _MISSING = object()
 
@@ -58,6 +64,23 @@ def heuristic_demonstrator(name: str):
     """demonstrator(env) -> the action heuristic `name` takes in a GPUClusterEnv's current state."""
     policy = POLICIES[name]
     return lambda env: heuristic_action(env.unwrapped, policy)
+
+
+def _env_factory(cfg: RunConfig):
+    """make_env(scenario_seed) of the run's task."""
+    if cfg.task.name == "scheduling":
+        return lambda scenario_seed: GPUClusterEnv(cfg)
+    from env.node_tasks import make_node_env
+
+    return lambda scenario_seed: make_node_env(cfg)
+
+
+def _demonstrator(cfg: RunConfig, demo_policy: str):
+    if cfg.task.name == "scheduling":
+        return heuristic_demonstrator(demo_policy)
+    from env.node_tasks import demonstrator_for
+
+    return demonstrator_for(demo_policy)
 
 
 def check_train_options(cfg: RunConfig) -> None:
@@ -228,7 +251,9 @@ def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | No
     check_train_options(cfg)
     demo_policy = getattr(cfg, cfg.algo).demo_policy
     allowed = DEMO_POLICIES[cfg.env.window_order]
-    if demo_policy and demo_policy not in allowed:
+    if cfg.task.name != "scheduling":
+        pass  # a node task's demonstrator is a node manager (main.py checked the name)
+    elif demo_policy and demo_policy not in allowed:
         raise UserError(
             f"--demo_policy {demo_policy!r}: with window order {cfg.env.window_order!r} only "
             f"{', '.join(allowed)} (or none) can act through the window"
@@ -262,12 +287,18 @@ def train_from_config(cfg: RunConfig) -> Path:
                 print(f"note: --overwrite removed {len(removed)} checkpoint(s) of an earlier run ({shown})")
         try:
             validation = None
-            if cfg.validation_seeds:
+            node_task = cfg.task.name != "scheduling"
+            if node_task and cfg.validation_seeds:
+                print(
+                    f"note: --task {cfg.task.name} trains without validation (model selection scores average JCT "
+                    "of the scheduling task); the final model is the result"
+                )
+            if cfg.validation_seeds and not node_task:
                 resume_step = resumed["global_step"] if resumed is not None else None
                 validation = BestCheckpoint(cfg, best, run_id, resume_step)
             result = train(
                 cfg.algo,
-                lambda scenario_seed: GPUClusterEnv(cfg),
+                _env_factory(cfg),
                 cfg,
                 seed=cfg.seed,
                 total_steps=total_steps,
@@ -277,7 +308,7 @@ def train_from_config(cfg: RunConfig) -> Path:
                 resume=cfg.resume,
                 checkpoint_every_episodes=cfg.checkpoint_every_episodes,
                 progress=cfg.progress,
-                demonstrator=heuristic_demonstrator(demo_policy) if demo_policy else None,
+                demonstrator=_demonstrator(cfg, demo_policy) if demo_policy else None,
                 eval_fn=validation,
                 run_id=run_id,
             )

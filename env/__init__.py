@@ -4,3 +4,7 @@ import gymnasium
 
 if "GPUClusterScheduling-v0" not in gymnasium.registry:
     gymnasium.register("GPUClusterScheduling-v0", entry_point="env.gym_env:GPUClusterEnv")
+if "GPUClusterPower-v0" not in gymnasium.registry:
+    gymnasium.register("GPUClusterPower-v0", entry_point="env.power_env:GPUClusterPowerEnv")
+if "GPUClusterAutoscale-v0" not in gymnasium.registry:
+    gymnasium.register("GPUClusterAutoscale-v0", entry_point="env.autoscale_env:GPUClusterAutoscaleEnv")

@@ -355,6 +355,23 @@ CASES = [
     # --- output folders unusable -----------------------------------------------------------------------------
     (["--log_dir", "{tmp}/f.txt"], {"f.txt": "x"}, "--log_dir {tmp}/f.txt: is a file, not a folder"),
     (["--log_dir", "{tmp}/f.txt/run"], {"f.txt": "x"}, "f.txt is a file, not a folder"),
+    # --- node-management tasks (--task power | autoscaling) -------------------------------------------------------
+    (["--task", "power", "--algo", "easy"], {}, "--task power: --algo must be d3qn, sac or a node manager"),
+    (["--task", "power", "--algo", "idle_off:soon"], {}, "bad node manager 'idle_off:soon'"),
+    (
+        ["--task", "power", "--algo", "always_on", "--recheck_s", "nan"],
+        {},
+        "--recheck_s must be a finite number",
+    ),
+    (["--task", "power", "--algo", "always_on", "--jct_weight", "-0.5"], {}, "--jct_weight must be a finite"),
+    (["--task", "autoscaling", "--algo", "always_on", *SMALL], {}, "--autoscale_preset sets the autoscaling"),
+    (["--task", "scheduling", "--autoscale_preset", "hard"], {}, "options of --task power and autoscaling"),
+    (["--mode", "compare", "--task", "autoscaling"], {}, "--task autoscaling runs in --mode train or eval"),
+    (
+        ["--mode", "train", "--task", "power", "--algo", "d3qn", "--demo_policy", "sjf"],
+        {},
+        "--demo_policy must be a node manager or none",
+    ),
 ]
 
 

@@ -1,0 +1,266 @@
+"""The power and autoscaling tasks as the command line and the HTTP server use them: env construction from a
+RunConfig or JSON options, JSON actions, evaluation runs of an agent or a reference node manager, and graders.
+
+The server's registry (env/tasks.py) lists these next to `scheduling`; every function here takes plain values
+so that registry stays a table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import gymnasium as gym
+import numpy as np
+
+from config import TASKS, RunConfig, TaskConfig
+from env.autoscale_env import AUTOSCALE_PRESETS, GPUClusterAutoscaleEnv, autoscale_config, grade
+from env.node_env import NodeManagerEnv
+from env.node_heuristics import node_manager, run_manager
+from env.power_env import GPUClusterPowerEnv
+from env.scenario import Scenario, UserError, build_scenario
+from schedulers import POLICIES
+
+NODE_TASKS = ("power", "autoscaling")
+NODE_TASK_OPTIONS = {
+    "power": ("scheduler", "jct_weight", "recheck_s"),
+    "autoscaling": ("preset", "scheduler", "recheck_s"),
+}
+"""the task options /reset accepts besides the workload/cluster options (power only: autoscaling's workload
+and fleet are the preset's)"""
+REFERENCE_MANAGER = {"power": "idle_off:600:1", "autoscaling": "provision_to_demand"}
+"""the reference node manager of each task: the default demonstrator and the power grader's score-1 anchor"""
+TRIVIAL_MANAGER = {"power": "always_on", "autoscaling": "keep"}
+
+
+def check_task_config(t: TaskConfig) -> None:
+    """UserError for a task setting out of range."""
+    if t.name not in TASKS:
+        raise UserError(f"unknown --task {t.name!r}; choose one of {', '.join(TASKS)}")
+    if t.scheduler not in POLICIES:
+        raise UserError(f"unknown --task_scheduler {t.scheduler!r}; choose one of {', '.join(POLICIES)}")
+    if not (t.jct_weight_eur_per_job_h >= 0 and math.isfinite(t.jct_weight_eur_per_job_h)):
+        raise UserError(
+            f"--jct_weight must be a finite number >= 0 EUR per job-hour, got {t.jct_weight_eur_per_job_h}"
+        )
+    if not (t.recheck_s > 0 and math.isfinite(t.recheck_s)):
+        raise UserError(f"--recheck_s must be a finite number of seconds > 0, got {t.recheck_s}")
+    if t.autoscale_preset not in AUTOSCALE_PRESETS:
+        raise UserError(
+            f"unknown --autoscale_preset {t.autoscale_preset!r}; choose one of {', '.join(AUTOSCALE_PRESETS)}"
+        )
+
+
+def task_scenario_config(cfg: RunConfig) -> RunConfig:
+    """The RunConfig whose build_scenario(..., seed) gives the task's scenario for `seed`."""
+    if cfg.task.name == "autoscaling":
+        return autoscale_config(AUTOSCALE_PRESETS[cfg.task.autoscale_preset], cfg)
+    return cfg
+
+
+def make_node_env(
+    cfg: RunConfig, scenario: Scenario | None = None, max_steps: int | None = None
+) -> NodeManagerEnv:
+    """The env of task cfg.task.name (power or autoscaling) with cfg's settings."""
+    t = cfg.task
+    check_task_config(t)
+    if t.name == "power":
+        env = GPUClusterPowerEnv(
+            cfg,
+            scenario=scenario,
+            scheduler=t.scheduler,
+            jct_weight_eur_per_job_h=t.jct_weight_eur_per_job_h,
+            recheck_s=t.recheck_s,
+            max_steps=max_steps,
+        )
+    elif t.name == "autoscaling":
+        env = GPUClusterAutoscaleEnv(
+            t.autoscale_preset, t.scheduler, t.recheck_s, max_steps=max_steps, scenario=scenario, config=cfg
+        )
+    else:
+        raise ValueError(f"{t.name!r} is not a node-management task")
+    env.run_config = cfg  # what the power grader rebuilds its references from
+    return env
+
+
+def node_config_from_options(
+    task: str, options: Mapping[str, object], base: RunConfig | None = None
+) -> RunConfig:
+    """`base` (the workload/cluster options, already parsed) with the task options of `options` (JSON values,
+    command-line names without dashes: NODE_TASK_OPTIONS[task]); UserError on a wrong key or value."""
+    base = base or RunConfig()
+    allowed = NODE_TASK_OPTIONS[task]
+    t = replace(base.task, name=task)
+    for key, value in options.items():
+        if key not in allowed:
+            continue  # the workload/cluster options are the caller's (they are in `base`)
+        if key in ("scheduler", "preset"):
+            if not isinstance(value, str):
+                raise UserError(f"option {key!r} must be a string, got {value!r}")
+            t = replace(t, scheduler=value) if key == "scheduler" else replace(t, autoscale_preset=value)
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UserError(f"option {key!r} must be a number, got {value!r}")
+            field = "jct_weight_eur_per_job_h" if key == "jct_weight" else "recheck_s"
+            t = replace(t, **{field: float(value)})
+    check_task_config(t)
+    return replace(base, task=t)
+
+
+class NodeActionError(ValueError):
+    """A JSON action of a node task that cannot be read."""
+
+
+def read_node_action(env: NodeManagerEnv, action: object) -> int:
+    """The env action of a JSON action: {"index": i} (0 <= i <= 2T), or {"gpu_type": name, "change": +1 | -1},
+    or {"change": 0} (KEEP)."""
+    env = env.unwrapped
+    if isinstance(action, Mapping) and set(action) == {"index"}:
+        i = action["index"]
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise NodeActionError(f'"index" must be an integer, got {i!r}')
+        return i
+    if isinstance(action, Mapping) and set(action) == {"change"} and action["change"] == 0:
+        return env.keep_action
+    if isinstance(action, Mapping) and set(action) == {"gpu_type", "change"}:
+        name, change = action["gpu_type"], action["change"]
+        if name not in env.type_names:
+            raise NodeActionError(
+                f'"gpu_type" {name!r} is not a type of this cluster ({", ".join(env.type_names)})'
+            )
+        if isinstance(change, bool) or change not in (1, -1):
+            raise NodeActionError(f'"change" must be 1 (turn one on) or -1 (turn one off), got {change!r}')
+        t = env.type_names.index(name)
+        return 2 * t if change == 1 else 2 * t + 1
+    raise NodeActionError(
+        'an action is {"index": i} (2t: one more node of type t on, 2t+1: one off, 2T: KEEP), '
+        f'{{"gpu_type": name, "change": 1 or -1}} or {{"change": 0}} (KEEP); got {action!r}'
+    )
+
+
+def node_action_schema(env: NodeManagerEnv | None) -> dict:
+    types = list(env.unwrapped.type_names) if env is not None else []
+    keep = 2 * len(types) if types else None
+    return {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "index": {"type": "integer", "minimum": 0, **({"maximum": keep} if keep else {})}
+                },
+                "required": ["index"],
+                "additionalProperties": False,
+                "description": "2t turns one OFF node of type t on, 2t+1 turns one idle node of type t off, 2T "
+                "keeps (T = number of GPU types); legal actions: info.action_mask",
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "gpu_type": {"type": "string", **({"enum": types} if types else {})},
+                    "change": {"enum": [1, -1]},
+                },
+                "required": ["gpu_type", "change"],
+                "additionalProperties": False,
+            },
+            {"type": "object", "properties": {"change": {"const": 0}}, "required": ["change"]},
+        ]
+    }
+
+
+@dataclass(frozen=True)
+class NodeTaskGrade:
+    """A finished episode's score in [0, 1] and its anchors (same fields as the server's Grade)."""
+
+    score: float
+    objective: str
+    value: float
+    trivial_value: float
+    reference_value: float
+    trivial_policy: str
+    reference_policy: str
+
+
+def _finished(env: NodeManagerEnv) -> NodeManagerEnv:
+    env = env.unwrapped
+    if env.sim is None or not env._done:
+        raise UserError("the episode is not over: step until done is true, then ask for its grade")
+    return env
+
+
+def grade_autoscaling(env: NodeManagerEnv) -> NodeTaskGrade:
+    e = _finished(env)
+    o = e.outcome()
+    return NodeTaskGrade(
+        grade(o),
+        "return_usd",
+        o.episode_return_usd,
+        o.trivial_return_usd,
+        o.bound_return_usd,
+        "rent nothing",
+        "upper bound (every job on its most profitable type from arrival, no idle node)",
+    )
+
+
+@lru_cache(maxsize=64)
+def _manager_return(cfg: RunConfig, seed: int, manager: str) -> float:
+    env = make_node_env(cfg, build_scenario(task_scenario_config(cfg), seed), max_steps=2**62)
+    env.reset(seed=seed)
+    return run_manager(env, node_manager(manager))
+
+
+def grade_power(env: NodeManagerEnv) -> NodeTaskGrade:
+    """score = (return - always_on's) / (reference's - always_on's), clipped to [0, 1]; both references run
+    on the episode's scenario through the same env (same seed and options)."""
+    e = _finished(env)
+    seed = e.scenario.seed
+    trivial = _manager_return(e.run_config, seed, TRIVIAL_MANAGER["power"])
+    reference = _manager_return(e.run_config, seed, REFERENCE_MANAGER["power"])
+    value = e.episode_return
+    if not math.isfinite(value):
+        score = 0.0
+    elif reference <= trivial:
+        score = 1.0 if value >= reference else 0.0
+    else:
+        score = float(min(1.0, max(0.0, (value - trivial) / (reference - trivial))))
+    return NodeTaskGrade(
+        score, "return_eur", value, trivial, reference, "always_on", REFERENCE_MANAGER["power"]
+    )
+
+
+GRADER_DOCS = {
+    "autoscaling": "score = (return - R0) / (B - R0), clipped to [0, 1], in US dollars: R0 = renting nothing "
+    "(no value, no cost, every job waits until the horizon: its SLA penalty, closed form), B = an upper bound on "
+    "any policy's return (each job that could finish by the horizon earns its best margin value - on-demand cost "
+    "on an accepted type, with no boot wait, idle node or queueing). Non-decreasing in the return.",
+    "power": "score = (return - always_on's return) / (idle_off:600:1's return - always_on's return), clipped "
+    "to [0, 1]; both reference managers run through the same env on the episode's scenario. 0 = no better than "
+    "keeping every node on, 1 = at least as good as the idle_off reference. Non-decreasing in the return.",
+}
+GRADERS: dict[str, Callable[[NodeManagerEnv], NodeTaskGrade]] = {
+    "power": grade_power,
+    "autoscaling": grade_autoscaling,
+}
+
+
+def run_node_policy(
+    cfg: RunConfig, sc: Scenario, act: Callable[[np.ndarray, np.ndarray], int] | None, manager: str | None
+) -> NodeManagerEnv:
+    """Run an agent (`act(obs, mask)`) or a reference node manager through the task's env on a fixed scenario
+    to the episode's end; returns the finished env (its sim holds the run, episode_return its return)."""
+    env = make_node_env(cfg, sc, max_steps=2**62)
+    obs, info = env.reset(seed=sc.seed)
+    if manager is not None:
+        run_manager(env, node_manager(manager) if manager != "keep" else (lambda v: env.keep_action))
+        return env
+    done = truncated = False
+    while not (done or truncated):
+        obs, _, done, truncated, info = env.step(act(obs, info["action_mask"]))
+    return env
+
+
+def demonstrator_for(spec: str) -> Callable[[gym.Env], int]:
+    """demonstrator(env) -> the action reference node manager `spec` takes (agents' demonstrations)."""
+    manager = node_manager(spec)
+    return lambda env: manager(env.unwrapped.fleet_view())

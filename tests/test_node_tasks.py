@@ -1,0 +1,218 @@
+"""The node tasks through the registry, the command line and the agents: make_task_env, JSON actions, graders,
+`--task power|autoscaling` train/eval, and a short D3QN/SAC training on each env (demonstrations included)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from agents.policy import load_policy
+from agents.trainer import train
+from config import D3QNConfig, RunConfig, SACConfig, TaskConfig, WorkloadConfig
+from env.node_tasks import (
+    GRADERS,
+    REFERENCE_MANAGER,
+    NodeActionError,
+    make_node_env,
+    node_action_schema,
+    read_node_action,
+    run_node_policy,
+    task_scenario_config,
+)
+from env.power_env import JCT_WEIGHT_EUR_PER_JOB_H
+from env.scenario import UserError, build_scenario
+from env.tasks import make_task_env
+from main import main
+
+torch.set_num_threads(1)
+
+SMALL_D3QN = D3QNConfig(
+    demo_policy="", learning_starts=64, train_every=2, batch_size=32, target_update_every=50, buffer_size=2000
+)
+SMALL_SAC = SACConfig(demo_policy="", learning_starts=64, train_every=2, batch_size=32, buffer_size=2000)
+
+
+def power_cfg(num_jobs: int = 12) -> RunConfig:
+    return RunConfig(
+        workload=WorkloadConfig(
+            difficulty="easy", num_jobs=num_jobs, load_factor=0.5, synthetic_profile="legacy"
+        ),
+        task=TaskConfig(name="power"),
+    )
+
+
+def autoscale_cfg() -> RunConfig:
+    return RunConfig(task=TaskConfig(name="autoscaling"))
+
+
+def test_registry_builds_every_task_and_refuses_unknown_ones():
+    assert make_task_env("scheduling", {"difficulty": "easy", "num_jobs": 10}).action_space.n == 17
+    p = make_task_env("power", {"difficulty": "easy", "num_jobs": 10, "jct_weight": 0.5, "scheduler": "fcfs"})
+    assert p.jct_weight_eur_per_job_h == 0.5 and p.scheduler == "fcfs"
+    a = make_task_env("autoscaling", {"preset": "medium", "recheck_s": 300})
+    assert a.preset.horizon_h == 16.0 and a.recheck_s == 300.0
+    with pytest.raises(UserError, match="unknown task"):
+        make_task_env("juggling", {})
+    with pytest.raises(UserError, match="preset"):
+        make_task_env("autoscaling", {"num_jobs": 5})
+    with pytest.raises(UserError, match="scheduler"):
+        make_task_env("power", {"scheduler": "lifo"})
+    with pytest.raises(UserError, match="jct_weight"):
+        make_task_env("power", {"jct_weight": "high"})
+
+
+def test_json_actions_map_to_the_discrete_encoding():
+    env = make_node_env(autoscale_cfg())
+    env.reset(seed=0, options={"scenario_seed": 0})
+    t4 = env.type_names.index("T4")
+    assert read_node_action(env, {"gpu_type": "T4", "change": 1}) == 2 * t4
+    assert read_node_action(env, {"gpu_type": "T4", "change": -1}) == 2 * t4 + 1
+    assert read_node_action(env, {"change": 0}) == env.keep_action
+    assert read_node_action(env, {"index": 3}) == 3
+    for bad in (
+        {"gpu_type": "K80", "change": 1},
+        {"gpu_type": "T4", "change": 2},
+        {"slot": 0},
+        [1],
+        {"index": "1"},
+    ):
+        with pytest.raises(NodeActionError):
+            read_node_action(env, bad)
+    schema = node_action_schema(env)
+    assert schema["oneOf"][0]["properties"]["index"]["maximum"] == env.keep_action
+
+
+def test_graders_need_a_finished_episode_and_score_the_anchors():
+    env = make_node_env(power_cfg())
+    env.reset(seed=0, options={"scenario_seed": 4})
+    with pytest.raises(UserError, match="not over"):
+        GRADERS["power"](env)
+    cfg = power_cfg()
+    sc = build_scenario(cfg, 4)
+    always = run_node_policy(cfg, sc, None, "always_on")
+    reference = run_node_policy(cfg, sc, None, REFERENCE_MANAGER["power"])
+    assert GRADERS["power"](always).score == 0.0
+    assert GRADERS["power"](reference).score == 1.0
+    g = GRADERS["autoscaling"](
+        run_node_policy(
+            autoscale_cfg(), build_scenario(task_scenario_config(autoscale_cfg()), 0), None, "keep"
+        )
+    )
+    assert g.score == 0.0 and g.value == pytest.approx(g.trivial_value, rel=1e-9)
+
+
+def test_task_config_default_lambda_is_the_envs():
+    assert TaskConfig().jct_weight_eur_per_job_h == JCT_WEIGHT_EUR_PER_JOB_H
+
+
+@pytest.mark.parametrize(
+    "algo,agent_cfg,cfg",
+    [
+        ("d3qn", SMALL_D3QN, power_cfg()),
+        ("sac", SMALL_SAC, power_cfg()),
+        (
+            "d3qn",
+            replace(SMALL_D3QN, demo_policy="provision_to_demand", demo_episodes=1, demo_pretrain_updates=20),
+            autoscale_cfg(),
+        ),
+        ("sac", SMALL_SAC, autoscale_cfg()),
+    ],
+)
+def test_agents_train_a_few_hundred_steps_and_reload(tmp_path, algo, agent_cfg, cfg):
+    """Smoke: 300 steps with updates, checkpoint written; the reloaded policy only picks legal actions on a
+    held-out scenario and completes its episode."""
+    from env.node_tasks import demonstrator_for
+
+    result = train(
+        algo,
+        lambda scenario_seed: make_node_env(cfg),
+        replace(cfg, **{algo: agent_cfg}),
+        seed=0,
+        total_steps=300,
+        models_dir=str(tmp_path / "models"),
+        run_dir=str(tmp_path / "runs"),
+        checkpoint_every_episodes=10**6,
+        progress=False,
+        device="cpu",
+        demonstrator=demonstrator_for(agent_cfg.demo_policy) if agent_cfg.demo_policy else None,
+    )
+    assert result.global_step == 300
+    policy = load_policy(result.final_checkpoint, device="cpu")
+    sc = build_scenario(task_scenario_config(cfg), 100)
+    legal = []
+
+    def act(obs, mask):
+        a = policy.act(obs, mask)
+        legal.append(bool(mask[a]))
+        return a
+
+    env = run_node_policy(cfg, sc, act, None)
+    assert env._done and all(legal)
+
+
+def test_cli_eval_of_a_node_manager_writes_task_json(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "--mode",
+            "eval",
+            "--task",
+            "power",
+            "--algo",
+            "idle_off:600:1",
+            "--difficulty",
+            "easy",
+            "--num_jobs",
+            "12",
+            "--synthetic_profile",
+            "legacy",
+            "--log_dir",
+            str(out),
+            "--no_progress",
+        ]
+    )
+    assert rc == 0
+    record = json.loads((out / "task.json").read_text())
+    assert record["task"] == "power" and record["grade"]["score"] == 1.0
+    assert record["episode_return"] == pytest.approx(
+        -(record["energy_cost_eur"] + record["jct_cost_eur"]), rel=1e-12
+    )
+    assert (out / "jobs.csv").exists() and "task power: return" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--mode", "eval", "--jct_weight", "2"], "--jct_weight has no effect"),
+        (["--mode", "compare", "--task", "power"], "runs in --mode train or eval"),
+        (
+            ["--mode", "eval", "--task", "autoscaling", "--num_jobs", "5", "--algo", "always_on"],
+            "--num_jobs has no effect",
+        ),
+        (["--mode", "eval", "--task", "power", "--algo", "easy"], "node manager"),
+        (["--mode", "train", "--task", "power", "--algo", "always_on"], "RL --algo"),
+        (["--mode", "eval", "--task", "power", "--algo", "always_on", "--recheck_s", "0"], "--recheck_s"),
+        (["--mode", "eval", "--task", "power", "--algo", "always_on", "--jct_weight", "-1"], "--jct_weight"),
+        (
+            ["--mode", "eval", "--task", "power", "--algo", "always_on", "--window", "4"],
+            "--window has no effect",
+        ),
+    ],
+)
+def test_cli_refuses_node_task_mistakes(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_node_task_models_live_in_their_own_folder():
+    from main import build_parser, config_from_args
+
+    a = build_parser().parse_args(["--mode", "train", "--algo", "d3qn", "--task", "power"])
+    cfg = config_from_args(a)
+    assert cfg.models_dir == "models/power" and cfg.d3qn.demo_policy == REFERENCE_MANAGER["power"]
+    assert np.isfinite(cfg.task.recheck_s)
