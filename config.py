@@ -226,3 +226,16 @@ class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     d3qn: D3QNConfig = field(default_factory=D3QNConfig)
     sac: SACConfig = field(default_factory=SACConfig)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """`--mode serve`: the HTTP server of remote Gymnasium sessions (server/, README, HTTP server)."""
+
+    host: str = "127.0.0.1"
+    """address to listen on (loopback: only this machine; 0.0.0.0: every interface, no authentication)"""
+    port: int = 8000
+    max_sessions: int = 64
+    """sessions open at once; POST /reset of one more is refused (429) until one is closed or expires"""
+    session_ttl_s: float = 600.0
+    """a session unused for this many seconds (wall clock) is closed"""
