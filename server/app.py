@@ -18,6 +18,7 @@ import math
 import threading
 from typing import Any, Literal
 
+import gymnasium as gym
 import numpy as np
 from fastapi import FastAPI, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
@@ -100,6 +101,21 @@ def _validation_message(err: RequestValidationError | ValidationError) -> tuple[
     return 422, "bad_request", "; ".join(parts)
 
 
+def space_json(space: gym.Space) -> dict:
+    """A Box or Discrete space as JSON (what server/client.py rebuilds the env's spaces from)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.Box):
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+        }
+    raise TypeError(f"no JSON form for {space}")
+
+
 async def _parse(request: Request, model: type[BaseModel], empty_ok: bool = False) -> BaseModel:
     """The request's body as `model`, whatever its content type; ApiError naming what is wrong."""
     raw = await request.body()
@@ -160,6 +176,10 @@ class EnvServer:
             "done": session.done,
             "truncated": False,
             "info": info,
+            "spaces": {
+                "observation": space_json(env.observation_space),
+                "action": space_json(env.action_space),
+            },
         }
 
     def _draw_seed(self) -> int:
