@@ -14,6 +14,7 @@ seeding (`reset(seed=s)` draws the scenario seed from the env's RNG exactly as G
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -75,7 +76,10 @@ class RemoteEnv(gym.Env):
             ws_url = (
                 "ws" + self.base_url[len("http") :] if self.base_url.startswith("http") else self.base_url
             )
-            self._ws = connect(ws_url + "/ws", open_timeout=timeout_s, max_size=None)
+            self._ws_stack = contextlib.ExitStack()  # websockets wants its sync connection used as a context
+            self._ws = self._ws_stack.enter_context(
+                connect(ws_url + "/ws", open_timeout=timeout_s, max_size=None)
+            )
         self.session_id: str | None = None
         self._mask = np.zeros(0, dtype=bool)
         first = self._reset_remote(None)  # the server draws a seed; reset() starts the real first episode
@@ -164,7 +168,7 @@ class RemoteEnv(gym.Env):
         try:
             if self._ws is not None:
                 self._ws.send(json.dumps({"type": "close"}))
-                self._ws.close()
+                self._ws_stack.close()
             elif self.session_id is not None:
                 try:
                     self._http_call("POST", "/close", {"session_id": self.session_id})

@@ -261,6 +261,10 @@ def _checked(key: str, value: Any, actions: dict[str, argparse.Action], where: s
     """The value as the option's type accepts it; a wrong type or choice is a UserError naming file and key."""
     action = actions.get(key)
     if action is None:
+        if key in SERVE_ONLY:
+            raise UserError(
+                f"{where}: {what} key {key!r} is an option of --mode serve, which a study cannot run"
+            )
         if key in STUDY_SET:
             raise UserError(
                 f"{where}: {what} key {key!r} is set by the sweep itself (per study, not per run)"
