@@ -1,6 +1,6 @@
 """Benchmark: the environment server under concurrent sessions on loopback: steps/s, latency, errors, memory.
 
-Starts `python main.py --mode serve` in a subprocess, then N client sessions (asyncio, one connection each) step
+Starts `python main.py --mode serve` in a subprocess, warms it up (one reset: the lazy imports), then N client sessions (asyncio, one connection each) step
 as fast as the server answers for a given time: each resets (`/reset`, its own seed), starts the job in slot 0
 (the shortest startable job: the window is ordered by runtime) until the episode ends, and resets again.
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -23,6 +24,12 @@ import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds process `pid` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -149,7 +156,15 @@ def main() -> None:
                 if time.monotonic() > deadline or server.poll() is not None:
                     sys.exit("error: the server did not start")
                 time.sleep(0.1)
+        warm = httpx.post(
+            base + "/reset", content=json.dumps({"difficulty": a.difficulty, "seed": 0}), timeout=120
+        )
+        httpx.post(
+            base + "/close", content=json.dumps({"session_id": warm.json()["session_id"]})
+        )  # imports done
+        cpu0_s, client0_s = cpu_s(server.pid), time.process_time()
         tally, wall_s, idle_mb, open_mb = asyncio.run(drive(a, base, server.pid))
+        server_cpu_s, client_cpu_s = cpu_s(server.pid) - cpu0_s, time.process_time() - client0_s
         health = httpx.get(base + "/health").json()
     finally:
         server.terminate()
@@ -161,7 +176,8 @@ def main() -> None:
         f"step latency p50 {np.percentile(lat, 50):.1f} ms, p99 {np.percentile(lat, 99):.1f} ms; "
         f"{len(reset_ms)} resets (p50 {np.percentile(reset_ms, 50):.0f} ms), {tally.episodes} episodes finished; "
         f"errors {len(tally.errors)}; server memory {idle_mb:.0f} MB idle, {open_mb:.0f} MB with {a.sessions} "
-        f"sessions open: {(open_mb - idle_mb) / a.sessions:.1f} MB per session; sessions left open {health['sessions']}"
+        f"sessions open: {(open_mb - idle_mb) / a.sessions:.1f} MB per session; sessions left open {health['sessions']}; "
+        f"CPU: server {server_cpu_s / wall_s:.0%} of a core, this client {client_cpu_s / wall_s:.0%}"
     )
     for e in tally.errors[:5]:
         print("  ", e)
