@@ -81,6 +81,7 @@ def _reset_scheduling(env: gym.Env, seed: int) -> tuple[np.ndarray, dict]:
 
 
 def _scheduling_action(env: gym.Env, action: object) -> int:
+    env = env.unwrapped
     if not isinstance(action, Mapping) or set(action) != {"slot"}:
         raise ActionError(
             f'an action is {{"slot": i}} (0 <= i <= {env.window}, {env.window} = WAIT), got {action!r}'
@@ -92,7 +93,7 @@ def _scheduling_action(env: gym.Env, action: object) -> int:
 
 
 def _scheduling_action_schema(env: gym.Env | None) -> dict:
-    window = env.window if env is not None else RunConfig().env.window
+    window = env.unwrapped.window if env is not None else RunConfig().env.window
     return {
         "type": "object",
         "properties": {
@@ -143,6 +144,7 @@ def grade_lower_better(value: float, trivial: float, reference: float) -> float:
 
 
 def _grade_scheduling(env: gym.Env) -> Grade:
+    env = env.unwrapped
     if env.sim is None or not env._done:
         raise UserError("the episode is not over: step until done is true, then ask for its grade")
     sc = env.scenario
@@ -164,6 +166,7 @@ def _json_time(x: float) -> float | None:
 
 def _scheduling_state(env: gym.Env, with_jobs: bool) -> dict:
     """Simulated time, job counts and, when asked, every job's record as in jobs.csv (times null when none)."""
+    env = env.unwrapped
     sim = env.sim
     out: dict = {
         "sim_time_s": float(sim.now_s),

@@ -162,7 +162,9 @@ class EnvServer:
                     session.env.close()
                 session.task, session.env, session.options, session.seed = task, env, options, seed
                 session.step_count, session.done, session.truncated, session.info = 0, False, False, info
-                session.done = bool(getattr(env, "_done", False))
+                # a scenario can end at reset (every job rejected): the scheduling env knows it, Gymnasium's API not
+                session.done = bool(getattr(env.unwrapped, "_done", False))
+                self.store.touch(session)
         except Exception:
             if new:
                 self.store.close(session.session_id, "its /reset failed")
@@ -221,6 +223,7 @@ class EnvServer:
             obs, reward, done, truncated, info = env.step(action)  # noop: the env's own illegal no-op
             session.step_count += 1
             session.done, session.truncated, session.info = bool(done), bool(truncated), info
+            self.store.touch(session)
         return {
             "observation": obs,
             "reward": float(reward),

@@ -182,9 +182,7 @@ class RemoteEnv(gym.Env):
         super().close()
 
     def _obs(self, values: list) -> np.ndarray:
-        return np.asarray(
-            values, dtype=self.observation_space.dtype if hasattr(self, "observation_space") else np.float32
-        )
+        return np.asarray(values, dtype=self.observation_space.dtype)
 
     def _info(self, info: dict) -> dict:
         info = dict(info)

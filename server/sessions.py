@@ -61,7 +61,11 @@ class SessionStore:
 
     def _expire(self) -> None:
         now = self.clock()
-        for sid in [s for s, x in self._sessions.items() if now - x.last_used_s > self.ttl_s]:
+        # a session in the middle of a request (its lock held) is in use, however long that request takes
+        idle = [
+            s for s, x in self._sessions.items() if now - x.last_used_s > self.ttl_s and not x.lock.locked()
+        ]
+        for sid in idle:
             self._forget(sid, f"expired after {self.ttl_s:g} s unused (the server's --session_ttl_s)")
 
     def _forget(self, sid: str, why: str) -> Session | None:
@@ -103,6 +107,10 @@ class SessionStore:
                 raise ApiError(404, "unknown_session", f"unknown session_id {sid!r}: {why}")
             session.last_used_s = self.clock()
             return session
+
+    def touch(self, session: Session) -> None:
+        """Its last use is now (at the end of a request: its TTL counts from there)."""
+        session.last_used_s = self.clock()
 
     def close(self, sid: str, why: str = "closed (POST /close)") -> bool:
         """Close `sid`; False when it was not open."""

@@ -380,7 +380,7 @@ class _Blocking(gym.Wrapper):
         return self.env.step(action)
 
 
-def test_a_slow_session_does_not_block_the_others(url, monkeypatch):
+def test_a_slow_session_does_not_block_the_others(served, url, monkeypatch):
     base = tasks.TASKS["scheduling"]
     slow_task = tasks.Task(**{**base.__dict__, "name": "slow", "make": lambda o: _Blocking(base.make(o))})
     monkeypatch.setitem(tasks.TASKS, "slow", slow_task)
@@ -400,10 +400,13 @@ def test_a_slow_session_does_not_block_the_others(url, monkeypatch):
             r = post(url, "/step", {"session_id": fast["session_id"], "action": {"slot": 4}})
             assert r.status_code == 200 and time.monotonic() - t0 < 5
         assert "r" not in pending
+        served[2].now_s = 2 * TTL_S  # both idle past the TTL, but the slow one is in the middle of a step
+        assert httpx.get(url + "/state", params={"session_id": fast["session_id"]}).status_code == 404
     finally:
         _Blocking.release.set()
         thread.join(20)
     assert pending["r"].status_code == 200
+    assert httpx.get(url + "/state", params={"session_id": slow["session_id"]}).json()["step_count"] == 1
 
 
 # -- WebSocket --------------------------------------------------------------------------------------------------
