@@ -55,6 +55,10 @@ class Task:
     """(env, JSON action) -> the env's action; raises ActionError on a wrong shape"""
     action_schema: Callable[[gym.Env | None], dict]
     """JSON schema of an action (for the env's spaces when given, else the defaults)"""
+    observation_schema: dict
+    """JSON schema of an observation as the server sends it"""
+    info_doc: dict
+    """info key -> what it holds"""
     grade: Callable[[gym.Env], Grade]
     """a finished (terminated) episode -> its Grade"""
     grader_doc: str
@@ -108,6 +112,25 @@ def _scheduling_action_schema(env: gym.Env | None) -> dict:
         "required": ["slot"],
         "additionalProperties": False,
     }
+
+
+def _scheduling_observation_schema() -> dict:
+    from env.gym_env import CONTEXT_FEATURES, JOB_FEATURES
+
+    return {
+        "type": "array",
+        "items": {"type": "number", "minimum": 0.0, "maximum": 1.0},
+        "description": "the env's float32 features: K window slots x job features, then context features (job "
+        f"features: {', '.join(JOB_FEATURES)}; context: {', '.join(CONTEXT_FEATURES)})",
+    }
+
+
+SCHEDULING_INFO = {
+    "action_mask": "list of booleans, one per action: true where the action is legal now",
+    "illegal_action": "true when the step's action was an illegal no-op (on_illegal=noop)",
+    "sim_time_s": "simulated time, seconds",
+    "jobs_in_system": "queued and running jobs",
+}
 
 
 def avg_jct_s(result) -> float:
@@ -216,6 +239,8 @@ TASKS: dict[str, Task] = {
         reset=_reset_scheduling,
         action=_scheduling_action,
         action_schema=_scheduling_action_schema,
+        observation_schema=_scheduling_observation_schema(),
+        info_doc=SCHEDULING_INFO,
         grade=_grade_scheduling,
         grader_doc=SCHEDULING_GRADER,
         state=_scheduling_state,

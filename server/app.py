@@ -269,24 +269,12 @@ class EnvServer:
         return {"status": "healthy", "sessions": len(self.store), "max_sessions": self.cfg.max_sessions}
 
     def schema(self, task_name: str) -> dict:
-        from env.gym_env import CONTEXT_FEATURES, JOB_FEATURES
-
         task = self._task(task_name)
         return {
             "task": task.name,
             "action": task.action_schema(None),
-            "observation": {
-                "type": "array",
-                "items": {"type": "number", "minimum": 0.0, "maximum": 1.0},
-                "description": "float32 features: window slots x job features, then context features "
-                f"(job features: {', '.join(JOB_FEATURES)}; context: {', '.join(CONTEXT_FEATURES)})",
-            },
-            "info": {
-                "action_mask": "list of booleans, one per action: true where the action is legal now",
-                "illegal_action": "true when the step's action was an illegal no-op (on_illegal=noop)",
-                "sim_time_s": "simulated time, seconds",
-                "jobs_in_system": "queued and running jobs",
-            },
+            "observation": task.observation_schema,
+            "info": task.info_doc,
             "state": {
                 "type": "object",
                 "properties": {
