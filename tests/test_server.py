@@ -565,3 +565,23 @@ def test_main_mode_serve_serves(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_maskable_ppo_trains_against_the_server_exactly_as_in_process(url):
+    """sb3-contrib's MaskablePPO (action_masks()) trained on the remote env learns the very same weights as on the
+    in-process env with the same seed: the server changes nothing an agent sees."""
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    def train(env) -> dict:
+        model = MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+        model.learn(total_timesteps=64)
+        return model.policy.state_dict()
+
+    torch.set_num_threads(1)
+    remote = RemoteEnv(url, options=OPTIONS)
+    remote_weights = train(remote)
+    local_weights = train(in_process_env())
+    remote.close()
+    assert remote_weights.keys() == local_weights.keys()
+    assert all(torch.equal(remote_weights[k], local_weights[k]) for k in local_weights)
