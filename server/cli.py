@@ -103,5 +103,6 @@ def serve_main(argv: list[str]) -> int:
         "/grader, /close; WS /ws; Ctrl-C stops",
         flush=True,
     )
-    uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning")
+    # websockets-sansio: uvicorn's implementation on the maintained websockets API (the tested one)
+    uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning", ws="websockets-sansio")
     return 0
