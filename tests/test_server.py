@@ -585,3 +585,52 @@ def test_maskable_ppo_trains_against_the_server_exactly_as_in_process(url):
     remote.close()
     assert remote_weights.keys() == local_weights.keys()
     assert all(torch.equal(remote_weights[k], local_weights[k]) for k in local_weights)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("create"), st.just(0)),
+            st.tuples(st.just("get"), st.integers(0, 7)),
+            st.tuples(st.just("close"), st.integers(0, 7)),
+            st.tuples(st.just("wait"), st.integers(0, 150)),
+        ),
+        max_size=40,
+    )
+)
+def test_session_store_against_a_plain_model(ops):
+    """SessionStore against a dict of last-use times: never more than max_sessions open, a session is found iff
+    it was created, not closed, and last used at most ttl_s ago."""
+    from server.sessions import ApiError, SessionStore
+
+    clock = FakeClock()
+    store = SessionStore(max_sessions=3, ttl_s=100.0, clock=clock)
+    model: dict[str, float] = {}  # open session id -> last use
+    ids: list[str] = []
+    for op, arg in ops:
+        model = {s: t for s, t in model.items() if clock.now_s - t <= 100.0}
+        if op == "create":
+            if len(model) < 3:
+                sid = store.create().session_id
+                ids.append(sid)
+                model[sid] = clock.now_s
+            else:
+                with pytest.raises(ApiError) as err:
+                    store.create()
+                assert err.value.status == 429
+        elif op == "wait":
+            clock.now_s += arg
+        elif arg < len(ids):
+            sid = ids[arg]
+            if op == "get":
+                if sid in model:
+                    assert store.get(sid).session_id == sid
+                    model[sid] = clock.now_s
+                else:
+                    with pytest.raises(ApiError) as err:
+                        store.get(sid)
+                    assert err.value.status == 404
+            else:
+                assert store.close(sid) == (sid in model)
+                model.pop(sid, None)
+        assert len(store) == len({s for s, t in model.items() if clock.now_s - t <= 100.0}) <= 3
