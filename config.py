@@ -273,3 +273,16 @@ class RunConfig:
     sac: SACConfig = field(default_factory=SACConfig)
     power: PowerConfig = field(default_factory=PowerConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """`--mode serve`: the HTTP server of remote Gymnasium sessions (server/, README, HTTP server)."""
+
+    host: str = "127.0.0.1"
+    """address to listen on (loopback: only this machine; 0.0.0.0: every interface, no authentication)"""
+    port: int = 8000
+    max_sessions: int = 64
+    """sessions open at once; POST /reset of one more is refused (429) until one is closed or expires"""
+    session_ttl_s: float = 600.0
+    """a session unused for this many seconds (wall clock) is closed"""

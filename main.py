@@ -24,6 +24,7 @@ from config import (
 )
 from env.scenario import WORKLOAD_TYPES, UserError
 from schedulers import POLICIES
+from server.cli import SERVE_OPTIONS, add_serve_options
 from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, cbf, srtf, tiresias, gavel, gavel_agnostic
@@ -78,9 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument(
         "--mode",
-        choices=("train", "eval", "compare", "sweep"),
+        choices=("train", "eval", "compare", "sweep", "serve"),
         default=d.mode,
-        help="train an agent, evaluate one algorithm, compare several on the same jobs, or run a study (--study)",
+        help="train an agent, evaluate one algorithm, compare several on the same jobs, run a study (--study), "
+        "or serve environments over HTTP (--port)",
     )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
     g.add_argument(
@@ -117,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--address", default=None, help="sweep: address of a Ray cluster (default: start a local Ray)"
     )
+    add_serve_options(p)
     g = p.add_argument_group("workload")
     g.add_argument("--workload_type", default=w.workload_type, help=" | ".join(WORKLOAD_TYPES))
     g.add_argument(
@@ -497,6 +500,24 @@ def _sweep(argv: list[str]) -> int | None:
     return None
 
 
+def _serve(argv: list[str]) -> int | None:
+    """--mode serve runs here (its own options only): its exit status. None for the other modes, after refusing
+    the server's options there."""
+    pre = argparse.ArgumentParser(add_help=False)
+    for option in ("--mode", *(f"--{k}" for k in SERVE_OPTIONS)):
+        pre.add_argument(option)
+    known = pre.parse_known_args(argv)[0]
+    if known.mode == "serve":
+        from server.cli import serve_main
+
+        return serve_main(argv)
+    given = [f"--{k}" for k in SERVE_OPTIONS if getattr(known, k) is not None]
+    if given:
+        print(f"error: {', '.join(given)}: options of --mode serve", file=sys.stderr)
+        return 2
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     with warnings.catch_warnings():
@@ -505,6 +526,9 @@ def main(argv: list[str] | None = None) -> int:
         swept = _sweep(argv)
         if swept is not None:
             return swept
+        served = _serve(argv)
+        if served is not None:
+            return served
         return _main(argv)
 
 

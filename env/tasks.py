@@ -1,58 +1,260 @@
-"""The registry of tasks by name: `make_task_env(task, options)` builds the Gymnasium env a client asked for.
+"""The registry of tasks a remote client may ask for by name: how each builds its Gymnasium env from JSON options,
+reads an action from JSON, and grades a finished episode in [0, 1].
 
-`scheduling` is today's env (GPUClusterScheduling-v0), `power` and `autoscaling` the node-management envs
-(env/node_tasks.py). Options are command-line names without dashes with JSON values; the scenario options
-(workload, cluster) go into the RunConfig, the task's own options are env/node_tasks.NODE_TASK_OPTIONS.
+Add a task by adding a `Task` to `TASKS` (the `scheduling` entry is the pattern). Option dicts hold the command
+line's option names (no dashes) and JSON values; each task checks them with the command line's own checks.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 
 import gymnasium as gym
+import numpy as np
 
 from config import RunConfig
-from env.node_tasks import NODE_TASK_OPTIONS, NODE_TASKS, make_node_env, node_config_from_options
 from env.scenario import UserError
-
-TASK_NAMES = ("scheduling", *NODE_TASKS)
-_SCENARIO_SECTIONS = ("workload", "cluster")
+from options_json import ENV_OPTIONS, SCENARIO_OPTIONS, run_config_from_options
 
 
-def _scenario_config(options: Mapping[str, object], ignore: tuple[str, ...]) -> RunConfig:
-    """RunConfig with the workload/cluster fields named in `options` (field names of WorkloadConfig and
-    ClusterConfig); an unknown key is a UserError."""
-    cfg = RunConfig()
-    for key, value in options.items():
-        if key in ignore:
-            continue
-        for section in _SCENARIO_SECTIONS:
-            part = getattr(cfg, section)
-            if key in {f.name for f in dataclasses.fields(part)}:
-                cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(part, **{key: value})})
-                break
-        else:
-            raise UserError(f"unknown option {key!r}")
-    return cfg
+class ActionError(ValueError):
+    """An action whose JSON shape the task cannot read (missing key, wrong type)."""
+
+
+@dataclass(frozen=True)
+class Grade:
+    """A finished episode's score: 1 at the reference's objective or better, 0 at the trivial policy's or worse,
+    linear in between; never increases when the objective gets worse."""
+
+    score: float
+    objective: str
+    """what is scored, e.g. avg_jct_s (lower is better)"""
+    value: float
+    """the episode's objective"""
+    trivial_value: float
+    """the objective of `trivial_policy` on the same scenario (score 0)"""
+    reference_value: float
+    """the objective of `reference_policy` on the same scenario (score 1)"""
+    trivial_policy: str
+    reference_policy: str
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    description: str
+    option_names: tuple[str, ...]
+    """the option keys /reset accepts for this task (command-line names)"""
+    make: Callable[[Mapping[str, object]], gym.Env]
+    """options -> a fresh env; raises UserError on bad options (the command line's message)"""
+    reset: Callable[[gym.Env, int], tuple[np.ndarray, dict]]
+    """(env, seed) -> env.reset(...): the episode with this seed (the command line's --seed)"""
+    action: Callable[[gym.Env, object], object]
+    """(env, JSON action) -> the env's action; raises ActionError on a wrong shape"""
+    action_schema: Callable[[gym.Env | None], dict]
+    """JSON schema of an action (for the env's spaces when given, else the defaults)"""
+    observation_schema: dict
+    """JSON schema of an observation as the server sends it"""
+    info_doc: dict
+    """info key -> what it holds"""
+    grade: Callable[[gym.Env], Grade]
+    """a finished (terminated) episode -> its Grade"""
+    grader_doc: str
+    state: Callable[[gym.Env, bool], dict]
+    """(env, with per-job records) -> the episode's state beyond the observation, as JSON values"""
+
+
+# -- scheduling: today's env ----------------------------------------------------------------------------------
+
+
+def _scheduling_config(options: Mapping[str, object]) -> RunConfig:
+    return run_config_from_options(options, SCENARIO_OPTIONS + ENV_OPTIONS, "scheduling")
+
+
+def _make_scheduling(options: Mapping[str, object]) -> gym.Env:
+    from env.gym_env import GPUClusterEnv
+
+    return GPUClusterEnv(_scheduling_config(options))
+
+
+def _reset_scheduling(env: gym.Env, seed: int) -> tuple[np.ndarray, dict]:
+    """The scenario of `--seed seed` (build_scenario(config, seed)), as `python main.py --seed seed` runs it."""
+    return env.reset(seed=seed, options={"scenario_seed": seed})
+
+
+def _scheduling_action(env: gym.Env, action: object) -> int:
+    env = env.unwrapped
+    if not isinstance(action, Mapping) or set(action) != {"slot"}:
+        raise ActionError(
+            f'an action is {{"slot": i}} (0 <= i <= {env.window}, {env.window} = WAIT), got {action!r}'
+        )
+    slot = action["slot"]
+    if isinstance(slot, bool) or not isinstance(slot, int):
+        raise ActionError(f'"slot" must be an integer, got {slot!r}')
+    return slot
+
+
+def _scheduling_action_schema(env: gym.Env | None) -> dict:
+    window = env.unwrapped.window if env is not None else RunConfig().env.window
+    return {
+        "type": "object",
+        "properties": {
+            "slot": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": window,
+                "description": f"start the job in window slot i (< {window}), or WAIT (= {window}, the window "
+                "size: option 'window'); legal slots: info.action_mask",
+            }
+        },
+        "required": ["slot"],
+        "additionalProperties": False,
+    }
+
+
+def _scheduling_observation_schema() -> dict:
+    from env.gym_env import CONTEXT_FEATURES, JOB_FEATURES
+
+    return {
+        "type": "array",
+        "items": {"type": "number", "minimum": 0.0, "maximum": 1.0},
+        "description": "the env's float32 features: K window slots x job features, then context features (job "
+        f"features: {', '.join(JOB_FEATURES)}; context: {', '.join(CONTEXT_FEATURES)})",
+    }
+
+
+SCHEDULING_INFO = {
+    "action_mask": "list of booleans, one per action: true where the action is legal now",
+    "illegal_action": "true when the step's action was an illegal no-op (on_illegal=noop)",
+    "sim_time_s": "simulated time, seconds",
+    "jobs_in_system": "queued and running jobs",
+}
+
+
+def avg_jct_s(result) -> float:
+    """Average JCT (end - arrival) over completed jobs, as summary.csv's avg_jct_s."""
+    from env.records import COMPLETED
+
+    jct = [
+        e - j.arrival_s
+        for j, e, s in zip(result.jobs, result.end_s, result.status, strict=True)
+        if s == COMPLETED
+    ]
+    return float(np.mean(jct)) if jct else float("nan")
+
+
+@lru_cache(maxsize=64)
+def _heuristic_jct_s(cfg: RunConfig, seed: int, algo: str) -> float:
+    """avg JCT of heuristic `algo` run natively on the scenario (cached: many episodes share scenarios)."""
+    from env.scenario import build_scenario
+    from schedulers import POLICIES
+
+    sim = build_scenario(cfg, seed).simulator()
+    sim.run(POLICIES[algo])
+    return avg_jct_s(sim.result(algo, seed))
+
+
+def grade_lower_better(value: float, trivial: float, reference: float) -> float:
+    """(trivial - value) / (trivial - reference) clipped to [0, 1]: 0 at the trivial objective or worse, 1 at
+    the reference or better; when the reference is no better than the trivial policy, 1 iff value <= reference."""
+    if not np.isfinite(value):
+        return 0.0
+    if reference >= trivial:
+        return 1.0 if value <= reference else 0.0
+    return float(min(1.0, max(0.0, (trivial - value) / (trivial - reference))))
+
+
+def _grade_scheduling(env: gym.Env) -> Grade:
+    env = env.unwrapped
+    if env.sim is None or not env._done:
+        raise UserError("the episode is not over: step until done is true, then ask for its grade")
+    sc = env.scenario
+    value = avg_jct_s(env.sim.result("agent", sc.seed))
+    fcfs = _heuristic_jct_s(env.config, sc.seed, "fcfs")
+    best_name, best = min(
+        (
+            ("sjf", _heuristic_jct_s(env.config, sc.seed, "sjf")),
+            ("easy", _heuristic_jct_s(env.config, sc.seed, "easy")),
+        ),
+        key=lambda x: x[1],
+    )
+    return Grade(grade_lower_better(value, fcfs, best), "avg_jct_s", value, fcfs, best, "fcfs", best_name)
+
+
+def _json_time(x: float) -> float | None:
+    return float(x) if x == x else None  # NaN (never started / not finished) -> null
+
+
+def _scheduling_state(env: gym.Env, with_jobs: bool) -> dict:
+    """Simulated time, job counts and, when asked, every job's record as in jobs.csv (times null when none)."""
+    env = env.unwrapped
+    sim = env.sim
+    out: dict = {
+        "sim_time_s": float(sim.now_s),
+        "num_jobs": len(sim.jobs),
+        "rejected": sim.num_rejected,
+        "arrived": sim.num_arrived,
+        "queued": len(sim.queue),
+        "running": len(sim.running),
+        "completed": sim.num_completed,
+    }
+    if with_jobs:
+        r = sim.result("agent", env.scenario.seed)
+        out["jobs"] = [
+            {
+                "job_id": j.job_id,
+                "submit_s": float(j.arrival_s),
+                "start_s": _json_time(r.start_s[i]),
+                "end_s": _json_time(r.end_s[i]),
+                "runtime_s": _json_time(r.runtime_actual_s[i]),
+                "num_gpus": j.gpu_demand,
+                "gpu_type": r.gpu_type[i],
+                "placement": r.placement[i],
+                "status": r.status[i],
+                "reject_reason": r.reject_reason[i],
+            }
+            for i, j in enumerate(r.jobs)
+        ]
+    return out
+
+
+SCHEDULING_GRADER = (
+    "score = (avg JCT of FCFS - avg JCT of the episode) / (avg JCT of FCFS - avg JCT of the better of SJF and "
+    "EASY), clipped to [0, 1]; all three heuristics run natively on the episode's scenario (same seed and "
+    "options, same jobs). 0 = no better than FCFS, 1 = at least as good as the best heuristic; it never rises "
+    "when the episode's average JCT rises. Only a terminated episode (every accepted job completed) is graded."
+)
+
+
+TASKS: dict[str, Task] = {
+    "scheduling": Task(
+        name="scheduling",
+        description="Start queued jobs on a heterogeneous GPU cluster (GPUClusterScheduling-v0): action "
+        '{"slot": i} starts the job in window slot i, slot K (the window size) is WAIT; observation and reward '
+        "as the Gymnasium env (README, Gymnasium env); any workload or cluster option of the command line.",
+        option_names=SCENARIO_OPTIONS + ENV_OPTIONS,
+        make=_make_scheduling,
+        reset=_reset_scheduling,
+        action=_scheduling_action,
+        action_schema=_scheduling_action_schema,
+        observation_schema=_scheduling_observation_schema(),
+        info_doc=SCHEDULING_INFO,
+        grade=_grade_scheduling,
+        grader_doc=SCHEDULING_GRADER,
+        state=_scheduling_state,
+    ),
+    # more tasks (power, autoscaling) go here
+}
+
+
+def get_task(task: str) -> Task:
+    if task not in TASKS:
+        raise UserError(f"unknown task {task!r}; the tasks are {', '.join(TASKS)}")
+    return TASKS[task]
 
 
 def make_task_env(task: str, options: Mapping[str, object] | None = None) -> gym.Env:
-    """A fresh env of `task` built from JSON options; UserError on an unknown task or option."""
-    options = dict(options or {})
-    if task == "scheduling":
-        from env.gym_env import GPUClusterEnv
-
-        return GPUClusterEnv(_scenario_config(options, ()))
-    if task in NODE_TASKS:
-        own = NODE_TASK_OPTIONS[task]
-        if task == "autoscaling":
-            unknown = sorted(set(options) - set(own))
-            if unknown:
-                raise UserError(
-                    f"unknown option(s) {', '.join(map(repr, unknown))} for task autoscaling: its workload and "
-                    f"fleet are the preset's; options: {', '.join(own)}"
-                )
-        base = _scenario_config(options, own)
-        return make_node_env(node_config_from_options(task, options, base))
-    raise UserError(f"unknown task {task!r}; the tasks are {', '.join(TASK_NAMES)}")
+    """A fresh env of `task` built from JSON options (command-line names); UserError on a bad task or option."""
+    return get_task(task).make(options or {})

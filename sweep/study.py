@@ -18,6 +18,8 @@ TOP_KEYS = ("name", "description", "options", "grid", "runs", "train")
 TRAIN_KEYS = ("options", "grid", "runs")
 # Set by the sweep itself, never by a study: where each run writes and how it reports.
 STUDY_SET = ("log_dir", "no_progress", "overwrite", "study", "workers", "backend", "address", "help")
+SERVE_ONLY = ("host", "port", "max_sessions", "session_ttl_s")
+"""options of --mode serve, which a study cannot run"""
 MODEL_NAMED_BY = ("algo", "seed")
 """a training run's models are named <algo>_seed<S>_*.pt: the training options other than these that vary make
 model sets, each with its own folder models/<set> in the study"""
@@ -71,7 +73,7 @@ def parser_actions() -> dict[str, argparse.Action]:
     return {
         a.dest: a
         for a in build_parser()._actions
-        if a.option_strings and a.dest not in STUDY_SET and a.dest != argparse.SUPPRESS
+        if a.option_strings and a.dest not in STUDY_SET + SERVE_ONLY and a.dest != argparse.SUPPRESS
     }
 
 
@@ -160,8 +162,8 @@ def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
             raise UserError(
                 f"{where}: key 'mode': training runs go in [train] (they finish before evaluations)"
             )
-        if merged["mode"] == "sweep":
-            raise UserError(f"{where}: key 'mode': a study cannot run a sweep")
+        if merged["mode"] in ("sweep", "serve"):
+            raise UserError(f"{where}: key 'mode': a study cannot run a {merged['mode']}")
         # an evaluation that runs an agent is crossed with every model set; one that runs none is run once
         agent = _runs_agent(merged, actions)
         for model_set in sets if agent else [()]:
@@ -259,6 +261,10 @@ def _checked(key: str, value: Any, actions: dict[str, argparse.Action], where: s
     """The value as the option's type accepts it; a wrong type or choice is a UserError naming file and key."""
     action = actions.get(key)
     if action is None:
+        if key in SERVE_ONLY:
+            raise UserError(
+                f"{where}: {what} key {key!r} is an option of --mode serve, which a study cannot run"
+            )
         if key in STUDY_SET:
             raise UserError(
                 f"{where}: {what} key {key!r} is set by the sweep itself (per study, not per run)"

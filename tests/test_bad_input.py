@@ -521,3 +521,53 @@ def test_outlier_rule_by_hand():
     # 201 jobs: 99th percentile = the 199th smallest = 1 -> limit 64; a 65-GPU job is an outlier, 64 is not
     assert sizing_outliers(jobs([1] * 200 + [65])) == 64
     assert sizing_outliers(jobs([1] * 200 + [64])) is None
+
+
+SERVE_CASES = [
+    # (argv, expected error line): --mode serve takes only its own options, each checked before listening
+    (["--mode", "serve", "--port", "0"], "error: --port must be between 1 and 65535, got 0"),
+    (["--mode", "serve", "--port", "70000"], "error: --port must be between 1 and 65535, got 70000"),
+    (["--mode", "serve", "--max_sessions", "0"], "error: --max_sessions must be >= 1, got 0"),
+    (
+        ["--mode", "serve", "--session_ttl_s", "nan"],
+        "error: --session_ttl_s must be a finite number of seconds > 0",
+    ),
+    (
+        ["--mode", "serve", "--session_ttl_s", "-5"],
+        "error: --session_ttl_s must be a finite number of seconds > 0",
+    ),
+    (["--mode", "serve", "--host", " "], "error: --host is empty"),
+    (
+        ["--mode", "serve", "--host", "no.such.host.invalid"],
+        "error: --host no.such.host.invalid: unknown address",
+    ),
+    (
+        ["--mode", "serve", "--difficulty", "easy"],
+        "error: --mode serve takes only --host, --port, --max_sessions, --session_ttl_s; --difficulty easy would go "
+        "in a session's POST /reset body",
+    ),
+    (["--mode", "eval", "--port", "8000"], "error: --port: options of --mode serve"),
+    (
+        ["--max_sessions", "4", "--session_ttl_s", "9"],
+        "error: --max_sessions, --session_ttl_s: options of --mode serve",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), SERVE_CASES, ids=lambda x: None)
+def test_serve_mistakes_are_one_error_line(argv, message, capsys, alarm):
+    assert main(argv) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(message), line
+
+
+def test_serve_refuses_a_port_in_use(capsys, alarm):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["--mode", "serve", "--port", str(port)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: --port {port}: cannot listen on 127.0.0.1:{port} (")
