@@ -82,6 +82,16 @@ class SimConfig:
 
 
 @dataclass(frozen=True)
+class PolicyConfig:
+    """Parameters of the heuristic policies (schedulers/)."""
+
+    gate_s: float = 3600.0
+    """sjf_gate: hold a job back (while others run) rather than start it where it would run this many seconds
+    longer than on the fastest type it can use in this cluster; tuned on medium validation seeds 500-509
+    (bench/tune_gate.py, BENCHMARKS.md)"""
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     window: int = 16
     """K visible queued jobs (action = one of them or WAIT)"""
@@ -223,6 +233,7 @@ class RunConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     sim: SimConfig = field(default_factory=SimConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     d3qn: D3QNConfig = field(default_factory=D3QNConfig)
     sac: SACConfig = field(default_factory=SACConfig)

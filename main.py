@@ -14,6 +14,7 @@ from config import (
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
+    PolicyConfig,
     RunConfig,
     SACConfig,
     SimConfig,
@@ -22,7 +23,7 @@ from config import (
 from env.scenario import WORKLOAD_TYPES, UserError
 from workloads.profiles import PROFILE_NAMES
 
-HEURISTICS = ("fcfs", "sjf", "easy")
+HEURISTICS = ("fcfs", "sjf", "easy", "sjf_gate", "ect")
 AGENTS = ("d3qn", "sac")
 
 
@@ -209,6 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=s.runtime_info,
         help="what policies and agents know of runtimes: the true one, or the user estimate (else a noisy one)",
     )
+    g.add_argument(
+        "--gate_s",
+        type=float,
+        default=PolicyConfig().gate_s,
+        help="sjf_gate: do not start a job (while others run) where it would run more than this many seconds "
+        "longer than on the fastest GPU type it can use in this cluster",
+    )
     g = p.add_argument_group("agents")
     g.add_argument(
         "--total_steps",
@@ -310,6 +318,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             google_unit=a.google_unit,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info),
+        policy=PolicyConfig(gate_s=a.gate_s),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),
@@ -335,6 +344,8 @@ def validate(cfg: RunConfig) -> None:
             raise UserError(f"{named}; choose from {', '.join(known)} (comma-separated)")
     if cfg.total_steps is not None and cfg.total_steps <= 0:
         raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
+    if not cfg.policy.gate_s >= 0:
+        raise UserError(f"--gate_s must be >= 0 seconds, got {cfg.policy.gate_s}")
     if cfg.env.window <= 0:
         raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
 

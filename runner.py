@@ -20,7 +20,7 @@ from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.summary import SummaryRow, capacity_load_factor, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
 from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
-from schedulers import POLICIES
+from schedulers import make_policy
 
 AGENTS = ("d3qn", "sac")
 
@@ -89,11 +89,11 @@ def _progress(total: int, desc: str, enabled: bool):
     return update, bar
 
 
-def run_heuristic(sc: Scenario, algo: str, progress: bool = False) -> RunResult:
-    """Run heuristic `algo` on the scenario and return its result."""
+def run_heuristic(sc: Scenario, algo: str, progress: bool = False, gate_s: float | None = None) -> RunResult:
+    """Run heuristic `algo` on the scenario and return its result (`gate_s`: sjf_gate's gate, default its own)."""
     sim = sc.simulator()
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
-    sim.run(POLICIES[algo], update)
+    sim.run(make_policy(algo) if gate_s is None else make_policy(algo, gate_s), update)
     if bar is not None:
         bar.close()
     return sim.result(algo, sc.seed)
@@ -199,7 +199,7 @@ def run_one(
 ) -> RunResult:
     if algo in AGENTS:
         return run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
-    return run_heuristic(sc, algo, progress)
+    return run_heuristic(sc, algo, progress, cfg.policy.gate_s)
 
 
 def refuse_all_rejected(result: RunResult, sc: Scenario) -> None:
