@@ -41,9 +41,8 @@ def test_sjf_gate_holds_jobs_back_from_a_much_slower_gpu():
     # SJF order C(500) A(1000) B(2000). t=0: C -> A100 [0, 500]. A fits only the T4: 1000/0.2 - 1000 = 4000 s
     # extra > 3600 while C runs -> held. B on the T4: 10000 - 2000 = 8000 > 3600 -> held.
     # t=500: A -> A100 [500, 1500]; B held again (A runs). t=1500: B -> A100 [1500, 3500].
-    assert DEFAULT_GATE_S == 3600.0
-    _, r = run(TWO_TYPES, _three_jobs(), "sjf_gate")
-    assert times(r) == {"C": (0, 500), "A": (500, 1500), "B": (1500, 3500)}
+    got = _run_policy(TWO_TYPES, _three_jobs(), functools.partial(sjf_gate, gate_s=3600.0))
+    assert got == {"C": (0, 500), "A": (500, 1500), "B": (1500, 3500)}
     # plain SJF puts A on the T4 at once: [0, 5000]; B waits for the A100 at 500: [500, 2500]
     _, r = run(TWO_TYPES, _three_jobs(), "sjf")
     assert times(r) == {"C": (0, 500), "A": (0, 5000), "B": (500, 2500)}
@@ -66,6 +65,11 @@ def test_sjf_gate_charges_relative_to_the_fastest_type_the_job_can_use_in_this_c
     jobs = [job("Y", 0, 100), job("X", 1, 1000, 2)]
     _, r = run("1xA100-80GB:1,1xT4:2", jobs, "sjf_gate")
     assert times(r) == {"Y": (0, 100), "X": (1, 5001)}
+    # gate 0: X still starts (nothing faster exists for it), a 1-GPU job would not
+    got = _run_policy(
+        "1xA100-80GB:1,1xT4:2", jobs + [job("Z", 2, 10)], functools.partial(sjf_gate, gate_s=0.0)
+    )
+    assert got == {"Y": (0, 100), "X": (1, 5001), "Z": (100, 110)}
 
 
 def test_ect_starts_on_a_slow_gpu_only_if_it_finishes_first():
@@ -73,7 +77,8 @@ def test_ect_starts_on_a_slow_gpu_only_if_it_finishes_first():
     # 10000 + 2000 = 12000 -> ECT starts it on the T4 now. The gate (8000 s extra > 3600) holds it for the A100.
     jobs = [job("L", 0, 10000), job("M", 1, 2000)]
     assert _run_policy(TWO_TYPES, jobs, ect) == {"L": (0, 10000), "M": (1, 10001)}
-    assert _run_policy(TWO_TYPES, jobs, sjf_gate) == {"L": (0, 10000), "M": (10000, 12000)}
+    gate = functools.partial(sjf_gate, gate_s=3600.0)
+    assert _run_policy(TWO_TYPES, jobs, gate) == {"L": (0, 10000), "M": (10000, 12000)}
 
 
 def test_ect_waits_when_the_faster_gpu_frees_soon_enough_and_ties_start_now():
@@ -96,6 +101,12 @@ def test_ect_counts_jobs_started_at_the_same_instant_as_releases():
 @pytest.mark.parametrize("name", ["sjf_gate", "ect"])
 def test_registered(name):
     assert name in POLICIES
+
+
+def test_gate_default_is_the_config_default():
+    from config import PolicyConfig
+
+    assert PolicyConfig().gate_s == DEFAULT_GATE_S == 129_600.0
 
 
 def _same_schedule(a: Simulator, b: Simulator) -> bool:
