@@ -206,7 +206,7 @@ class SACConfig(DemonstrationConfig):
     demo_decay_fraction: float = 0.5
     """the behaviour-cloning weight decays linearly from demo_weight to 0 over this fraction of the run's total
     steps, so the final policy is the critic's, not the demonstrator's (issue 11); pre-training uses the
-    full weight"""
+    full weight; inf = never decays (the behaviour before issue 11)"""
     n_step: int = 1
     """n-step returns (1 = one-step TD; > 1 adds off-policy bias, uncorrected)"""
     max_grad_norm: float = 10.0
