@@ -91,6 +91,16 @@ class SimConfig:
 
 
 @dataclass(frozen=True)
+class PolicyConfig:
+    """Parameters of the heuristic policies (schedulers/)."""
+
+    gate_s: float = 129_600.0
+    """sjf_gate: hold a job back (while others run) rather than start it where it would run this many seconds
+    longer than on the fastest type it can use in this cluster; tuned on medium validation seeds 500-509
+    (bench/tune_gate.py, BENCHMARKS.md)"""
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     window: int = 16
     """K visible queued jobs (action = one of them or WAIT)"""
@@ -131,10 +141,13 @@ class D3QNConfig(DemonstrationConfig):
     buffer_size: int = 100_000
     """replay capacity in transitions"""
     batch_size: int = 128
-    gamma: float = 0.95
-    """discount per env step (decision or WAIT). With the `delay` reward a start is not charged the job's
-    whole run time, so a short horizon no longer makes WAIT look cheap; 0.95 beat 0.99 and 0.999 on
-    validation seeds 200-204 (bench/sweep_agents.py, BENCHMARKS.md)"""
+    gamma: float = 0.9
+    """discount per `discount_tau_s` seconds of simulated time (issue 11: a per-step discount priced 20 starts at
+    one instant like 20 hours); 0.9 per hour = an e-folding horizon of about 9.5 h, a few average job
+    completion times on the synthetic profiles (not tuned: BENCHMARKS.md)"""
+    discount_tau_s: float = 3600.0
+    """a step that took dt simulated seconds (info["elapsed_s"]) is discounted by gamma^(dt / discount_tau_s);
+    0 = per env step (gamma each, for envs that report no elapsed time)"""
     tau: float = 1.0
     """target <- tau * online + (1 - tau) * target every target_update_every steps (1.0 = hard copy)"""
     target_update_every: int = 1000
@@ -178,20 +191,31 @@ class SACConfig(DemonstrationConfig):
     buffer_size: int = 100_000
     """replay capacity in transitions"""
     batch_size: int = 128
-    gamma: float = 0.99
-    """discount per env step (decision or WAIT); see D3QNConfig.gamma"""
+    gamma: float = 0.9
+    """discount per `discount_tau_s` seconds of simulated time; see D3QNConfig.gamma"""
+    discount_tau_s: float = 3600.0
+    """time-based discounting: gamma^(dt / discount_tau_s) per step of dt simulated seconds (0 = per step)"""
     tau: float = 0.005
     """soft target-critic update rate, applied after every gradient update"""
     learning_starts: int = 2000
     """uniformly random legal actions until the buffer holds this many transitions"""
     train_every: int = 4
     """env steps per gradient update"""
-    target_entropy_ratio: float = 0.5
-    """target entropy of a state = ratio x log(number of legal actions in that state)"""
-    alpha_init: float = 0.2
-    """initial entropy temperature"""
+    target_entropy_ratio: float = 0.2
+    """target entropy of a state = ratio x log(number of legal actions in that state); 0.5 kept alpha rising
+    (0.38 -> 0.95) while the cloned policy stayed near-deterministic (issue 11)"""
+    alpha_init: float = 0.01
+    """initial entropy temperature (in reward units per nat: a step's reward is hours of job time, so an
+    alpha near 1 paid for extra WAIT steps, issue 11)"""
+    alpha_max: float = 0.05
+    """upper bound of the learned temperature (log alpha is clamped after every step), so the entropy bonus
+    of a decision stays below alpha_max x log(K + 1) ~ 0.14 reward units (8.5 minutes of one job's time)"""
     autotune: bool = True
-    """learn the temperature; False keeps alpha_init"""
+    """learn the temperature (within (0, alpha_max]); False keeps alpha_init"""
+    demo_decay_fraction: float = 0.5
+    """the behaviour-cloning weight decays linearly from demo_weight to 0 over this fraction of the run's total
+    steps, so the final policy is the critic's, not the demonstrator's (issue 11); pre-training uses the
+    full weight; inf = never decays (the behaviour before issue 11)"""
     n_step: int = 1
     """n-step returns (1 = one-step TD; > 1 adds off-policy bias, uncorrected)"""
     max_grad_norm: float = 10.0
@@ -268,6 +292,7 @@ class RunConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     sim: SimConfig = field(default_factory=SimConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     d3qn: D3QNConfig = field(default_factory=D3QNConfig)
     sac: SACConfig = field(default_factory=SACConfig)

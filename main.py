@@ -16,6 +16,7 @@ from config import (
     D3QNConfig,
     EnvConfig,
     PowerConfig,
+    PolicyConfig,
     RunConfig,
     SACConfig,
     SimConfig,
@@ -254,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=s.preempt_overhead_s,
         help="seconds a preempted job spends restoring when started again (preemptive policies srtf, tiresias)",
     )
+    g.add_argument(
+        "--gate_s",
+        type=float,
+        default=PolicyConfig().gate_s,
+        help="sjf_gate: do not start a job (while others run) where it would run more than this many seconds "
+        "longer than on the fastest GPU type it can use in this cluster",
+    )
     g = p.add_argument_group("agents")
     g.add_argument(
         "--total_steps",
@@ -392,6 +400,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             job_types=a.job_types,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
+        policy=PolicyConfig(gate_s=a.gate_s),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),
@@ -439,6 +448,8 @@ def validate(cfg: RunConfig) -> None:
             raise UserError(f"{named}; choose from {', '.join(known)} (comma-separated)")
     if cfg.total_steps is not None and cfg.total_steps <= 0:
         raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
+    if not cfg.policy.gate_s >= 0:
+        raise UserError(f"--gate_s must be >= 0 seconds, got {cfg.policy.gate_s}")
     if cfg.env.window <= 0:
         raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
 

@@ -25,7 +25,7 @@ from metrics.power_plots import plot_jct_vs_cost, plot_power
 from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
 from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
-from schedulers import POLICIES
+from schedulers import make_policy
 
 AGENTS = ("d3qn", "sac")
 
@@ -131,12 +131,17 @@ def run_dir_name(algo: str, power: PowerSetup | None, seed: int) -> str:
 
 
 def run_heuristic(
-    sc: Scenario, algo: str, progress: bool = False, power: PowerSetup | None = None
+    sc: Scenario,
+    algo: str,
+    progress: bool = False,
+    power: PowerSetup | None = None,
+    gate_s: float | None = None,
 ) -> RunResult:
-    """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result."""
+    """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result
+    (`gate_s`: sjf_gate's gate, default its own)."""
     sim = sc.simulator(power.model if power is not None else None)
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
-    policy, manager = POLICIES[algo], None
+    policy, manager = (make_policy(algo) if gate_s is None else make_policy(algo, gate_s)), None
     if power is not None:
         manager = make_manager(power.spec, power.prices)
         if power.spec.name == "price_aware":
@@ -268,7 +273,7 @@ def run_one(
     if algo in AGENTS:
         result = run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
         return result if power is None else _always_on_record(result, power, run_name(algo, power))
-    return run_heuristic(sc, algo, progress, power)
+    return run_heuristic(sc, algo, progress, power, cfg.policy.gate_s)
 
 
 def summarize_run(result: RunResult, power: PowerSetup | None) -> tuple[SummaryRow, EnergyReport | None]:

@@ -14,7 +14,10 @@ import torch
 from agents.files import atomic_write
 from env.scenario import UserError
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+"""2 (issue 11): new observation (per-type total and next-release features, no arrived_frac, window in arrival
+order), delay reward against the in-cluster fastest type, time-based discounting; a format-1 network would read
+the new observation wrongly, so loading one is an error that says to retrain"""
 INTERRUPTED_TAG = "interrupted"
 """checkpoint_path(..., INTERRUPTED_TAG): the checkpoint Ctrl-C writes, to resume from"""
 
@@ -92,6 +95,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         ) from None
     if not isinstance(checkpoint, dict) or "format" not in checkpoint:
         raise UserError(f"{path}: a torch file, but not a checkpoint written by this program's training")
+    if checkpoint["format"] == 1:
+        raise UserError(
+            f"{path}: checkpoint format 1, written before the observation, the delay reward and the discounting "
+            f"changed (issue 11; this version reads format {CHECKPOINT_FORMAT}): its network would misread the new "
+            "observation. Retrain it (python main.py --mode train ...), or evaluate it with the version that wrote it"
+        )
     if checkpoint["format"] != CHECKPOINT_FORMAT:
         raise UserError(f"{path}: checkpoint format {checkpoint['format']!r}, expected {CHECKPOINT_FORMAT}")
     return checkpoint

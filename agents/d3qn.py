@@ -73,6 +73,7 @@ class D3QNAgent:
             prioritized=cfg.prioritized,
             alpha=cfg.per_alpha,
             priority_eps=cfg.per_eps,
+            discount_tau_s=cfg.discount_tau_s,
         )
 
     def epsilon(self, global_step: int) -> float:

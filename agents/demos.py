@@ -37,7 +37,19 @@ def collect_demonstrations(
             if not mask[action]:
                 raise RuntimeError(f"demonstrator chose illegal action {action} (mask {mask.astype(int)})")
             next_obs, reward, done, truncated, info = env.step(action)
-            steps.append((obs, action, reward, next_obs, done, truncated, mask, info["action_mask"]))
+            steps.append(
+                (
+                    obs,
+                    action,
+                    reward,
+                    next_obs,
+                    done,
+                    truncated,
+                    mask,
+                    info["action_mask"],
+                    info.get("elapsed_s"),
+                )
+            )
             obs, mask = next_obs, info["action_mask"]
             total += float(reward)
         env.close()

@@ -12,7 +12,8 @@ from agents.files import atomic_write
 
 @dataclass(frozen=True)
 class Batch:
-    """A sampled minibatch (numpy). `discounts_B` = gamma^m for the m <= n rewards summed into `rewards_B`;
+    """A sampled minibatch (numpy). `discounts_B` = the product of the m <= n per-step discounts of the steps summed
+    into `rewards_B` (gamma^m per step, or gamma^(elapsed seconds / discount_tau_s) with time-based discounting);
     `dones_B` is 1.0 only where the episode terminated (not truncated) within those m steps."""
 
     obs_BD: np.ndarray
@@ -69,6 +70,9 @@ class ReplayBuffer:
     `add` takes one env step at a time; with n_step > 1 it holds the last n steps of the current episode and
     writes a transition once its n-step return is known, flushing shorter returns when the episode ends.
     Truncation ends the n-step sum without setting `done`, so the target still bootstraps from next_obs.
+    Discounting is per step (gamma each) when `discount_tau_s` is 0, else by simulated time: a step that took
+    `elapsed_s` seconds is discounted by gamma^(elapsed_s / discount_tau_s), and its reward counts at the step's
+    start (the n-step return is sum_i (prod_{j<i} d_j) r_i, its bootstrap discount prod_j d_j).
     With `prioritized`, sampling is proportional to priority^alpha (sum tree, stratified) and new
     transitions get the largest priority seen so far.
     """
@@ -84,10 +88,14 @@ class ReplayBuffer:
         prioritized: bool = False,
         alpha: float = 0.6,
         priority_eps: float = 1e-6,
+        discount_tau_s: float = 0.0,
     ):
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
+        if not discount_tau_s >= 0:
+            raise ValueError(f"discount_tau_s must be >= 0 seconds (0 = per step), got {discount_tau_s}")
         self.capacity, self.rng, self.gamma, self.n_step = capacity, rng, gamma, n_step
+        self.discount_tau_s = discount_tau_s
         self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
         self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)
         self.actions = np.zeros(capacity, dtype=np.int64)
@@ -97,7 +105,7 @@ class ReplayBuffer:
         self.masks = np.zeros((capacity, num_actions), dtype=np.bool_)
         self.next_masks = np.zeros((capacity, num_actions), dtype=np.bool_)
         self.pos, self.size = 0, 0
-        self._pending: deque[tuple[np.ndarray, int, float, np.ndarray]] = deque()
+        self._pending: deque[tuple[np.ndarray, int, float, np.ndarray, float]] = deque()
         self.prioritized, self.alpha, self.priority_eps = prioritized, alpha, priority_eps
         self.tree = SumTree(capacity) if prioritized else None
         self.max_priority = 1.0  # already raised to alpha
@@ -115,24 +123,40 @@ class ReplayBuffer:
         truncated: bool,
         mask: np.ndarray,
         next_mask: np.ndarray,
+        elapsed_s: float | None = None,
     ) -> None:
+        """One env step; `elapsed_s` (the env's info["elapsed_s"]) is required with time-based discounting."""
+        discount = self.step_discount(elapsed_s)
         if self.n_step == 1:
-            self._write(obs, action, reward, next_obs, terminated, self.gamma, mask, next_mask)
+            self._write(obs, action, reward, next_obs, terminated, discount, mask, next_mask)
             return
-        self._pending.append((np.array(obs, dtype=np.float32), int(action), float(reward), np.array(mask)))
+        self._pending.append(
+            (np.array(obs, dtype=np.float32), int(action), float(reward), np.array(mask), discount)
+        )
         if terminated or truncated:
             while self._pending:
                 self._write_pending(next_obs, terminated, next_mask)
         elif len(self._pending) == self.n_step:
             self._write_pending(next_obs, False, next_mask)
 
+    def step_discount(self, elapsed_s: float | None) -> float:
+        """The discount of one step: gamma, or gamma^(elapsed_s / discount_tau_s) with time-based discounting."""
+        if self.discount_tau_s == 0:
+            return self.gamma
+        if elapsed_s is None or not elapsed_s >= 0:
+            raise ValueError(
+                f"time-based discounting (discount_tau_s={self.discount_tau_s}) needs each step's elapsed "
+                f"simulated seconds (info['elapsed_s'] >= 0), got {elapsed_s!r}"
+            )
+        return self.gamma ** (elapsed_s / self.discount_tau_s)
+
     def _write_pending(self, next_obs: np.ndarray, done: bool, next_mask: np.ndarray) -> None:
         """Write the oldest pending step with the discounted sum of all pending rewards, then drop it."""
         ret, discount = 0.0, 1.0
-        for _, _, reward, _ in self._pending:
+        for _, _, reward, _, step_discount in self._pending:
             ret += discount * reward
-            discount *= self.gamma
-        obs, action, _, mask = self._pending.popleft()
+            discount *= step_discount
+        obs, action, _, mask, _ = self._pending.popleft()
         self._write(obs, action, ret, next_obs, done, discount, mask, next_mask)
 
     def _write(self, obs, action, ret, next_obs, done, discount, mask, next_mask) -> None:

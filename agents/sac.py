@@ -52,6 +52,9 @@ class SACAgent:
         init_linear(critic, init_generator)
         self.actor, self.critic = actor.to(device), critic.to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        if not 0 < cfg.alpha_init <= cfg.alpha_max:
+            raise ValueError(f"need 0 < alpha_init <= alpha_max, got {cfg.alpha_init} and {cfg.alpha_max}")
+        self._log_alpha_max = math.log(cfg.alpha_max)
         self.log_alpha = torch.tensor(math.log(cfg.alpha_init), device=device, requires_grad=True)
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.learning_rate, fused=True)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.learning_rate, fused=True)
@@ -65,7 +68,13 @@ class SACAgent:
     def make_buffer(self) -> ReplayBuffer:
         cfg = self.cfg
         return ReplayBuffer(
-            cfg.buffer_size, self.spec.obs_dim, self.spec.num_actions, self.rng, cfg.gamma, n_step=cfg.n_step
+            cfg.buffer_size,
+            self.spec.obs_dim,
+            self.spec.num_actions,
+            self.rng,
+            cfg.gamma,
+            n_step=cfg.n_step,
+            discount_tau_s=cfg.discount_tau_s,
         )
 
     @property
@@ -73,7 +82,7 @@ class SACAgent:
         return float(self.log_alpha.detach().exp())
 
     def schedule_values(self, global_step: int) -> dict[str, float]:
-        return {"alpha": self.alpha}
+        return {"alpha": self.alpha, "bc_weight": self.bc_weight(global_step)}
 
     def act(self, obs: np.ndarray, mask: np.ndarray, global_step: int, random_phase: bool = False) -> int:
         """A sample from the masked policy (uniform over legal actions while the buffer warms up)."""
@@ -96,7 +105,15 @@ class SACAgent:
         batch = buffer.sample(self.cfg.batch_size)
         if demos is not None:
             batch = concat_batches(batch, demos.sample(self.cfg.demo_batch_size))
-        return self._learn(batch, self.cfg.batch_size)
+        return self._learn(batch, self.cfg.batch_size, self.bc_weight(global_step))
+
+    def bc_weight(self, global_step: int) -> float:
+        """The behaviour-cloning weight at `global_step`: demo_weight decaying linearly to 0 over
+        demo_decay_fraction x schedule_steps (0 from then on)."""
+        decay_steps = self.cfg.demo_decay_fraction * self.schedule_steps
+        if decay_steps <= 0:
+            return 0.0
+        return self.cfg.demo_weight * max(0.0, 1.0 - global_step / decay_steps)
 
     def pretrain(
         self, demos: ReplayBuffer, num_updates: int, on_update: Callable[[], None] | None = None
@@ -105,12 +122,12 @@ class SACAgent:
         `on_update()` after each (progress display)."""
         losses = {}
         for _ in range(num_updates):
-            losses = self._learn(demos.sample(self.cfg.batch_size), 0)
+            losses = self._learn(demos.sample(self.cfg.batch_size), 0, self.cfg.demo_weight)
             if on_update is not None:
                 on_update()
         return losses
 
-    def _learn(self, batch: Batch, num_agent_rows: int) -> dict[str, torch.Tensor]:
+    def _learn(self, batch: Batch, num_agent_rows: int, bc_weight: float) -> dict[str, torch.Tensor]:
         """Rows from `num_agent_rows` on are demonstrations: TD targets for the critics like the others, and a
         behaviour-cloning term -log pi(a_demo | s) for the actor instead of the soft policy loss."""
         cfg, dev = self.cfg, self.device
@@ -151,7 +168,7 @@ class SACAgent:
         if n < len(rewards_B):
             bc_loss = -log_probs_BA[n:].gather(1, actions_B1[n:]).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
-        (actor_loss + cfg.demo_weight * bc_loss).backward()
+        (actor_loss + bc_weight * bc_loss).backward()
         torch.nn.utils.clip_grad_norm_(self._actor_params, cfg.max_grad_norm, foreach=True)
         self.actor_optimizer.step()
 
@@ -168,6 +185,8 @@ class SACAgent:
             self.alpha_optimizer.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_optimizer.step()
+            with torch.no_grad():  # bounded: an unbounded alpha made the entropy bonus pay for WAIT steps
+                self.log_alpha.clamp_(max=self._log_alpha_max)
 
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
@@ -178,6 +197,7 @@ class SACAgent:
             "qf1_values": q1_BA.detach().gather(1, actions_B1).mean(),
             "actor_loss": actor_loss.detach(),
             "bc_loss": bc_loss.detach(),
+            "bc_weight": torch.tensor(bc_weight),
             "alpha_loss": alpha_loss.detach(),
             "alpha": alpha,
             "entropy": entropy_B.mean(),

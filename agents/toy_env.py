@@ -28,7 +28,8 @@ class ToySJFEnv(gym.Env):
 
     ## Rewards
     WAIT: -Δt x jobs in system / `reward_scale_s`; starting a job: 0. The undiscounted return is
-    -sum(completion times) / reward_scale_s.
+    -sum(completion times) / reward_scale_s. `info["elapsed_s"]`: the time the step took (the WAIT's run time;
+    0 for a start), for time-based discounting.
 
     ## Starting State
     Runtimes drawn from `self.np_random` (distinct) in random queue order; machine idle.
@@ -88,6 +89,7 @@ class ToySJFEnv(gym.Env):
     def step(self, action: int):
         legal = bool(self.action_masks()[action])
         reward = 0.0
+        time_before_s = self.time_s
         if legal and action == self.window:
             jobs_in_system = len(self.queue_s) + 1
             reward = -self.running_left_s * jobs_in_system / self.reward_scale_s
@@ -96,9 +98,14 @@ class ToySJFEnv(gym.Env):
         elif legal:
             self.running_left_s = self.queue_s.pop(action)
         self.steps += 1
+        elapsed_s = self.time_s - time_before_s
         terminated = not self.queue_s and self.running_left_s == 0
         truncated = not terminated and self.steps >= self.max_steps
-        info = {"action_mask": self.action_masks(), "illegal_action": not legal}
+        info = {
+            "action_mask": self.action_masks(),
+            "illegal_action": not legal,
+            "elapsed_s": float(elapsed_s),
+        }
         return self._obs(), reward, terminated, truncated, info
 
     def _obs(self) -> np.ndarray:

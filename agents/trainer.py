@@ -282,7 +282,13 @@ def train(
 
         def make_demo_buffer(capacity: int) -> ReplayBuffer:
             return ReplayBuffer(
-                capacity, spec.obs_dim, spec.num_actions, rng, agent_cfg.gamma, n_step=agent_cfg.n_step
+                capacity,
+                spec.obs_dim,
+                spec.num_actions,
+                rng,
+                agent_cfg.gamma,
+                n_step=agent_cfg.n_step,
+                discount_tau_s=agent_cfg.discount_tau_s,
             )
 
         seeds = demonstration_seeds(seed, agent_cfg.demo_episodes)
@@ -407,7 +413,17 @@ def train(
                 action = agent.act(obs, mask, global_step, random_phase=not learning and demos is None)
                 next_obs, reward, terminated, truncated, info = env.step(action)
                 next_mask = info["action_mask"]
-                buffer.add(obs, action, reward, next_obs, terminated, truncated, mask, next_mask)
+                buffer.add(
+                    obs,
+                    action,
+                    reward,
+                    next_obs,
+                    terminated,
+                    truncated,
+                    mask,
+                    next_mask,
+                    info.get("elapsed_s"),
+                )
                 obs, mask = next_obs, next_mask
                 global_step += 1
                 episode_return += float(reward)

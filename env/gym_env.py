@@ -11,7 +11,7 @@ import numpy as np
 from config import RunConfig
 from env.catalog import CATALOG
 from env.cluster import FULL
-from env.placement import duration_s, fit_type, place, spans_nodes_on
+from env.placement import duration_s, fastest_speed, fit_type, place, spans_nodes_on
 from env.records import RunResult
 from env.scenario import Scenario, build_scenario
 from env.simulator import Decision, Simulator
@@ -28,20 +28,27 @@ JOB_FEATURES = (
 )
 CATALOG_TYPES = tuple(CATALOG)
 CONTEXT_FEATURES = (
+    # per catalog GPU type: its share of the cluster's GPUs (0 = the cluster has none: "absent" is not "busy")
+    *(f"total_{t}" for t in CATALOG_TYPES),
     *(f"free_frac_{t}" for t in CATALOG_TYPES),  # free whole GPUs of the type / its GPUs (0 if absent)
     *(
         f"largest_block_{t}" for t in CATALOG_TYPES
     ),  # largest free block on one node / largest node of the type
+    # time to the next estimated completion of a job holding GPUs of the type, same log scale as runtime;
+    # 1 if none runs there (absent, or all free)
+    *(f"next_release_{t}" for t in CATALOG_TYPES),
     "free_frac_all",  # free GPU share / all GPUs
-    "queue_len",  # log1p(queued) / log1p(num jobs)
-    "running",  # log1p(running) / log1p(num jobs)
+    "queue_len",  # log1p(queued) / log1p(100,000), clipped
+    "running",  # log1p(running) / log1p(100,000), clipped
     "queued_demand",  # queued GPU demand / cluster GPUs, clipped to 1
     "next_end",  # time to the next estimated completion, same log scale as runtime
-    "arrived_frac",  # fraction of the workload's jobs that have arrived
     "day_sin",  # (1 + sin(2 pi t / day)) / 2
     "day_cos",  # (1 + cos(2 pi t / day)) / 2
 )
+# Nothing in the observation depends on jobs that have not arrived yet (no workload size, no arrived fraction):
+# a real scheduler does not know how many jobs are still to come.
 _MAX_MIN = math.log1p(7 * 24 * 60)  # a week, in minutes
+_LOG_COUNT = math.log1p(100_000)  # queue and running counts are scaled by this, not by the workload's size
 _DAY_S = 86_400.0
 REWARDS = ("jct", "jct_at_start", "delay", "slowdown", "utilization")
 
@@ -60,18 +67,23 @@ class GPUClusterEnv(gym.Env):
     ## Action Space
     `Discrete(K + 1)`: action i < K starts the job in window slot i; action K is WAIT. The window shows queued
     jobs that fit now, then, in the remaining slots, ones that do not, so a long queue of blocked jobs never
-    hides startable ones. Within each group jobs are ordered by known runtime (`window_order="runtime"`,
-    default: the K shortest startable jobs are always visible, so the agent can at least do what SJF does) or
-    by arrival (`"arrival"`). The legal-action mask is `info["action_mask"]`
+    hides startable ones. Which jobs of each group are shown: the shortest known runtimes
+    (`window_order="runtime"`, default: the K shortest startable jobs are always visible, so the agent can at
+    least do what SJF does) or the oldest (`"arrival"`). Within each group the shown jobs sit in arrival order
+    whatever the selection, so no heuristic's choice is always the same slot (SJF's pick is wherever the
+    shortest job's arrival puts it; demonstrations and DQfD's margin do not teach "slot 0").
+    The legal-action mask is `info["action_mask"]`
     and `action_masks()`: slots holding a job that fits now, and WAIT unless waiting would deadlock (nothing
     running and no arrival left). An illegal action does nothing; `info["illegal_action"]` is True. An action
     that is not an integer (0.7, "0", True) raises TypeError; numpy integers and 0-d integer arrays are accepted.
 
     ## Observation Space
     `Box(0, 1, (K * F_job + F_ctx,), float32)`: K rows of `JOB_FEATURES` (empty slots are zeros), then
-    `CONTEXT_FEATURES` (per catalog GPU type: free fraction and largest free block; totals; queue and running
-    counts; time to the next estimated completion; time of day). Every value is clipped into [0, 1].
-    Runtime information follows `runtime_info` (true or estimated runtimes only).
+    `CONTEXT_FEATURES`: per catalog GPU type its share of the cluster (0 = absent, so "absent" differs from
+    "fully busy"), free fraction, largest free block and time to its next estimated release; totals; queue and
+    running counts (on a fixed log scale); time to the next estimated completion; time of day. Every value is
+    clipped into [0, 1]. Nothing tells the agent about jobs still to arrive (no workload size, no arrived
+    fraction). Runtime information follows `runtime_info` (true or estimated runtimes only).
 
     ## Rewards
     `jct` (default): -dt x (jobs in system) / reward_scale_s per elapsed interval, so the undiscounted return
@@ -79,10 +91,16 @@ class GPUClusterEnv(gym.Env):
     cost -dt x (queued jobs) / scale as time passes, and a started job costs its whole run time on the GPUs it
     got (-duration / scale) at the step that starts it, so the price of a slow GPU or of a long job is seen at
     once instead of hundreds of steps later. `delay`: like `jct_at_start`, but a start is charged only the
-    time it loses to the GPU it got (duration - reference runtime on an A100; negative on a faster GPU), so
-    the return is -(sum(JCT) - sum(reference runtimes)) / scale: the policy-independent total of run times is
-    left out, a start is never dearer than a WAIT just because the job is long, and values stay small enough
-    for a discount below 1. `slowdown`: -dt x sum over jobs in system of 1/max(known runtime,
+    time it loses to the GPU it got: duration - its shortest possible duration in THIS cluster (runtime / the
+    effective speed of its fastest option, env.placement.fastest_speed; >= 0, and 0 where no faster GPU
+    exists, so postponing an unavoidable charge never pays), so the return is
+    -(sum(JCT) - sum(shortest durations)) / scale: the policy-independent total of run times is left out, a
+    start is never dearer than a WAIT just because the job is long, and values stay small enough for a
+    discount below 1.
+
+    `info["elapsed_s"]` is the simulated time the step took (0 for starts at one instant; the time to the next
+    decision point for WAIT): agents discount by gamma^(elapsed_s / tau_s), so 20 starts at one instant are
+    not discounted like 20 hours. `slowdown`: -dt x sum over jobs in system of 1/max(known runtime,
     10 s), i.e. -sum(bounded slowdown-like ratio). `utilization`: +dt x busy GPU share / (GPUs x scale).
 
     ## Starting State
@@ -130,6 +148,7 @@ class GPUClusterEnv(gym.Env):
         self._slot_type: list[int] = []
         self._mask = np.zeros(self.window + 1, dtype=bool)
         self._steps = 0
+        self._step_t0_s = 0.0
         self._done = False
 
     # -- Gymnasium API ------------------------------------------------------------------------------------
@@ -161,6 +180,7 @@ class GPUClusterEnv(gym.Env):
         self.sim = sc.simulator()
         self._prepare_scenario(sc)
         self._steps = 0
+        self._step_t0_s = self.sim.now_s
         reward, done = self._to_decision_point()
         self._done = done
         obs = self._observe()
@@ -171,6 +191,7 @@ class GPUClusterEnv(gym.Env):
         if self.sim is None:
             raise RuntimeError("step() before reset(): call env.reset() to start an episode")
         self._steps += 1
+        self._step_t0_s = self.sim.now_s
         if self._done:  # nothing left to schedule (also when every job was rejected at reset)
             return self._observe(), 0.0, True, False, self._info(False, True)
         illegal = not (0 <= a <= self.window) or not self._mask[a]
@@ -192,6 +213,7 @@ class GPUClusterEnv(gym.Env):
         a placement that is not free or does not match the job raises ValueError (Simulator.start). Agents never
         need this: their action space is `step`'s."""
         self._steps += 1
+        self._step_t0_s = self.sim.now_s
         if self._done:
             return self._observe(), 0.0, True, False, self._info(False, True)
         nfit = int(self._mask[: self.window].sum())
@@ -208,7 +230,7 @@ class GPUClusterEnv(gym.Env):
         if self.reward_name == "jct_at_start":
             reward -= self.sim.duration_s[i] / self.reward_scale_s
         elif self.reward_name == "delay":  # only the time lost to a slower GPU or a multi-node split
-            reward -= (self.sim.duration_s[i] - self.sim.jobs.runtime_s[i]) / self.reward_scale_s
+            reward -= (self.sim.duration_s[i] - self._shortest_s[i]) / self.reward_scale_s
         return reward, done
 
     def _finish_step(self, reward: float, done: bool, illegal: bool):
@@ -224,8 +246,6 @@ class GPUClusterEnv(gym.Env):
 
     def _prepare_scenario(self, sc: Scenario) -> None:
         layout = sc.layout
-        self._num_jobs = max(1, len(sc.workload.jobs) - self.sim.num_rejected)
-        self._log_jobs = math.log1p(self._num_jobs)
         self._log_gpus = math.log2(1 + layout.num_gpus)
         self._type_cols = [CATALOG_TYPES.index(t) for t in layout.type_names]
         self._type_max_node = [0] * len(layout.type_names)
@@ -233,6 +253,18 @@ class GPUClusterEnv(gym.Env):
             t = layout.node_type[i]
             self._type_max_node[t] = max(self._type_max_node[t], layout.node_num_gpus[i])
         self._inv_slowdown = [1.0 / max(r, 10.0) for r in self.sim.jobs.known_runtime_s]
+        jt = self.sim.jobs
+        # the shortest duration each job can have in this cluster (the delay reward's reference; the true
+        # runtime, as the charge uses the true duration): runtime / its fastest option's effective speed
+        speeds: dict[tuple, float] = {}
+        self._shortest_s = []
+        for r, (e, k, milli, _, pace) in zip(jt.runtime_s, jt.shape, strict=True):
+            key = (e, k, milli, pace)
+            v = speeds.get(key)
+            if v is None:
+                v = speeds[key] = fastest_speed(e, k, milli, pace)
+            self._shortest_s.append(r / v if v > 0 else float("nan"))  # v == 0: rejected, never starts
+        self._type_share = [n / layout.num_gpus for n in layout.type_num_gpus]
         self._static_rows = self._static_job_features()
 
     def _static_job_features(self) -> list[list[float]]:
@@ -322,9 +354,11 @@ class GPUClusterEnv(gym.Env):
         if not fit_slots:
             return False
         nfit = len(fit_slots)
-        slots = fit_slots + blocked[: K - nfit]
+        # shown in arrival order (job index) within each group, whichever jobs the order selected
+        fits = sorted(zip(fit_slots, fit_type_idx, strict=True))
+        slots = [i for i, _ in fits] + sorted(blocked[: K - nfit])
         self._slots = slots
-        self._slot_type = fit_type_idx + [-1] * (len(slots) - nfit)
+        self._slot_type = [t for _, t in fits] + [-1] * (len(slots) - nfit)
         mask = self._mask
         mask[:] = False
         mask[:nfit] = True
@@ -374,30 +408,47 @@ class GPUClusterEnv(gym.Env):
                     if c > type_block[pool_type[q]]:
                         type_block[pool_type[q]] = c
                     break
+        total = self._ctx_template.copy()
+        release = [1.0] * len(CATALOG_TYPES)
         for t, col in enumerate(self._type_cols):
+            total[col] = self._type_share[t]
             free_frac[col] = free.type_whole[t] / layout.type_num_gpus[t]
             block[col] = type_block[t] / self._type_max_node[t]
         running = sim.running
+        placements = sim.placements
+        left = len(self._type_cols)
+        seen = [False] * left
+        for end, j in running:  # by estimated end: the first job seen on a type is its next release
+            t = placements[j].type_idx
+            if not seen[t]:
+                seen[t] = True
+                release[self._type_cols[t]] = min(1.0, log1p(max(end - now, 0.0) / 60.0) / _MAX_MIN)
+                left -= 1
+                if not left:
+                    break
         demand = self._demand
+        vals += total
         vals += free_frac
         vals += block
+        vals += release
         vals += (
             free.free_milli_total / (FULL * layout.num_gpus),
-            min(1.0, log1p(len(queue)) / self._log_jobs),
-            min(1.0, log1p(len(running)) / self._log_jobs),
+            min(1.0, log1p(len(queue)) / _LOG_COUNT),
+            min(1.0, log1p(len(running)) / _LOG_COUNT),
             min(1.0, sum(map(demand.__getitem__, queue)) / layout.num_gpus),
             min(1.0, log1p(max(running[0][0] - now, 0.0) / 60.0) / _MAX_MIN) if running else 0.0,
-            sim.num_arrived / self._num_jobs,
             (1.0 + math.sin(2 * math.pi * now / _DAY_S)) / 2,
             (1.0 + math.cos(2 * math.pi * now / _DAY_S)) / 2,
         )
         return np.array(vals, dtype=np.float32)
 
     def _info(self, illegal: bool, done: bool) -> dict:
+        now = self.sim.now_s if self.sim else 0.0
         return {
             "action_mask": self._mask.copy(),
             "illegal_action": illegal,
-            "sim_time_s": self.sim.now_s if self.sim else 0.0,
+            "sim_time_s": now,
+            "elapsed_s": now - self._step_t0_s,
             "jobs_in_system": self.sim.jobs_in_system if self.sim else 0,
         }
 

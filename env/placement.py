@@ -109,6 +109,18 @@ def _options(elig: Eligible, k: int, pace: Pace) -> tuple[_Option, ...]:
     return opts
 
 
+def fastest_speed(elig: Eligible, num_gpus: int, milli: int, pace: Pace = DEFAULT_PACE) -> float:
+    """The effective speed of the fastest option a job shape has in this cluster (0.0 if it has none): its
+    shortest possible duration is runtime / this. A whole-GPU shape's options are `place`'s (one node of a
+    big-enough type, or a spread where every node is too small); a fractional one runs on one GPU of any
+    acceptable speed."""
+    if milli < FULL:
+        groups = elig.speed_groups
+        return effective_speed(elig._layout.pool_speed[groups[0][1][0]], False, pace) if groups else 0.0
+    opts = _options(elig, num_gpus, pace)
+    return opts[0].rate if opts else 0.0
+
+
 def place(
     free: FreeState, elig: Eligible, num_gpus: int, milli: int, mem_mb: int, pace: Pace = DEFAULT_PACE
 ) -> Placement | None:

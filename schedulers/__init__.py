@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from env.simulator import Decision, Preempt, View, WakeUp
 from schedulers.cbf import cbf
 from schedulers.easy import easy_backfill
+from schedulers.ect import ect
 from schedulers.fcfs import fcfs
 from schedulers.gavel import gavel, gavel_agnostic
 from schedulers.sjf import sjf
 from schedulers.srtf import srtf
 from schedulers.tiresias import tiresias
+from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
 
 Policy = Callable[[View], list[Decision | Preempt | WakeUp]]
 """view -> decisions (env/simulator.py's Decision, Preempt, WakeUp), applied in order by Simulator.apply"""
@@ -25,6 +28,8 @@ POLICIES: dict[str, Policy] = {
     "tiresias": tiresias,
     "gavel": gavel,
     "gavel_agnostic": gavel_agnostic,
+    "sjf_gate": sjf_gate,
+    "ect": ect,
 }
 PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic"})
 """policies that may preempt: their runs write the preemption columns (README, Preemption)"""
@@ -35,3 +40,11 @@ def get_policy(name: str) -> Policy:
         return POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown scheduler {name!r}; known: {', '.join(POLICIES)}") from None
+
+
+def make_policy(name: str, gate_s: float = DEFAULT_GATE_S) -> Policy:
+    """The policy `name` with its parameters (only sjf_gate has one: `gate_s`, --gate_s)."""
+    policy = get_policy(name)
+    if policy is sjf_gate and gate_s != DEFAULT_GATE_S:
+        return functools.partial(sjf_gate, gate_s=gate_s)
+    return policy

@@ -131,7 +131,7 @@ def test_updates_are_finite_when_only_one_action_is_legal(algo):
         mask[i % spec.num_actions] = True  # exactly one legal action, varying
         next_mask = np.zeros_like(mask) if i % 5 == 0 else mask  # some terminal states report none
         obs = rng.random(spec.obs_dim, dtype=np.float32)
-        buffer.add(obs, int(np.flatnonzero(mask)[0]), -1.0, obs, i % 5 == 0, False, mask, next_mask)
+        buffer.add(obs, int(np.flatnonzero(mask)[0]), -1.0, obs, i % 5 == 0, False, mask, next_mask, 60.0)
         assert agent.act(obs, mask, 10**6) == int(np.flatnonzero(mask)[0])
     for _ in range(3):
         losses = agent.update(buffer, 10)

@@ -162,6 +162,9 @@ CASES = [
     ),
     (["--model", "best"], {}, "--model has no effect on this run (agent options"),
     (["--mode", "compare", "--window", "8"], {}, "--window has no effect on this run (agent options"),
+    (["--algo", "sjf", "--gate_s", "60"], {}, "--gate_s has no effect on this run (sjf_gate's gate"),
+    (["--algo", "sjf_gate", "--gate_s", "-1"], {}, "--gate_s must be >= 0 seconds, got -1.0"),
+    (["--algo", "sjf_gate", "--gate_s", "nan"], {}, "--gate_s must be >= 0 seconds, got nan"),
     (
         ["--total_steps", "100"],
         {},
