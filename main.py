@@ -14,6 +14,8 @@ from config import (
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
+    MixConfig,
+    PPOConfig,
     RunConfig,
     SACConfig,
     SimConfig,
@@ -23,7 +25,7 @@ from env.scenario import WORKLOAD_TYPES, UserError
 from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = ("fcfs", "sjf", "easy")
-AGENTS = ("d3qn", "sac")
+AGENTS = ("d3qn", "sac", "ppo")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -39,6 +41,10 @@ def _int_list_or_none(text: str) -> tuple[int, ...]:
 
 def _name_list(text: str) -> tuple[str, ...]:
     return tuple(x.strip().lower() for x in text.split(",") if x.strip())
+
+
+def _name_list_keep_case(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -70,9 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument(
         "--mode",
-        choices=("train", "eval", "compare", "sweep"),
+        choices=("train", "eval", "compare", "sweep", "report"),
         default=d.mode,
-        help="train an agent, evaluate one algorithm, compare several on the same jobs, or run a study (--study)",
+        help="train an agent, evaluate one algorithm, compare several on the same jobs, run a study (--study), or "
+        "evaluate trained models against every heuristic on the held-out sets (report; README, Reports)",
     )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
     g.add_argument(
@@ -214,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--total_steps",
         type=int,
         default=None,
-        help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,})",
+        help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,}, "
+        f"ppo {PPOConfig().total_steps:,})",
     )
     g.add_argument(
         "--checkpoint",
@@ -267,6 +275,51 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.checkpoint_every_episodes,
         help="train: save a checkpoint every N episodes",
     )
+    g.add_argument(
+        "--num_envs",
+        type=int,
+        default=PPOConfig().num_envs,
+        help="train ppo: episodes played side by side (vectorized envs)",
+    )
+    g.add_argument(
+        "--vec_env",
+        choices=("dummy", "subproc"),
+        default=PPOConfig().vec_env,
+        help="train ppo: envs in this process (dummy) or one process each (subproc); same results",
+    )
+    g.add_argument(
+        "--train_mix",
+        choices=("none", "synthetic", "synthetic+traces"),
+        default=MixConfig().train_mix,
+        help="train: what episodes are drawn from: the configured scenario (none), random cluster compositions, "
+        "difficulties and loads (synthetic), plus real-trace windows (synthetic+traces; training_mix.py)",
+    )
+    g.add_argument(
+        "--train_windows",
+        type=_name_list_keep_case,
+        default=(),
+        help="train: FORMAT=PATH[@CLUSTER],... traces whose first 70%% of time gives training windows "
+        "(with --train_mix synthetic+traces)",
+    )
+    g = p.add_argument_group("report (--mode report; README, Reports)")
+    g.add_argument(
+        "--report_sets",
+        type=_name_list,
+        default=None,
+        help="report: held-out sets to evaluate on (default: medium,hard,clusters, plus itp,google,swf with "
+        "--traces_dir); evaluation/sets.py",
+    )
+    g.add_argument(
+        "--traces_dir",
+        default=None,
+        help="report: folder holding the shared traces (as ../shared/traces) for the later-window sets",
+    )
+    g.add_argument(
+        "--report_workers",
+        type=int,
+        default=1,
+        help="report: evaluations run at a time (processes)",
+    )
     return p
 
 
@@ -315,6 +368,16 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         ),
         d3qn=d.d3qn if a.demo_policy is None else replace(d.d3qn, demo_policy=_demo(a.demo_policy)),
         sac=d.sac if a.demo_policy is None else replace(d.sac, demo_policy=_demo(a.demo_policy)),
+        ppo=replace(
+            d.ppo,
+            num_envs=a.num_envs,
+            vec_env=a.vec_env,
+            demo_policy=d.ppo.demo_policy if a.demo_policy is None else _demo(a.demo_policy),
+        ),
+        mix=MixConfig(train_mix=a.train_mix, train_windows=a.train_windows),
+        report_sets=a.report_sets,
+        traces_dir=a.traces_dir,
+        report_workers=a.report_workers,
     )
 
 
@@ -337,6 +400,10 @@ def validate(cfg: RunConfig) -> None:
         raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
     if cfg.env.window <= 0:
         raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
+    if cfg.ppo.num_envs <= 0:
+        raise UserError(f"--num_envs must be > 0, got {cfg.ppo.num_envs}")
+    if cfg.report_workers <= 0:
+        raise UserError(f"--report_workers must be > 0, got {cfg.report_workers}")
 
 
 def _one_line_warning(python_form, message, category, filename, lineno, file=None, line=None) -> None:

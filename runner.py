@@ -22,7 +22,7 @@ from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
 from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
 from schedulers import POLICIES
 
-AGENTS = ("d3qn", "sac")
+AGENTS = ("d3qn", "sac", "ppo")
 
 
 def workload_tag(cfg: RunConfig) -> str:
