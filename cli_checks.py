@@ -134,7 +134,7 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
 
     if cfg.mode not in ("compare", "report"):
         refuse(("seeds", "algos"), f"--mode compare only; --mode {cfg.mode} runs --algo on --seed")
-    else:
+    elif cfg.mode == "compare":
         refuse(("algo",), "--mode compare runs every algorithm of --algos")
         if "seeds" in given and not runs_agent:  # with agents --seed picks models/<algo>_seed<S>_*.pt
             refuse(("seed",), "--mode compare runs every seed of --seeds")
@@ -152,16 +152,17 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
                 "algo",
                 "algos",
                 "seed",
-                "seeds",
                 "checkpoint",
                 "model",
                 "window",
                 "difficulty",
                 "cluster",
                 "cluster_path",
+                "load_factor",
             ),
             "--mode report evaluates every heuristic and every <algo>_seed<S>_final/best.pt in --models_dir, "
-            "each agent with its own training's env settings, on the clusters and seeds of each held-out set",
+            "each agent with its own training's env settings, on the clusters of each held-out set (--seeds: the "
+            "synthetic sets' test seeds, --num_jobs: every set's job count)",
         )
         if w.workload_type != "synthetic":
             raise UserError(

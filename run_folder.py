@@ -43,6 +43,12 @@ RUN_FILE_NAMES = frozenset(
         "queue_length.png",
         "compare.csv",
         "compare.png",
+        # --mode report (evaluation/report.py)
+        "evaluations.csv",
+        "report.csv",
+        "report.md",
+        "learning_curves.csv",
+        "learning_curves.png",
     }
 )
 RUN_FILE_PATTERNS = (re.compile(r"jct_cdf_seed\d+\.png"), re.compile(r"events\.out\.tfevents\..+"))

@@ -394,4 +394,8 @@ def run_mode(cfg: RunConfig) -> Path:
         return mode_compare(cfg)
     if cfg.mode == "train":
         return mode_train(cfg)
+    if cfg.mode == "report":
+        from evaluation.report import mode_report
+
+        return mode_report(cfg)
     raise UserError(f"unknown mode {cfg.mode}")
