@@ -54,6 +54,10 @@ FIELD_OF_OPTION = {
     "trace_start": "workload.trace_start_s",
     "trace_end": "workload.trace_end_s",
     "demo_policy": "{algo}.demo_policy",
+    "num_envs": "ppo.num_envs",
+    "vec_env": "ppo.vec_env",
+    "train_mix": "mix.train_mix",
+    "train_windows": "mix.train_windows",
 }
 _MISSING = object()
 
