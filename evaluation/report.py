@@ -414,8 +414,13 @@ def plot_curves(
 def mode_report(cfg: RunConfig) -> Path:
     from run_folder import RunFolder, check_inputs_outside, run_identity, short_hash
 
-    set_names = cfg.report_sets or default_sets(cfg.traces_dir)
+    set_names, missing = (cfg.report_sets, ()) if cfg.report_sets else default_sets(cfg.traces_dir)
     check_sets(set_names, cfg.traces_dir)
+    for name in missing:
+        print(
+            f"warning: report set {name} not evaluated: no trace under --traces_dir {cfg.traces_dir}",
+            file=sys.stderr,
+        )
     models = find_models(cfg.models_dir)
     if not models:
         raise UserError(
@@ -476,7 +481,10 @@ def mode_report(cfg: RunConfig) -> Path:
             write_csv(out / "learning_curves.csv", ("algo", "train_seed", "step", "val_avg_jct_s"), points)
             plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
             note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
-        (out / "report.md").write_text(markdown(cfg, table, models, note))
+        text = markdown(cfg, table, models, note)
+        if missing:
+            text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
+        (out / "report.md").write_text(text)
     except BaseException:
         folder.abandon()
         raise

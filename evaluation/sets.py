@@ -46,8 +46,13 @@ class Case:
     window: int | None = None
 
 
-def default_sets(traces_dir: str | None) -> tuple[str, ...]:
-    return ALL_SETS if traces_dir else SYNTHETIC_SETS
+def default_sets(traces_dir: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the default sets to evaluate, the trace sets left out because their file is not under traces_dir): without
+    --report_sets, a trace that is absent is reported as not evaluated instead of failing the whole report."""
+    if not traces_dir:
+        return SYNTHETIC_SETS, ()
+    missing = tuple(n for n in TRACES if not Path(trace_source(n, traces_dir).path).exists())
+    return tuple(n for n in ALL_SETS if n not in missing), missing
 
 
 def check_sets(names: tuple[str, ...], traces_dir: str | None) -> None:
@@ -61,8 +66,10 @@ def check_sets(names: tuple[str, ...], traces_dir: str | None) -> None:
         raise UserError(
             f"--report_sets {','.join(needs)} read traces: give --traces_dir (e.g. ../shared/traces)"
         )
-    if needs and not Path(traces_dir).is_dir():
-        raise UserError(f"--traces_dir {traces_dir}: no such folder")
+    for name in needs:
+        path = trace_source(name, traces_dir).path
+        if not Path(path).exists():
+            raise UserError(f"--report_sets {name}: no trace at {path} (--traces_dir {traces_dir})")
 
 
 def trace_source(name: str, traces_dir: str) -> TraceSource:
