@@ -197,9 +197,10 @@ class PPOConfig:
     """MaskablePPO (sb3-contrib 2.9.2) with the per-slot scoring actor D3QN and SAC use; no demonstrations.
     Defaults are SB3's PPO defaults (Schulman et al. 2017, Table 3 / rl-zoo) except where noted."""
 
-    total_steps: int = 300_000
+    total_steps: int = 400_000
     """env steps of a run, summed over the vectorized envs (RunConfig.total_steps overrides); a run stops at the
-    first whole rollout (n_steps x num_envs steps) at or past it"""
+    first whole rollout (n_steps x num_envs steps) at or past it. About 4.6 min on one core with the synthetic
+    mix and validation (BENCHMARKS.md, RL study budget), inside the 8-minute budget per run of a study"""
     num_envs: int = 4
     """episodes played side by side (one vectorized env each); slot i plays training episodes i, i+n, i+2n, ..."""
     vec_env: str = "dummy"
