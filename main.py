@@ -298,8 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--train_windows",
         type=_name_list_keep_case,
         default=(),
-        help="train: FORMAT=PATH[@CLUSTER],... traces whose first 70%% of time gives training windows "
-        "(with --train_mix synthetic+traces)",
+        help="train: FORMAT=PATH[@CLUSTER][#MAX_JOBS],... traces whose first 70%% of time gives training windows "
+        "(with --train_mix synthetic+traces; default: none)",
     )
     g = p.add_argument_group("report (--mode report; README, Reports)")
     g.add_argument(
@@ -312,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--traces_dir",
         default=None,
-        help="report: folder holding the shared traces (as ../shared/traces) for the later-window sets",
+        help="report: folder holding the shared traces (as ../shared/traces) for the later-window sets "
+        "(default: none, no trace set)",
     )
     g.add_argument(
         "--report_workers",

@@ -25,6 +25,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -108,7 +109,8 @@ def check_mix(cfg: RunConfig) -> None:
         raise UserError("--train_windows has no effect without --train_mix synthetic+traces")
     for text in mix.train_windows:
         source = TraceSource.parse(text)
-        _trace_scenario(cfg, source)  # a missing or bad file is reported now, with its path
+        if not Path(source.path).exists():  # a damaged file is reported when the first window is read
+            raise UserError(f"--train_windows {text}: no such file or directory {source.path}")
 
 
 def _canonical(spec_text: str) -> tuple:
@@ -200,8 +202,9 @@ def _trace_scenario_cached(cfg: RunConfig, source: TraceSource) -> Scenario:
 
 
 def _trace_scenario(cfg: RunConfig, source: TraceSource) -> Scenario:
-    """The whole trace as a scenario (loaded once per process: a trace is read once however many episodes)."""
-    return _trace_scenario_cached(dataclasses.replace(cfg, explicit_options=()), source)
+    """The whole trace as a scenario, read once per process however many episodes, runs or algos use it (cached
+    on the only settings it depends on)."""
+    return _trace_scenario_cached(RunConfig(cluster=cfg.cluster, workload=cfg.workload, sim=cfg.sim), source)
 
 
 def split_index(jobs) -> int:

@@ -317,7 +317,7 @@ CASES = [
             "itp={tmp}/no.csv",
         ],
         {},
-        "--workload_path {tmp}/no.csv: no such file or directory",
+        "--train_windows itp={tmp}/no.csv: no such file or directory {tmp}/no.csv",
     ),
     (
         ["--mode", "train", "--algo", "ppo", "--train_windows", "itp=a.csv"],
