@@ -195,7 +195,8 @@ class SACConfig(DemonstrationConfig):
 @dataclass(frozen=True)
 class PPOConfig:
     """MaskablePPO (sb3-contrib 2.9.2) with the per-slot scoring actor D3QN and SAC use; no demonstrations.
-    Defaults are SB3's PPO defaults (Schulman et al. 2017, Table 3 / rl-zoo) except where noted."""
+    Defaults are stable-baselines3's PPO defaults, which are Schulman et al. 2017 (PPO), Table 3, except where
+    noted."""
 
     total_steps: int = 400_000
     """env steps of a run, summed over the vectorized envs (RunConfig.total_steps overrides); a run stops at the
@@ -209,6 +210,7 @@ class PPOConfig:
     n_steps: int = 512
     """env steps per env and rollout (SB3 default 2048; shorter rollouts update more often on a small budget)"""
     batch_size: int = 256
+    """minibatch (SB3 default 64): a rollout of 4 envs x 512 steps is 8 minibatches"""
     n_epochs: int = 4
     """passes over each rollout (SB3 default 10; 4 keeps the update cost below the env's on one core)"""
     gamma: float = 0.99
