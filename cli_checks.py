@@ -18,7 +18,7 @@ from pathlib import Path
 from config import RunConfig
 from env.scenario import TRACE_TYPES, UserError, check_options
 
-AGENTS = ("d3qn", "sac")
+AGENTS = ("d3qn", "sac", "ppo")
 TRACE_ONLY = (
     "trace_start",
     "trace_end",
@@ -31,7 +31,20 @@ TRACE_ONLY = (
 )
 CPU_TRACES = ("google", "alibaba", "alibaba-2017", "swf")  # `alibaba` may turn out to be the 2017 CPU trace
 NO_STATUS_TRACES = ("itp",)  # formats without a status column: --exclude_failed would drop nothing
-TRAIN_ONLY = ("total_steps", "resume", "validation_seeds", "checkpoint_every", "demo_policy", "reward")
+TRAIN_ONLY = (
+    "total_steps",
+    "resume",
+    "validation_seeds",
+    "checkpoint_every",
+    "demo_policy",
+    "reward",
+    "num_envs",
+    "vec_env",
+    "train_mix",
+    "train_windows",
+)
+PPO_ONLY = ("num_envs", "vec_env")
+REPORT_ONLY = ("report_sets", "traces_dir", "report_workers")
 AGENT_ONLY = ("checkpoint", "model", "window")
 AGENT_WHERE = ("device", "models_dir")
 NODE_TASK_OPTIONS = ("task_scheduler", "recheck_s", "jct_weight", "autoscale_preset")
@@ -121,7 +134,7 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
     """Errors for options the run would ignore (see the module docstring); warnings for harmless ones."""
     w = cfg.workload
     algos = cfg.algos if cfg.mode == "compare" else (cfg.algo,)
-    runs_agent = any(a in AGENTS for a in algos)
+    runs_agent = any(a in AGENTS for a in algos) or cfg.mode == "report"
 
     def refuse(names, why: str) -> None:
         hit = [f"--{n}" for n in names if n in given]
@@ -132,9 +145,9 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
                 f"remove {'it' if one else 'them'}"
             )
 
-    if cfg.mode != "compare":
+    if cfg.mode not in ("compare", "report"):
         refuse(("seeds", "algos"), f"--mode compare only; --mode {cfg.mode} runs --algo on --seed")
-    else:
+    elif cfg.mode == "compare":
         refuse(("algo",), "--mode compare runs every algorithm of --algos")
         if "seeds" in given and not runs_agent:  # with agents --seed picks models/<algo>_seed<S>_*.pt
             refuse(("seed",), "--mode compare runs every seed of --seeds")
@@ -142,6 +155,33 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(TRAIN_ONLY, f"training options; this is --mode {cfg.mode}")
     else:
         refuse(("checkpoint", "model"), "training starts fresh or continues with --resume CHECKPOINT")
+        if cfg.algo != "ppo":
+            refuse(PPO_ONLY, f"options of --algo ppo's vectorized envs; this trains {cfg.algo}")
+    if cfg.mode != "report":
+        refuse(REPORT_ONLY, f"--mode report options; this is --mode {cfg.mode}")
+    else:
+        refuse(
+            (
+                "algo",
+                "algos",
+                "seed",
+                "checkpoint",
+                "model",
+                "window",
+                "difficulty",
+                "cluster",
+                "cluster_path",
+                "load_factor",
+            ),
+            "--mode report evaluates every heuristic and every <algo>_seed<S>_final/best.pt in --models_dir, "
+            "each agent with its own training's env settings, on the clusters of each held-out set (--seeds: the "
+            "synthetic sets' test seeds, --num_jobs: every set's job count)",
+        )
+        if w.workload_type != "synthetic":
+            raise UserError(
+                "--mode report builds its held-out sets itself (--report_sets; traces from --traces_dir); remove "
+                "--workload_type/--workload_path"
+            )
     if cfg.mode != "train" and not runs_agent:
         refuse(AGENT_ONLY, f"agent options; no RL agent ({', '.join(AGENTS)}) runs, only {', '.join(algos)}")
     if cfg.mode == "eval" and "checkpoint" in given:

@@ -262,9 +262,57 @@ class PowerConfig:
 
 
 @dataclass(frozen=True)
+class PPOConfig:
+    """MaskablePPO (sb3-contrib 2.9.2) with the per-slot scoring actor D3QN and SAC use; no demonstrations.
+    Defaults are stable-baselines3's PPO defaults, which are Schulman et al. 2017 (PPO), Table 3, except where
+    noted."""
+
+    total_steps: int = 400_000
+    """env steps of a run, summed over the vectorized envs (RunConfig.total_steps overrides); a run stops at the
+    first whole rollout (n_steps x num_envs steps) at or past it. About 4.6 min on one core with the synthetic
+    mix and validation (BENCHMARKS.md, RL study budget), inside the 8-minute budget per run of a study"""
+    num_envs: int = 4
+    """episodes played side by side (one vectorized env each); slot i plays training episodes i, i+n, i+2n, ..."""
+    vec_env: str = "dummy"
+    """dummy: every env in this process (best on one core) | subproc: one process per env; same results"""
+    learning_rate: float = 3e-4
+    n_steps: int = 512
+    """env steps per env and rollout (SB3 default 2048; shorter rollouts update more often on a small budget)"""
+    batch_size: int = 256
+    """minibatch (SB3 default 64): a rollout of 4 envs x 512 steps is 8 minibatches"""
+    n_epochs: int = 4
+    """passes over each rollout (SB3 default 10; 4 keeps the update cost below the env's on one core)"""
+    gamma: float = 0.99
+    """discount per env step (decision or WAIT), as D3QN/SAC"""
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    """entropy bonus (SB3 default 0.0; a small bonus keeps WAIT and slot choices explored with masked logits)"""
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    hidden: int = 32
+    """width of the per-slot scoring actor's layers (as D3QN/SAC); the critic is a 64-64 tanh MLP on the whole
+    observation"""
+    demo_policy: str = ""
+    """PPO learns from its own rollouts only (no demonstrations; `--demo_policy` other than none is refused)"""
+
+
+@dataclass(frozen=True)
+class MixConfig:
+    """What training episodes are drawn from (training_mix.py); evaluation always uses the plain scenario."""
+
+    train_mix: str = "none"
+    """none: every episode is the configured scenario with a new seed | synthetic: random cluster compositions,
+    difficulties and loads (training_mix.py documents the distribution) | synthetic+traces: half of the episodes
+    are windows of the --train_windows traces"""
+    train_windows: tuple[str, ...] = ()
+    """FORMAT=PATH[@CLUSTER] traces whose first TRAIN_FRACTION of time training windows are drawn from"""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     mode: str = "eval"
-    """train | eval | compare"""
+    """train | eval | compare | report"""
     algo: str = "easy"
     algos: tuple[str, ...] = ("fcfs", "sjf", "easy")
     seed: int = 0
@@ -298,6 +346,15 @@ class RunConfig:
     sac: SACConfig = field(default_factory=SACConfig)
     power: PowerConfig = field(default_factory=PowerConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    mix: MixConfig = field(default_factory=MixConfig)
+    report_sets: tuple[str, ...] | None = None
+    """report: the held-out sets (evaluation/sets.py); None = medium, hard, clusters (+ the trace sets with
+    traces_dir)"""
+    traces_dir: str | None = None
+    """report: folder holding the shared traces (the later-window sets read them from there)"""
+    report_workers: int = 1
+    """report: evaluations run at a time (processes)"""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,10 @@ from config import (
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
-    PowerConfig,
+    MixConfig,
     PolicyConfig,
+    PowerConfig,
+    PPOConfig,
     RunConfig,
     SACConfig,
     SimConfig,
@@ -29,7 +31,7 @@ from server.cli import SERVE_OPTIONS, add_serve_options
 from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, cbf, srtf, tiresias, gavel, gavel_agnostic
-AGENTS = ("d3qn", "sac")
+AGENTS = ("d3qn", "sac", "ppo")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -49,6 +51,10 @@ def _power_list(text: str) -> tuple[str, ...]:
 
 def _name_list(text: str) -> tuple[str, ...]:
     return tuple(x.strip().lower() for x in text.split(",") if x.strip())
+
+
+def _name_list_keep_case(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -80,10 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument(
         "--mode",
-        choices=("train", "eval", "compare", "sweep", "serve"),
+        choices=("train", "eval", "compare", "sweep", "serve", "report"),
         default=d.mode,
         help="train an agent, evaluate one algorithm, compare several on the same jobs, run a study (--study), "
-        "or serve environments over HTTP (--port)",
+        "serve environments over HTTP (--port), or evaluate trained models against every heuristic on the "
+        "held-out sets (report; README, Reports)",
     )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
     g.add_argument(
@@ -267,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--total_steps",
         type=int,
         default=None,
-        help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,})",
+        help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,}, "
+        f"ppo {PPOConfig().total_steps:,})",
     )
     g.add_argument(
         "--checkpoint",
@@ -355,6 +363,52 @@ def build_parser() -> argparse.ArgumentParser:
         default=t.autoscale_preset,
         help="autoscaling: fleet, jobs, budget and horizon (README, Power and autoscaling tasks)",
     )
+    g.add_argument(
+        "--num_envs",
+        type=int,
+        default=PPOConfig().num_envs,
+        help="train ppo: episodes played side by side (vectorized envs)",
+    )
+    g.add_argument(
+        "--vec_env",
+        choices=("dummy", "subproc"),
+        default=PPOConfig().vec_env,
+        help="train ppo: envs in this process (dummy) or one process each (subproc); same results",
+    )
+    g.add_argument(
+        "--train_mix",
+        choices=("none", "synthetic", "synthetic+traces"),
+        default=MixConfig().train_mix,
+        help="train: what episodes are drawn from: the configured scenario (none), random cluster compositions, "
+        "difficulties and loads (synthetic), plus real-trace windows (synthetic+traces; training_mix.py)",
+    )
+    g.add_argument(
+        "--train_windows",
+        type=_name_list_keep_case,
+        default=(),
+        help="train: FORMAT=PATH[@CLUSTER][#MAX_JOBS],... traces whose first 70%% of time gives training windows "
+        "(with --train_mix synthetic+traces; default: none)",
+    )
+    g = p.add_argument_group("report (--mode report; README, Reports)")
+    g.add_argument(
+        "--report_sets",
+        type=_name_list,
+        default=None,
+        help="report: held-out sets to evaluate on (default: medium,hard,clusters, plus itp,google,swf with "
+        "--traces_dir); evaluation/sets.py",
+    )
+    g.add_argument(
+        "--traces_dir",
+        default=None,
+        help="report: folder holding the shared traces (as ../shared/traces) for the later-window sets "
+        "(default: none, no trace set)",
+    )
+    g.add_argument(
+        "--report_workers",
+        type=int,
+        default=1,
+        help="report: evaluations run at a time (processes)",
+    )
     return p
 
 
@@ -408,6 +462,16 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         sac=d.sac if demo is None else replace(d.sac, demo_policy=demo),
         task=TaskConfig(a.task, a.task_scheduler, a.jct_weight, a.recheck_s, a.autoscale_preset),
         power=PowerConfig(a.power or (), a.prices, a.price_offset_s, a.pue),
+        ppo=replace(
+            d.ppo,
+            num_envs=a.num_envs,
+            vec_env=a.vec_env,
+            demo_policy=d.ppo.demo_policy if demo is None else demo,
+        ),
+        mix=MixConfig(train_mix=a.train_mix, train_windows=a.train_windows),
+        report_sets=a.report_sets,
+        traces_dir=a.traces_dir,
+        report_workers=a.report_workers,
     )
 
 
@@ -452,6 +516,10 @@ def validate(cfg: RunConfig) -> None:
         raise UserError(f"--gate_s must be >= 0 seconds, got {cfg.policy.gate_s}")
     if cfg.env.window <= 0:
         raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
+    if cfg.ppo.num_envs <= 0:
+        raise UserError(f"--num_envs must be > 0, got {cfg.ppo.num_envs}")
+    if cfg.report_workers <= 0:
+        raise UserError(f"--report_workers must be > 0, got {cfg.report_workers}")
 
 
 def _validate_node_task(cfg: RunConfig) -> None:

@@ -43,6 +43,12 @@ RUN_FILE_NAMES = frozenset(
         "queue_length.png",
         "compare.csv",
         "compare.png",
+        # --mode report (evaluation/report.py)
+        "evaluations.csv",
+        "report.csv",
+        "report.md",
+        "learning_curves.csv",
+        "learning_curves.png",
     }
 )
 RUN_FILE_PATTERNS = (re.compile(r"jct_cdf_seed\d+\.png"), re.compile(r"events\.out\.tfevents\..+"))
@@ -50,8 +56,9 @@ RUN_SUBDIR = re.compile(r"[a-z0-9]+_seed\d+")
 """compare mode: one subfolder per (algorithm, seed), e.g. fcfs_seed0/"""
 
 # Options that say where and how visibly a run writes, not what it computes: left out of run_config.json.
-NOT_RECORDED = ("log_dir", "progress", "overwrite", "explicit_options")
-"""(explicit_options: which options were typed rather than defaulted; the same run either way)"""
+NOT_RECORDED = ("log_dir", "progress", "overwrite", "explicit_options", "report_workers")
+"""(explicit_options: which options were typed rather than defaulted; the same run either way; report_workers:
+how many processes a report uses, which never changes its files)"""
 VERSIONED_PACKAGES = ("numpy", "simpy", "gymnasium", "pandas", "matplotlib", "torch")
 
 

@@ -27,7 +27,7 @@ from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
 from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
 from schedulers import make_policy
 
-AGENTS = ("d3qn", "sac")
+AGENTS = ("d3qn", "sac", "ppo")
 
 
 def workload_tag(cfg: RunConfig) -> str:
@@ -545,4 +545,8 @@ def run_mode(cfg: RunConfig) -> Path:
         return mode_compare(cfg)
     if cfg.mode == "train":
         return mode_train(cfg)
+    if cfg.mode == "report":
+        from evaluation.report import mode_report
+
+        return mode_report(cfg)
     raise UserError(f"unknown mode {cfg.mode}")

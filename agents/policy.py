@@ -14,11 +14,11 @@ from agents.checkpoint import load_checkpoint
 from agents.d3qn import make_q_network
 from agents.networks import ObsSpec
 from agents.sac import make_actor
-from config import D3QNConfig, SACConfig
+from config import D3QNConfig, PPOConfig, SACConfig
 
 
 class AgentPolicy:
-    """Deterministic policy: masked argmax of Q (D3QN) or of the policy logits (SAC); never an illegal action.
+    """Deterministic policy: masked argmax of Q (D3QN) or of the policy logits (SAC, PPO); never an illegal action.
 
     `network` must offer `greedy(obs_BD, mask_BA) -> actions_B` (DuelingQNetwork and Actor do).
     """
@@ -66,6 +66,11 @@ def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device =
     elif algo == "sac":
         network = make_actor(SACConfig(**config), spec)
         network.load_state_dict(networks["actor"])
+    elif algo == "ppo":
+        from agents.ppo import make_ppo_policy
+
+        network = make_ppo_policy(PPOConfig(**config), spec)
+        network.load_state_dict(networks["policy"])
     else:
         raise ValueError(f"{checkpoint_path}: unknown algo {algo!r}")
     network = network.to(device).eval().requires_grad_(False)

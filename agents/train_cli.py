@@ -19,8 +19,8 @@ from agents.checkpoint import INTERRUPTED_TAG, checkpoint_path, load_checkpoint,
 from agents.files import TrainingLock
 from agents.trainer import AGENTS, TrainingInterrupted, is_training_seed, train
 from agents.validation import BestCheckpoint, pending_best_path, validation_record
-from config import RunConfig
-from env.gym_env import GPUClusterEnv, heuristic_action
+from config import PPOConfig, RunConfig
+from env.gym_env import heuristic_action
 from env.scenario import UserError
 from schedulers import POLICIES
 
@@ -41,7 +41,11 @@ EXPERIMENT_FIELDS = (
     "d3qn",
     "sac",
     "task",
+    "ppo",
+    "mix",
 )
+LEARNERS = (*AGENTS, "ppo")
+"""every algo --mode train accepts: the replay-based agents of agents/trainer.py and MaskablePPO (agents/ppo.py)"""
 # command-line options whose RunConfig field has another name ("{algo}" = the trained agent's config)
 FIELD_OF_OPTION = {
     "checkpoint_every": "checkpoint_every_episodes",
@@ -56,6 +60,10 @@ FIELD_OF_OPTION = {
     "jct_weight": "task.jct_weight_eur_per_job_h",
     "recheck_s": "task.recheck_s",
     "autoscale_preset": "task.autoscale_preset",
+    "num_envs": "ppo.num_envs",
+    "vec_env": "ppo.vec_env",
+    "train_mix": "mix.train_mix",
+    "train_windows": "mix.train_windows",
 }
 _MISSING = object()
 
@@ -69,7 +77,9 @@ def heuristic_demonstrator(name: str):
 def _env_factory(cfg: RunConfig):
     """make_env(scenario_seed) of the run's task."""
     if cfg.task.name == "scheduling":
-        return lambda scenario_seed: GPUClusterEnv(cfg)
+        from training_mix import episode_env_factory
+
+        return episode_env_factory(cfg)
     from env.node_tasks import make_node_env
 
     return lambda scenario_seed: make_node_env(cfg)
@@ -152,7 +162,7 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     --total_steps; an unfinished one keeps its target.
     """
     algo, resume = checkpoint["algo"], cfg.resume
-    _, config_cls = AGENTS[algo]
+    config_cls = PPOConfig if algo == "ppo" else AGENTS[algo][1]
     if checkpoint.get("run_config") is not None:
         saved = run_config_from_dict(checkpoint["run_config"])
     else:  # written by agents.trainer.train without a RunConfig: only the agent's own settings are known
@@ -163,6 +173,8 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
         saved = cfg
     # checkpoints written before demonstrations existed were pure RL runs
     agent_cfg = config_cls(**({"demo_policy": ""} | checkpoint["config"]))
+    if cfg.algo != algo and "algo" in cfg.explicit_options:
+        raise UserError(f"--resume {resume} holds a {algo} run, but --algo is {cfg.algo}")
     saved = dataclasses.replace(saved, **{"algo": algo, "seed": checkpoint["seed"], algo: agent_cfg})
 
     conflicts = []
@@ -242,15 +254,22 @@ def _check_earlier_checkpoints(cfg: RunConfig) -> None:
 def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | None, str]:
     """(the run's config, the resumed checkpoint, the step target, the demonstrator): every check of a
     training's options, before any work."""
-    if cfg.algo not in AGENTS:
-        raise UserError(f"--mode train needs --algo {' or '.join(AGENTS)}, got {cfg.algo!r}")
+    if cfg.algo not in LEARNERS:
+        raise UserError(f"--mode train needs --algo {', '.join(LEARNERS)}, got {cfg.algo!r}")
     resumed, total_steps = None, cfg.total_steps
     if cfg.resume:
         resumed = load_checkpoint(cfg.resume)  # a UserError for anything but a checkpoint
         cfg, total_steps = resumed_config(cfg, resumed)
     check_train_options(cfg)
+    from training_mix import check_mix
+
+    check_mix(cfg)
     demo_policy = getattr(cfg, cfg.algo).demo_policy
     allowed = DEMO_POLICIES[cfg.env.window_order]
+    if demo_policy and cfg.algo == "ppo":
+        raise UserError(
+            f"--demo_policy {demo_policy}: ppo learns from its own rollouts only; use --demo_policy none"
+        )
     if cfg.task.name != "scheduling":
         pass  # a node task's demonstrator is a node manager (main.py checked the name)
     elif demo_policy and demo_policy not in allowed:
@@ -296,10 +315,8 @@ def train_from_config(cfg: RunConfig) -> Path:
             if cfg.validation_seeds and not node_task:
                 resume_step = resumed["global_step"] if resumed is not None else None
                 validation = BestCheckpoint(cfg, best, run_id, resume_step)
-            result = train(
-                cfg.algo,
-                _env_factory(cfg),
-                cfg,
+            make_env = _env_factory(cfg)
+            common = dict(
                 seed=cfg.seed,
                 total_steps=total_steps,
                 device=cfg.device,
@@ -308,10 +325,21 @@ def train_from_config(cfg: RunConfig) -> Path:
                 resume=cfg.resume,
                 checkpoint_every_episodes=cfg.checkpoint_every_episodes,
                 progress=cfg.progress,
-                demonstrator=_demonstrator(cfg, demo_policy) if demo_policy else None,
                 eval_fn=validation,
                 run_id=run_id,
             )
+            if cfg.algo == "ppo":
+                from agents.ppo import train_ppo
+
+                result = train_ppo(make_env, cfg, **common)
+            else:
+                result = train(
+                    cfg.algo,
+                    make_env,
+                    cfg,
+                    demonstrator=_demonstrator(cfg, demo_policy) if demo_policy else None,
+                    **common,
+                )
         except TrainingInterrupted as stop:
             pending = pending_best_path(best)
             record = validation_record(pending)

@@ -12,9 +12,9 @@ from schedulers.ect import ect
 from schedulers.fcfs import fcfs
 from schedulers.gavel import gavel, gavel_agnostic
 from schedulers.sjf import sjf
+from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
 from schedulers.srtf import srtf
 from schedulers.tiresias import tiresias
-from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
 
 Policy = Callable[[View], list[Decision | Preempt | WakeUp]]
 """view -> decisions (env/simulator.py's Decision, Preempt, WakeUp), applied in order by Simulator.apply"""

@@ -179,6 +179,8 @@ def _runs_agent(options: dict[str, Any], actions: dict[str, argparse.Action]) ->
     """Whether an evaluation runs an RL agent (eval: --algo, default easy; compare: --algos, default heuristics)."""
     from main import AGENTS
 
+    if options["mode"] == "report":  # evaluates every model of its --models_dir
+        return True
     if options["mode"] == "compare":
         algos = options.get("algos")
         names = actions["algos"].type(_text(algos)) if algos is not None else actions["algos"].default

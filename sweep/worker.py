@@ -78,7 +78,9 @@ def execute(name: str, argv: list[str], cwd: str | None = None) -> RunOutcome:
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
         try:
             cfg = parse_run(argv)
-            if cfg.mode == "train" or cfg.algo in ("d3qn", "sac") or {"d3qn", "sac"} & set(cfg.algos):
+            from main import AGENTS
+
+            if cfg.mode in ("train", "report") or cfg.algo in AGENTS or set(AGENTS) & set(cfg.algos):
                 import torch
 
                 torch.set_num_threads(1)

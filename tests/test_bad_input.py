@@ -315,6 +315,7 @@ CASES = [
         [*TRACE, "--job_types", "gavel"],
         {"t.swf": SWF},
         "--job_types works with synthetic and jobs CSV workloads",
+    ),
     # --- power model and price files (issue 12) ------------------------------------------------------------
     ([*SMALL, "--power", "idle_off"], {}, "--power: power manager 'idle_off': expected idle_off:T[:R]"),
     ([*SMALL, "--power", "sleepy"], {}, "unknown power manager 'sleepy'"),
@@ -354,6 +355,84 @@ CASES = [
         [*SMALL, "--power", "always_on", "--prices", "{tmp}/none.csv"],
         {},
         "none.csv: cannot read the price file",
+    ),
+    # --- PPO, training mixtures, reports (issue 11) ---------------------------------------------------------------
+    (
+        ["--mode", "train", "--algo", "ppo", "--demo_policy", "sjf", *SMALL],
+        {},
+        "--demo_policy sjf: ppo learns from its own rollouts only; use --demo_policy none",
+    ),
+    (
+        ["--mode", "train", "--algo", "d3qn", "--num_envs", "2", *SMALL],
+        {},
+        "--num_envs has no effect on this run (options of --algo ppo's vectorized envs; this trains d3qn)",
+    ),
+    (["--mode", "train", "--algo", "ppo", "--num_envs", "0", *SMALL], {}, "--num_envs must be > 0, got 0"),
+    (
+        ["--mode", "train", "--algo", "ppo", "--train_mix", "synthetic", "--cluster", "2xA100:8"],
+        {},
+        "--train_mix synthetic draws the clusters itself; remove --cluster/--cluster_path",
+    ),
+    (
+        ["--mode", "train", "--algo", "ppo", "--train_mix", "synthetic+traces"],
+        {},
+        "--train_mix synthetic+traces needs --train_windows FORMAT=PATH[@CLUSTER],...",
+    ),
+    (
+        [
+            "--mode",
+            "train",
+            "--algo",
+            "ppo",
+            "--train_mix",
+            "synthetic+traces",
+            "--train_windows",
+            "itp:a.csv",
+        ],
+        {},
+        "--train_windows 'itp:a.csv': expected FORMAT=PATH[@CLUSTER][#MAX_JOBS] with FORMAT one of",
+    ),
+    (
+        [
+            "--mode",
+            "train",
+            "--algo",
+            "ppo",
+            "--train_mix",
+            "synthetic+traces",
+            "--train_windows",
+            "itp={tmp}/no.csv",
+        ],
+        {},
+        "--train_windows itp={tmp}/no.csv: no such file or directory {tmp}/no.csv",
+    ),
+    (
+        ["--mode", "train", "--algo", "ppo", "--train_windows", "itp=a.csv"],
+        {},
+        "--train_windows has no effect without --train_mix synthetic+traces",
+    ),
+    (["--train_mix", "synthetic"], {}, "--train_mix has no effect on this run (training options"),
+    (["--report_sets", "medium"], {}, "--report_sets has no effect on this run (--mode report options"),
+    (
+        ["--mode", "report", "--algo", "sjf"],
+        {},
+        "--algo has no effect on this run (--mode report evaluates every",
+    ),
+    (["--mode", "report", "--report_workers", "0"], {}, "--report_workers must be > 0, got 0"),
+    (
+        ["--mode", "report", "--report_sets", "medium,foo", "--models_dir", "{tmp}"],
+        {},
+        "--report_sets: unknown set(s) foo; choose from medium, hard, clusters, itp, google, swf",
+    ),
+    (
+        ["--mode", "report", "--report_sets", "itp", "--models_dir", "{tmp}"],
+        {},
+        "--report_sets itp read traces: give --traces_dir",
+    ),
+    (
+        ["--mode", "report", "--models_dir", "{tmp}/none"],
+        {},
+        "--models_dir {tmp}/none: no <algo>_seed<S>_final.pt or _best.pt to report on",
     ),
     # --- output folders unusable -----------------------------------------------------------------------------
     (["--log_dir", "{tmp}/f.txt"], {"f.txt": "x"}, "--log_dir {tmp}/f.txt: is a file, not a folder"),

@@ -1,0 +1,444 @@
+"""MaskablePPO (sb3-contrib) behind the project's training contract: our checkpoint files, validation, Ctrl-C, resume.
+
+sb3-contrib runs the PPO loop; this module supplies what the D3QN/SAC trainer supplies for them: the training
+scenarios of each vectorized env (`EpisodeStream`), a per-slot scoring actor (`SlotPolicy`, the same `SlotScorer`
+D3QN and SAC use), checkpoints in agents/checkpoint.py's layout (`algo: "ppo"`), validation of each checkpoint,
+Ctrl-C (`_interrupted.pt`) and `--resume`.
+
+Random numbers: SB3 draws actions from torch's global generator and shuffles minibatches with numpy's global one.
+Both are seeded from the run's seed inside `_isolated_global_rngs`, which restores the caller's global states
+afterwards (nothing outside the run sees them change), and their states are stored in every checkpoint, so a run
+is deterministic for a seed and a resume continues the same streams.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from agents.checkpoint import (
+    CHECKPOINT_FORMAT,
+    INTERRUPTED_TAG,
+    checkpoint_path,
+    load_checkpoint,
+    new_run_id,
+    save_checkpoint,
+)
+from agents.networks import ObsSpec, SlotScorer, masked_argmax
+from agents.policy import AgentPolicy
+from config import PPOConfig
+
+CRITIC_HIDDEN = 64
+"""width of the critic's two tanh layers (SB3's default MlpPolicy value net)"""
+VEC_ENVS = ("dummy", "subproc")
+
+
+class EpisodeStream(gym.Env):
+    """Slot `slot` of `num_slots` vectorized envs: every reset starts the next training scenario of this slot's
+    own sequence, episodes slot, slot + num_slots, slot + 2 num_slots, ... of the run (scenario seed
+    `training_episode_seed(seed, index)`), whatever seed the vector env passes. `next_index` is the index its next
+    reset plays; a resume starts each slot at the index it had reached (an episode already begun is skipped).
+    `make_env(scenario_seed)` builds the episode's env (GPUClusterEnv, or one replaying a training-mix scenario)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self, make_env: Callable[[int], gym.Env], seed: int, slot: int, num_slots: int, next_index: int
+    ):
+        from agents.trainer import training_episode_seed
+
+        self._seed_of = lambda index: training_episode_seed(seed, index)
+        self.make_env, self.slot, self.num_slots, self.next_index = make_env, slot, num_slots, next_index
+        self._env: gym.Env | None = make_env(self._seed_of(next_index))
+        self._fresh = True  # the env built above has not been reset yet
+        self.observation_space = self._env.observation_space
+        self.action_space = self._env.action_space
+        self.obs_spec = ObsSpec.from_env(self._env)
+        self._return = 0.0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        scenario_seed = self._seed_of(self.next_index)
+        if not self._fresh:
+            self._env.close()
+            self._env = self.make_env(scenario_seed)
+        self._fresh = False
+        self.next_index += self.num_slots
+        self._return = 0.0
+        return self._env.reset(seed=scenario_seed, options={"scenario_seed": scenario_seed})
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self._env.step(action)
+        self._return += float(reward)
+        if terminated or truncated:
+            info = dict(info, episode_return=self._return)
+        return obs, reward, terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        return self._env.unwrapped.action_masks()
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+
+
+class SlotActorCritic(nn.Module):
+    """SB3's `mlp_extractor` slot: the actor's latent IS the action logits (a `SlotScorer`, one logit per job slot
+    plus WAIT, weights shared over slots, so PPO sees the window as D3QN and SAC do); the critic's latent is a
+    64-64 tanh MLP of the whole observation, which SB3's value head turns into V(s)."""
+
+    def __init__(self, spec: ObsSpec, hidden: int):
+        super().__init__()
+        self.actor = SlotScorer(spec.job_feature_dim, spec.context_dim, hidden)
+        self.critic = nn.Sequential(
+            nn.Linear(spec.obs_dim, CRITIC_HIDDEN),
+            nn.Tanh(),
+            nn.Linear(CRITIC_HIDDEN, CRITIC_HIDDEN),
+            nn.Tanh(),
+        )
+        self.latent_dim_pi = spec.num_actions
+        self.latent_dim_vf = CRITIC_HIDDEN
+
+    def forward(self, features_BD: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.forward_actor(features_BD), self.forward_critic(features_BD)
+
+    def forward_actor(self, features_BD: torch.Tensor) -> torch.Tensor:
+        return self.actor(features_BD)[0]
+
+    def forward_critic(self, features_BD: torch.Tensor) -> torch.Tensor:
+        return self.critic(features_BD)
+
+
+def _policy_class():
+    """SlotPolicy, defined on first use so that importing this module does not import sb3-contrib."""
+    global _SLOT_POLICY
+    if _SLOT_POLICY is not None:
+        return _SLOT_POLICY
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+    class SlotPolicy(MaskableActorCriticPolicy):
+        """MaskableActorCriticPolicy whose actor is SlotActorCritic's slot scorer (logits straight from it)."""
+
+        def __init__(self, *args, spec: ObsSpec, hidden: int, **kwargs):
+            self.spec, self.hidden = spec, hidden
+            super().__init__(*args, **kwargs)
+
+        def _build_mlp_extractor(self) -> None:
+            self.mlp_extractor = SlotActorCritic(self.spec, self.hidden)
+
+        def _build(self, lr_schedule) -> None:
+            super()._build(lr_schedule)
+            self.action_net = nn.Identity()  # the slot scorer's outputs are the logits
+            # SB3's convention for the policy output (orthogonal, gain 0.01): a near-uniform first policy
+            for head in (self.mlp_extractor.actor.slot_head, self.mlp_extractor.actor.wait_head[-1]):
+                head.apply(lambda m: self.init_weights(m, gain=0.01))
+            self.optimizer = self.optimizer_class(
+                self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+            )
+
+        def greedy(self, obs_BD: torch.Tensor, mask_BA: torch.Tensor) -> torch.Tensor:
+            """Masked argmax of the logits (AgentPolicy's interface)."""
+            return masked_argmax(
+                self.mlp_extractor.forward_actor(self.pi_features_extractor(obs_BD)), mask_BA
+            )
+
+    _SLOT_POLICY = SlotPolicy
+    return SlotPolicy
+
+
+_SLOT_POLICY = None
+
+
+def make_ppo_policy(cfg: PPOConfig, spec: ObsSpec) -> nn.Module:
+    """The SlotPolicy of a PPO run (weights to be loaded); built without touching any global RNG state."""
+    with torch.random.fork_rng(devices=[]):
+        return _policy_class()(
+            gym.spaces.Box(0.0, 1.0, (spec.obs_dim,), np.float32),
+            gym.spaces.Discrete(spec.num_actions),
+            lambda _: cfg.learning_rate,
+            spec=spec,
+            hidden=cfg.hidden,
+        )
+
+
+@contextmanager
+def _isolated_global_rngs() -> Iterator[None]:
+    """Run SB3 (which draws from the global torch, numpy and random generators) without changing the caller's
+    global states."""
+    np_state, py_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            np.random.set_state(np_state)
+            random.setstate(py_state)
+
+
+def _global_rng_state() -> dict[str, Any]:
+    """The global generators' states as plain values (loadable with torch.load(weights_only=True))."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {
+        "torch_global": torch.get_rng_state(),
+        "numpy_global": {"keys": keys.tolist(), "pos": int(pos), "has_gauss": int(has_gauss), "gauss": gauss},
+    }
+
+
+def _set_global_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch_global"].cpu())
+    g = state["numpy_global"]
+    np.random.set_state(
+        ("MT19937", np.array(g["keys"], dtype=np.uint32), g["pos"], g["has_gauss"], g["gauss"])
+    )
+
+
+def train_ppo(
+    make_env: Callable[[int], gym.Env],
+    cfg: Any,
+    seed: int,
+    total_steps: int | None = None,
+    device: str = "auto",
+    models_dir: str = "models",
+    run_dir: str = "logs/train",
+    resume: str | None = None,
+    checkpoint_every_episodes: int = 50,
+    progress: bool = True,
+    eval_fn: Callable[[AgentPolicy], Mapping[str, float]] | None = None,
+    run_id: str | None = None,
+    num_threads: int = 1,
+):
+    """Train MaskablePPO until `total_steps` env steps (counted across resumes, rounded up to whole rollouts).
+
+    Same contract as agents.trainer.train (TrainResult, checkpoint names, eval_fn after every checkpoint, Ctrl-C
+    -> `ppo_seed<S>_interrupted.pt` + TrainingInterrupted, a completed run removes its own interrupted
+    checkpoint). Checkpoints are written at rollout boundaries (after an update) once `checkpoint_every_episodes`
+    more episodes have finished; a rollout cut short by Ctrl-C is discarded (its steps stay counted). A resume
+    restores the policy, optimizer, update count and global RNG states, and restarts every env on a fresh episode.
+    """
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    from agents.trainer import (
+        TrainingInterrupted,
+        TrainResult,
+        _CtrlC,
+        _flatten,
+        _remove_own_interrupted_checkpoint,
+        resolve_device,
+    )
+
+    run_start = time.perf_counter()
+    ppo_cfg, run_cfg = _split(cfg)
+    resumed = load_checkpoint(resume) if resume else None
+    if resumed is not None:
+        if resumed["algo"] != "ppo":
+            raise ValueError(f"{resume} holds a {resumed['algo']} agent, not ppo")
+        ppo_cfg = PPOConfig(**resumed["config"])
+        seed, run_id = resumed["seed"], resumed.get("run_id") or run_id
+    run_id = run_id or new_run_id()
+    total_steps = total_steps if total_steps is not None else ppo_cfg.total_steps
+    if ppo_cfg.vec_env not in VEC_ENVS:
+        raise ValueError(f"vec_env must be one of {', '.join(VEC_ENVS)}, got {ppo_cfg.vec_env!r}")
+    dev = resolve_device(device)
+    if dev.type == "cpu":
+        torch.set_num_threads(num_threads)
+
+    n = ppo_cfg.num_envs
+    starts = list(range(n)) if resumed is None else list(resumed["next_episode"])
+    env_fns = [_stream_factory(make_env, seed, i, n, starts[i]) for i in range(n)]
+    vec_env = SubprocVecEnv(env_fns) if ppo_cfg.vec_env == "subproc" else DummyVecEnv(env_fns)
+    spec = vec_env.get_attr("obs_spec")[0]
+    writer = SummaryWriter(run_dir)
+    hparams = {
+        "algo": "ppo",
+        "seed": seed,
+        "total_steps": total_steps,
+        "device": str(dev),
+        "resume": str(resume),
+    }
+    hparams |= _flatten("", dataclasses.asdict(ppo_cfg), {})
+    table = "\n".join(f"|{key}|{value}|" for key, value in hparams.items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table, 0)
+    if run_cfg is not None:
+        run_table = "\n".join(f"|{key}|{value}|" for key, value in _flatten("", run_cfg, {}).items())
+        writer.add_text("run_config", "|param|value|\n|-|-|\n" + run_table, 0)
+
+    written: list[str] = []
+    eval_history: list[tuple[int, dict[str, float]]] = []
+    state = {"episodes": 0 if resumed is None else resumed["episode"]}
+    episode_returns: list[float] = []
+    recent: deque[float] = deque(maxlen=20)
+
+    with _isolated_global_rngs():
+        torch.manual_seed(seed)
+        np.random.seed(seed % 2**32)
+        model = MaskablePPO(
+            _policy_class(),
+            vec_env,
+            learning_rate=ppo_cfg.learning_rate,
+            n_steps=ppo_cfg.n_steps,
+            batch_size=ppo_cfg.batch_size,
+            n_epochs=ppo_cfg.n_epochs,
+            gamma=ppo_cfg.gamma,
+            gae_lambda=ppo_cfg.gae_lambda,
+            clip_range=ppo_cfg.clip_range,
+            ent_coef=ppo_cfg.ent_coef,
+            vf_coef=ppo_cfg.vf_coef,
+            max_grad_norm=ppo_cfg.max_grad_norm,
+            policy_kwargs={"spec": spec, "hidden": ppo_cfg.hidden},
+            verbose=0,
+            device=dev,
+        )
+        if resumed is not None:
+            if ObsSpec(**resumed["obs_spec"]) != spec:
+                raise ValueError(f"{resume} was trained on {resumed['obs_spec']}, this env is {spec}")
+            model.policy.load_state_dict(resumed["agent"]["networks"]["policy"])
+            model.policy.optimizer.load_state_dict(resumed["agent"]["optimizers"]["policy"])
+            model.num_timesteps = resumed["global_step"]
+            model._n_updates = resumed["agent"]["schedule"]["num_updates"]
+            _set_global_rng_state(resumed["rng"])
+
+        def save(path: Path, validate: bool = True) -> None:
+            next_episode = [int(x) for x in vec_env.get_attr("next_index")]
+            save_checkpoint(
+                path,
+                {
+                    "format": CHECKPOINT_FORMAT,
+                    "algo": "ppo",
+                    "config": dataclasses.asdict(ppo_cfg),
+                    "run_config": run_cfg,
+                    "obs_spec": dataclasses.asdict(spec),
+                    "seed": seed,
+                    "global_step": int(model.num_timesteps),
+                    "episode": state["episodes"],
+                    "next_episode": next_episode,
+                    "total_steps": total_steps,
+                    "agent": {
+                        "networks": {"policy": model.policy.state_dict()},
+                        "optimizers": {"policy": model.policy.optimizer.state_dict()},
+                        "schedule": {"num_updates": int(model._n_updates)},
+                    },
+                    "schedule_values": {},
+                    "rng": _global_rng_state(),
+                    "replay": None,
+                    "run_id": run_id,
+                },
+            )
+            written.append(str(path))
+            if eval_fn is not None and validate:
+                policy = AgentPolicy(
+                    "ppo",
+                    dataclasses.asdict(ppo_cfg),
+                    spec,
+                    model.policy,
+                    dev,
+                    int(model.num_timesteps),
+                    str(path),
+                )
+                model.policy.set_training_mode(False)
+                scores = {key: float(value) for key, value in eval_fn(policy).items()}
+                for key, value in scores.items():
+                    writer.add_scalar(f"eval/{key}", value, model.num_timesteps)
+                eval_history.append((int(model.num_timesteps), scores))
+
+        bar = tqdm(
+            total=total_steps,
+            initial=int(model.num_timesteps),
+            desc="training",
+            unit="step",
+            disable=not progress,
+            dynamic_ncols=True,
+        )
+        next_save = [(state["episodes"] // checkpoint_every_episodes + 1) * checkpoint_every_episodes]
+
+        class Loop(BaseCallback):
+            """Counts episodes, logs, writes periodic checkpoints between updates, stops on Ctrl-C."""
+
+            def _on_step(self) -> bool:
+                for info, done in zip(self.locals["infos"], self.locals["dones"], strict=True):
+                    if done:
+                        state["episodes"] += 1
+                        ret = float(info.get("episode_return", float("nan")))
+                        episode_returns.append(ret)
+                        recent.append(ret)
+                        writer.add_scalar("charts/episodic_return", ret, self.model.num_timesteps)
+                bar.update(self.model.num_timesteps - bar.n)
+                return not ctrl_c.requested
+
+            def _on_rollout_start(self) -> None:
+                for key, value in self.model.logger.name_to_value.items():
+                    if key.startswith("train/"):
+                        writer.add_scalar(f"losses/{key[len('train/') :]}", value, self.model.num_timesteps)
+                if recent:
+                    bar.set_postfix(ret=f"{np.mean(recent):.4g}", refresh=False)
+                if state["episodes"] >= next_save[0]:
+                    save(checkpoint_path(models_dir, "ppo", seed, state["episodes"]))
+                    next_save[0] = (
+                        state["episodes"] // checkpoint_every_episodes + 1
+                    ) * checkpoint_every_episodes
+
+        setup_s = time.perf_counter() - run_start
+        start_step, start_time = int(model.num_timesteps), time.perf_counter()
+        with _CtrlC() as ctrl_c:
+            try:
+                remaining = total_steps - int(model.num_timesteps)
+                if remaining > 0:
+                    model.learn(remaining, callback=Loop(), reset_num_timesteps=resumed is None)
+            except KeyboardInterrupt:  # a second Ctrl-C: the step was cut short
+                ctrl_c.requested = True
+            bar.close()
+            if ctrl_c.requested and model.num_timesteps < total_steps:
+                interrupted = checkpoint_path(models_dir, "ppo", seed, INTERRUPTED_TAG)
+                ctrl_c.saving(f"the checkpoint {interrupted}")
+                save(interrupted, validate=False)
+                vec_env.close()
+                writer.close()
+                raise TrainingInterrupted(str(interrupted), int(model.num_timesteps), total_steps, run_id)
+            final = checkpoint_path(models_dir, "ppo", seed, None)
+            ctrl_c.saving(f"the final checkpoint {final}")
+            save(final)
+        vec_env.close()
+    _remove_own_interrupted_checkpoint(checkpoint_path(models_dir, "ppo", seed, INTERRUPTED_TAG), run_id)
+    writer.close()
+    wall_s = time.perf_counter() - run_start
+    return TrainResult(
+        algo="ppo",
+        seed=seed,
+        global_step=int(model.num_timesteps),
+        episodes=state["episodes"],
+        final_checkpoint=str(final),
+        checkpoints=tuple(written),
+        episode_returns=tuple(episode_returns),
+        wall_s=wall_s,
+        steps_per_s=(int(model.num_timesteps) - start_step) / max(time.perf_counter() - start_time, 1e-9),
+        run_dir=str(run_dir),
+        eval_history=tuple(eval_history),
+        run_id=run_id,
+        setup_s=setup_s,
+    )
+
+
+def _stream_factory(
+    make_env, seed: int, slot: int, num_slots: int, start: int
+) -> Callable[[], EpisodeStream]:
+    return lambda: EpisodeStream(make_env, seed, slot, num_slots, start)
+
+
+def _split(cfg: Any) -> tuple[PPOConfig, dict[str, Any] | None]:
+    if isinstance(cfg, PPOConfig):
+        return cfg, None
+    if isinstance(getattr(cfg, "ppo", None), PPOConfig):
+        return cfg.ppo, dataclasses.asdict(cfg)
+    raise TypeError(f"cfg must be a PPOConfig or hold one as .ppo, got {type(cfg).__name__}")

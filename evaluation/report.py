@@ -1,0 +1,494 @@
+"""`--mode report`: every heuristic and every trained model in --models_dir on the held-out sets, then the table of
+paired differences against the best heuristic (markdown + CSV), the raw evaluations and the learning curves.
+
+Files (in the run folder): `evaluations.csv` (one row per set, case, policy and checkpoint), `report.csv` and
+`report.md` (per set and policy: mean average JCT; for learners the mean over training seeds, per test case, then
+over cases; the paired relative difference against the set's best heuristic and against SJF with 95 % bootstrap and
+t intervals; final and validation-selected checkpoints side by side; every row, losses included),
+`learning_curves.csv` / `learning_curves.png` (validation average JCT against training steps, read from each
+training run's TensorBoard events), `run_config.json`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from config import RunConfig
+from env.scenario import UserError
+from evaluation.paired import PairedDiff, paired_relative_difference
+from evaluation.sets import Case, cases, check_sets, default_sets, scenario
+from schedulers import POLICIES
+
+MODEL_FILE = re.compile(r"(?P<algo>[a-z0-9]+)_seed(?P<seed>\d+)_(?P<kind>final|best)\.pt")
+KINDS = ("final", "best")
+TARGET_GAIN = 0.05
+"""issue 11's quality target: a learner beats the best heuristic by >= 5 % (CI excluding 0) on medium and hard,
+and is never worse than SJF by more than 5 % on the held-out trace windows"""
+REPORT_FILES = ("evaluations.csv", "report.csv", "report.md", "learning_curves.csv", "learning_curves.png")
+
+
+@dataclass(frozen=True)
+class Model:
+    algo: str
+    seed: int
+    kind: str
+    """final | best"""
+    path: str
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One policy (a heuristic, or one checkpoint of one training seed) on one case."""
+
+    set_name: str
+    case: str
+    policy: str
+    """the heuristic or the learner's algo"""
+    train_seed: int | None
+    checkpoint: str
+    """'' for a heuristic; final | best"""
+    avg_jct_s: float
+    completed: int
+    unfinished: int
+
+
+def find_models(models_dir: str) -> list[Model]:
+    """Every <algo>_seed<S>_final.pt / _best.pt in models_dir, sorted by algo, seed and kind."""
+    folder = Path(models_dir)
+    found = []
+    for path in sorted(folder.glob("*_seed*_*.pt")) if folder.is_dir() else []:
+        m = MODEL_FILE.fullmatch(path.name)
+        if m:
+            found.append(Model(m["algo"], int(m["seed"]), m["kind"], str(path)))
+    return sorted(found, key=lambda x: (x.algo, x.seed, KINDS.index(x.kind)))
+
+
+# ---- evaluation tasks (run here or in worker processes) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    case: Case
+    models: tuple[Model, ...]
+    """() = every heuristic; else the checkpoints of one training seed of one learner"""
+
+
+def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
+    from metrics.summary import summarize
+
+    sc = scenario(cfg, task.case, cfg.traces_dir, cfg.workload.num_jobs)
+    out = []
+    if not task.models:
+        for name, policy in POLICIES.items():
+            sim = sc.simulator()
+            sim.run(policy)
+            out.append(_row(task.case, name, None, "", summarize(sim.result(name, sc.seed))))
+        return out
+    import torch
+
+    from agents.checkpoint import load_checkpoint
+    from agents.policy import load_policy
+    from agents.train_cli import run_config_from_dict
+    from env.gym_env import run_policy_in_env
+
+    torch.set_num_threads(1)
+    for model in task.models:
+        saved = load_checkpoint(model.path).get("run_config") or {}
+        env = dataclasses.replace(run_config_from_dict(saved).env, reward="jct")
+        policy = load_policy(model.path)
+        result = run_policy_in_env(dataclasses.replace(cfg, env=env), sc, policy.act, model.algo)
+        out.append(_row(task.case, model.algo, model.seed, model.kind, summarize(result)))
+    return out
+
+
+def _row(case: Case, policy: str, seed: int | None, kind: str, summary) -> Evaluation:
+    return Evaluation(
+        case.set_name,
+        case.label,
+        policy,
+        seed,
+        kind,
+        summary.avg_jct_s,
+        summary.completed,
+        summary.unfinished,
+    )
+
+
+def _init_worker() -> None:
+    import os
+
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
+def run_tasks(cfg: RunConfig, tasks: Sequence[Task]) -> list[Evaluation]:
+    """Every task's evaluations, in task order, whatever the number of workers."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(tasks), desc="report evaluations", unit="task", disable=not cfg.progress)
+    results: list[list[Evaluation]] = [[] for _ in tasks]
+    try:
+        if cfg.report_workers == 1:
+            for i, task in enumerate(tasks):
+                results[i] = run_task(cfg, task)
+                bar.update(1)
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(cfg.report_workers, mp_context=ctx, initializer=_init_worker) as pool:
+                futures = {pool.submit(run_task, cfg, task): i for i, task in enumerate(tasks)}
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    bar.update(1)
+    finally:
+        bar.close()
+    return [row for rows in results for row in rows]
+
+
+# ---- the table --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableRow:
+    set_name: str
+    policy: str
+    checkpoint: str
+    train_seeds: int
+    cases: int
+    avg_jct_s: float
+    """heuristic: mean over cases; learner: mean over cases of the mean over training seeds"""
+    train_seed_std_s: float
+    """learner: std over training seeds of each seed's mean over cases (NaN for one seed or a heuristic)"""
+    baseline: str
+    vs_best: PairedDiff
+    vs_sjf: PairedDiff | None
+    case_rel_vs_sjf: tuple[float, ...] = ()
+    """per case: (score - SJF's) / SJF's"""
+
+
+def build_table(rows: Sequence[Evaluation], set_names: Sequence[str]) -> list[TableRow]:
+    table = []
+    for set_name in set_names:
+        mine = [r for r in rows if r.set_name == set_name]
+        labels = list(dict.fromkeys(r.case for r in mine))
+        heuristics = [p for p in POLICIES if any(r.policy == p and not r.checkpoint for r in mine)]
+        score = {p: _per_case(mine, labels, p, "") for p in heuristics}
+        best = min(heuristics, key=lambda p: float(score[p][0].mean()))
+        learners = sorted({(r.policy, r.checkpoint) for r in mine if r.checkpoint}, key=_learner_order)
+        for policy, kind in [(p, "") for p in heuristics] + learners:
+            per_case, per_seed = score[policy] if not kind else _per_case(mine, labels, policy, kind)
+            vs_sjf = paired_relative_difference(per_case, score["sjf"][0]) if "sjf" in score else None
+            table.append(
+                TableRow(
+                    set_name,
+                    policy,
+                    kind,
+                    len(per_seed) if kind else 0,
+                    len(labels),
+                    float(per_case.mean()),
+                    float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else math.nan,
+                    best,
+                    paired_relative_difference(per_case, score[best][0]),
+                    vs_sjf,
+                    tuple(float(x) for x in (per_case - score["sjf"][0]) / score["sjf"][0]) if vs_sjf else (),
+                )
+            )
+    return table
+
+
+def _learner_order(key: tuple[str, str]) -> tuple[str, int]:
+    return key[0], KINDS.index(key[1])
+
+
+def _per_case(
+    rows: Sequence[Evaluation], labels: list[str], policy: str, kind: str
+) -> tuple[np.ndarray, list]:
+    """(per case: the mean over training seeds; per training seed: its mean over cases). A training seed that
+    lacks some case (it has no such checkpoint) is left out of both."""
+    by_seed: dict[int | None, dict[str, float]] = {}
+    for r in rows:
+        if r.policy == policy and r.checkpoint == kind:
+            by_seed.setdefault(r.train_seed, {})[r.case] = r.avg_jct_s
+    complete = {s: v for s, v in by_seed.items() if all(c in v for c in labels)}
+    grid = np.array([[v[c] for c in labels] for _, v in sorted(complete.items(), key=lambda kv: kv[0] or 0)])
+    return grid.mean(axis=0), [float(x) for x in grid.mean(axis=1)]
+
+
+TABLE_COLUMNS = (
+    "set", "policy", "checkpoint", "train_seeds", "cases", "avg_jct_s", "train_seed_std_s", "best_heuristic",
+    "diff_vs_best_pct", "boot_lo_pct", "boot_hi_pct", "t_lo_pct", "t_hi_pct", "wins", "losses", "verdict",
+    "diff_vs_sjf_pct", "sjf_boot_lo_pct", "sjf_boot_hi_pct", "sjf_verdict",
+)  # fmt: skip
+
+
+def _pct(x: float) -> str:
+    return "" if math.isnan(x) else f"{100 * x:.2f}"
+
+
+def _num(x: float) -> str:
+    return "" if math.isnan(x) else f"{x:.1f}"
+
+
+def table_cells(row: TableRow) -> list[str]:
+    b, s = row.vs_best, row.vs_sjf
+    return [
+        row.set_name, row.policy, row.checkpoint, str(row.train_seeds or ""), str(row.cases), _num(row.avg_jct_s),
+        _num(row.train_seed_std_s), row.baseline, _pct(b.mean_rel), _pct(b.boot_lo), _pct(b.boot_hi),
+        _pct(b.t_lo), _pct(b.t_hi), str(b.wins), str(b.losses), b.verdict,
+        *((_pct(s.mean_rel), _pct(s.boot_lo), _pct(s.boot_hi), s.verdict) if s else ("", "", "", "")),
+    ]  # fmt: skip
+
+
+def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def markdown(cfg: RunConfig, table: Sequence[TableRow], models: Sequence[Model], curves_note: str) -> str:
+    algos = sorted({m.algo for m in models})
+    seeds = {a: sorted({m.seed for m in models if m.algo == a}) for a in algos}
+    lines = [
+        "# RL quality report",
+        "",
+        f"Models: `{cfg.models_dir}` ({'; '.join(f'{a}: training seeds {seeds[a]}' for a in algos) or 'none'}). "
+        f"Runtime information: `{cfg.sim.runtime_info}`. Scores are average JCT (s) over completed jobs; a "
+        "learner's score per case is the mean over its training seeds. Differences are paired over the set's "
+        "cases, relative to the baseline ((learner - baseline) / baseline; negative = lower JCT), with 95 % "
+        "intervals: percentile bootstrap over cases (10,000 resamples) and Student's t. The best heuristic is "
+        "chosen per set on these same cases (which favours the heuristic). Every row is shown, losses included.",
+        "",
+        "| set | policy | checkpoint | train seeds | cases | avg JCT (s) | ± std over train seeds | vs best heuristic "
+        "| Δ % | 95 % bootstrap CI | 95 % t CI | wins / losses | verdict | Δ vs SJF % [bootstrap CI] |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in table:
+        b, s = r.vs_best, r.vs_sjf
+        sjf = f"{_pct(s.mean_rel)} [{_pct(s.boot_lo)}, {_pct(s.boot_hi)}]" if s else ""
+        lines.append(
+            f"| {r.set_name} | {r.policy} | {r.checkpoint or '-'} | {r.train_seeds or '-'} | {r.cases} | "
+            f"{r.avg_jct_s:,.0f} | {'' if math.isnan(r.train_seed_std_s) else f'{r.train_seed_std_s:,.0f}'} | "
+            f"{r.baseline} | {_pct(b.mean_rel)} | [{_pct(b.boot_lo)}, {_pct(b.boot_hi)}] | "
+            f"[{_pct(b.t_lo)}, {_pct(b.t_hi)}] | {b.wins} / {b.losses} | {b.verdict} | {sjf} |"
+        )
+    lines += [
+        "",
+        "## Quality target (issue 11)",
+        "",
+        *target_lines(table),
+        "",
+        "## Learning curves",
+        "",
+        curves_note,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def target_lines(table: Sequence[TableRow]) -> list[str]:
+    """Per learner, final checkpoints: >= 5 % better than the best heuristic with the CI excluding 0 on medium and
+    hard; within +5 % of SJF (mean over training seeds) on every held-out trace window, at least 3 of them."""
+    out = []
+    learners = sorted({r.policy for r in table if r.checkpoint == "final"})
+    for algo in learners:
+        rows = {r.set_name: r for r in table if r.policy == algo and r.checkpoint == "final"}
+        parts = []
+        ok = True
+        for name in ("medium", "hard"):
+            r = rows.get(name)
+            if r is None:
+                parts.append(f"{name}: not evaluated")
+                ok = False
+                continue
+            hit = r.vs_best.mean_rel <= -TARGET_GAIN and r.vs_best.boot_hi < 0
+            ok &= hit
+            parts.append(
+                f"{name} {_pct(r.vs_best.mean_rel)} % vs {r.baseline} ({'met' if hit else 'NOT met'})"
+            )
+        windows = [
+            x for n, r in rows.items() if n not in ("medium", "hard", "clusters") for x in r.case_rel_vs_sjf
+        ]
+        within = [x for x in windows if x <= TARGET_GAIN]
+        ok &= len(windows) >= 3 and len(within) == len(windows)
+        parts.append(
+            f"held-out trace windows within +5 % of SJF: {len(within)} of {len(windows)}"
+            + ("" if len(windows) >= 3 else " (fewer than 3 evaluated)")
+        )
+        out.append(f"- **{algo} (final)**: {'; '.join(parts)} → target {'met' if ok else 'NOT met'}.")
+    return out or ["- no learner with final checkpoints"]
+
+
+# ---- learning curves ----------------------------------------------------------------------------------------
+
+
+def learning_curves(models: Sequence[Model]) -> list[tuple[str, int, int, float]]:
+    """(algo, training seed, step, validation average JCT) from each final model's training run folder."""
+    from agents.checkpoint import load_checkpoint
+
+    points = []
+    for m in models:
+        if m.kind != "final":
+            continue
+        log_dir = (load_checkpoint(m.path).get("run_config") or {}).get("log_dir")
+        if not log_dir or not Path(log_dir).is_dir():
+            continue
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        acc = EventAccumulator(log_dir, size_guidance={"scalars": 0})
+        acc.Reload()
+        if "eval/val_avg_jct_s" not in acc.Tags().get("scalars", []):
+            continue
+        steps: dict[int, float] = {}
+        for event in acc.Scalars("eval/val_avg_jct_s"):
+            steps[int(event.step)] = float(event.value)  # a resumed run may log a step twice: keep the last
+        points += [(m.algo, m.seed, step, value) for step, value in sorted(steps.items())]
+    return points
+
+
+def validation_heuristics(models: Sequence[Model]) -> dict[str, float]:
+    """Each heuristic's average JCT on the validation seeds of the first final model's training (the curves' own
+    scenarios), as reference lines; {} when that training validated nothing."""
+    from agents.checkpoint import load_checkpoint
+    from agents.train_cli import run_config_from_dict
+    from env.scenario import build_scenario
+    from metrics.summary import summarize
+
+    finals = [m for m in models if m.kind == "final"]
+    saved = (load_checkpoint(finals[0].path).get("run_config") or {}) if finals else {}
+    if not saved.get("validation_seeds"):
+        return {}
+    train_cfg = run_config_from_dict(saved)
+    scores: dict[str, list[float]] = {name: [] for name in POLICIES}
+    for seed in train_cfg.validation_seeds:
+        sc = build_scenario(train_cfg, seed)
+        for name, policy in POLICIES.items():
+            sim = sc.simulator()
+            sim.run(policy)
+            scores[name].append(summarize(sim.result(name, seed)).avg_jct_s)
+    return {name: float(np.mean(v)) for name, v in scores.items()}
+
+
+def plot_curves(
+    points: Sequence[tuple[str, int, int, float]], heuristics: dict[str, float], path: Path
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    algos = sorted({p[0] for p in points})
+    fig, axes = plt.subplots(1, len(algos), figsize=(5 * len(algos), 3.8), squeeze=False)
+    for ax, algo in zip(axes[0], algos, strict=True):
+        for seed in sorted({p[1] for p in points if p[0] == algo}):
+            xs = [p[2] for p in points if p[0] == algo and p[1] == seed]
+            ys = [p[3] for p in points if p[0] == algo and p[1] == seed]
+            ax.plot(xs, ys, marker=".", linewidth=1, label=f"seed {seed}")
+        for name, value in heuristics.items():
+            ax.axhline(value, linestyle="--", linewidth=0.8, color="grey")
+            ax.annotate(name, (ax.get_xlim()[0], value), fontsize=7, color="grey")
+        ax.set_title(f"{algo}: validation avg JCT (dashed: heuristics)", fontsize=10)
+        ax.set_xlabel("training steps")
+        ax.set_ylabel("avg JCT (s)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, format="png", metadata={"Software": None})
+    plt.close(fig)
+
+
+# ---- the mode ---------------------------------------------------------------------------------------------
+
+
+def mode_report(cfg: RunConfig) -> Path:
+    from run_folder import RunFolder, check_inputs_outside, run_identity, short_hash
+
+    set_names, missing = (cfg.report_sets, ()) if cfg.report_sets else default_sets(cfg.traces_dir)
+    check_sets(set_names, cfg.traces_dir)
+    for name in missing:
+        print(
+            f"warning: report set {name} not evaluated: no trace under --traces_dir {cfg.traces_dir}",
+            file=sys.stderr,
+        )
+    models = find_models(cfg.models_dir)
+    if not models:
+        raise UserError(
+            f"--models_dir {cfg.models_dir}: no <algo>_seed<S>_final.pt or _best.pt to report on "
+            "(train some first: python main.py --mode train --algo ppo --seed 0)"
+        )
+    checkpoints = {Path(m.path).stem: m.path for m in models}
+    identity = run_identity(cfg, checkpoints)
+    path = (
+        Path(cfg.log_dir)
+        if cfg.log_dir
+        else Path("logs") / f"report_{Path(cfg.models_dir).name}_{short_hash(identity)}"
+    )
+    check_inputs_outside(path, cfg, checkpoints)
+    folder = RunFolder(path, cfg, identity)
+    folder.check()
+    for m in models:  # unreadable files are reported before any work
+        from agents.checkpoint import load_checkpoint
+
+        saved = (load_checkpoint(m.path).get("run_config") or {}).get("sim", {})
+        if saved.get("runtime_info", cfg.sim.runtime_info) != cfg.sim.runtime_info:
+            print(
+                f"warning: {m.path} was trained with --runtime_info {saved['runtime_info']}; the report evaluates "
+                f"with {cfg.sim.runtime_info}",
+                file=sys.stderr,
+            )
+    seeds = cfg.seeds if "seeds" in cfg.explicit_options else None
+    from evaluation.sets import TEST_SEEDS
+
+    all_cases = [c for name in set_names for c in cases(name, seeds or TEST_SEEDS)]
+    groups: dict[tuple[str, int], list[Model]] = {}
+    for m in models:
+        groups.setdefault((m.algo, m.seed), []).append(m)
+    tasks = [Task(c, ()) for c in all_cases] + [Task(c, tuple(g)) for c in all_cases for g in groups.values()]
+    print(
+        f"report: {len(models)} checkpoints ({len(groups)} training runs) and {len(POLICIES)} heuristics on "
+        f"{len(all_cases)} cases of {', '.join(set_names)}: {len(tasks)} tasks on {cfg.report_workers} worker(s)"
+    )
+    folder.claim()
+    t0 = time.perf_counter()
+    try:
+        rows = run_tasks(cfg, tasks)
+        out = folder.path
+        write_csv(
+            out / "evaluations.csv",
+            [f.name for f in dataclasses.fields(Evaluation)],
+            [
+                [r.set_name, r.case, r.policy, "" if r.train_seed is None else r.train_seed, r.checkpoint,
+                 repr(round(r.avg_jct_s, 6)), r.completed, r.unfinished]
+                for r in rows
+            ],
+        )  # fmt: skip
+        table = build_table(rows, set_names)
+        write_csv(out / "report.csv", TABLE_COLUMNS, [table_cells(r) for r in table])
+        points = learning_curves(models)
+        note = "No validation curves found (the training runs' folders are gone or validated nothing)."
+        if points:
+            write_csv(out / "learning_curves.csv", ("algo", "train_seed", "step", "val_avg_jct_s"), points)
+            plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
+            note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
+        text = markdown(cfg, table, models, note)
+        if missing:
+            text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
+        (out / "report.md").write_text(text)
+    except BaseException:
+        folder.abandon()
+        raise
+    folder.finish()
+    print((out / "report.md").read_text().split("## Learning curves")[0].rstrip())
+    print(f"wrote {out}/ in {time.perf_counter() - t0:.1f} s")
+    return out

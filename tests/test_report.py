@@ -1,0 +1,180 @@
+"""`--mode report` on a tiny budget, its paired statistics by hand, and the held-out sets' separation from training."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from evaluation.paired import paired_relative_difference
+from evaluation.report import find_models
+from evaluation.sets import TEST_SEEDS, cases
+from main import main
+from schedulers import POLICIES
+from training_mix import HELD_OUT_CLUSTERS
+
+torch.set_num_threads(1)
+
+SMALL = ["--num_jobs", "30", "--no_progress"]
+
+
+# ---- paired statistics ------------------------------------------------------------------------------------
+
+
+def test_paired_difference_by_hand():
+    # learner 90, 110, 95 vs baseline 100 each: d = -0.10, +0.10, -0.05; mean -0.016667
+    # s^2 = (0.083333^2 + 0.116667^2 + 0.033333^2) / 2 = 0.0108333, s = 0.104083, s / sqrt(3) = 0.060093
+    # t_{0.975, 2} = 4.302653: half-width 0.258563
+    p = paired_relative_difference(np.array([90.0, 110.0, 95.0]), np.array([100.0, 100.0, 100.0]))
+    assert p.n == 3 and p.mean_rel == pytest.approx(-0.0166667, abs=1e-6)
+    assert (p.t_lo, p.t_hi) == (pytest.approx(-0.275229, abs=1e-5), pytest.approx(0.241896, abs=1e-5))
+    assert (p.wins, p.losses) == (2, 1)
+    # bootstrap: all three resampled cases are the -0.10 one with probability 1/27 = 3.7 % > 2.5 % (likewise
+    # +0.10), so the 95 % percentile interval is exactly the extremes
+    assert (p.boot_lo, p.boot_hi) == (pytest.approx(-0.10), pytest.approx(0.10))
+    assert p.verdict == "no significant difference"
+
+
+def test_paired_difference_of_a_constant_gain_has_a_point_interval_and_is_better():
+    p = paired_relative_difference(np.full(8, 90.0), np.full(8, 100.0))
+    assert (
+        p.mean_rel == pytest.approx(-0.1)
+        and p.boot_lo == pytest.approx(-0.1)
+        and p.boot_hi == pytest.approx(-0.1)
+    )
+    assert p.t_lo == pytest.approx(-0.1) and p.verdict == "better" and (p.wins, p.losses) == (8, 0)
+    assert paired_relative_difference(np.full(8, 110.0), np.full(8, 100.0)).verdict == "worse"
+
+
+def test_bootstrap_interval_agrees_with_the_t_interval_on_many_normal_cases():
+    rng = np.random.default_rng(3)
+    baseline = rng.uniform(5_000, 8_000, 200)
+    learner = baseline * (1 + rng.normal(-0.03, 0.05, 200))
+    p = paired_relative_difference(learner, baseline)
+    assert p.boot_lo == pytest.approx(p.t_lo, abs=0.003) and p.boot_hi == pytest.approx(p.t_hi, abs=0.003)
+    assert p.verdict == "better"
+    # the same numbers give the same interval (the bootstrap has its own fixed generator)
+    assert paired_relative_difference(learner, baseline) == p
+
+
+# ---- held-out sets ----------------------------------------------------------------------------------------
+
+
+def test_sets_hold_the_documented_cases():
+    assert [c.label for c in cases("medium", TEST_SEEDS)][:2] == ["seed900", "seed901"]
+    clusters = cases("clusters", (900, 901, 902, 903))
+    assert len(clusters) == 3 * len(HELD_OUT_CLUSTERS) and {c.cluster for c in clusters} == set(
+        HELD_OUT_CLUSTERS
+    )
+    assert [c.window for c in cases("itp", TEST_SEEDS)] == [0, 1, 2]
+
+
+# ---- the report on a tiny budget --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    """PPO seeds 0 and 1 (one rollout each) and D3QN seed 0 (no update), trained on 30-job easy scenarios."""
+    root = tmp_path_factory.mktemp("report_models")
+    common = ["--difficulty", "easy", *SMALL, "--validation_seeds", "200", "--checkpoint_every", "4",
+              "--models_dir", str(root / "models")]  # fmt: skip
+    for seed in (0, 1):
+        assert main(["--mode", "train", "--algo", "ppo", "--seed", str(seed), "--num_envs", "2",
+                     "--total_steps", "1024", "--log_dir", str(root / f"train_ppo{seed}"), *common]) == 0  # fmt: skip
+    assert main(["--mode", "train", "--algo", "d3qn", "--seed", "0", "--total_steps", "300", "--demo_policy",
+                 "none", "--log_dir", str(root / "train_d3qn0"), *common]) == 0  # fmt: skip
+    return root / "models"
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def report_args(models: Path, log: Path, *extra: str) -> list[str]:
+    return ["--mode", "report", "--models_dir", str(models), *SMALL, "--seeds", "900,901", "--report_sets",
+            "medium,clusters", "--log_dir", str(log), *extra]  # fmt: skip
+
+
+def test_report_evaluates_every_policy_and_checkpoint_and_writes_the_table(models, tmp_path, capsys):
+    assert [(m.algo, m.seed, m.kind) for m in find_models(str(models))] == [
+        ("d3qn", 0, "final"), ("d3qn", 0, "best"), ("ppo", 0, "final"), ("ppo", 0, "best"), ("ppo", 1, "final"),
+        ("ppo", 1, "best"),
+    ]  # fmt: skip
+    log = tmp_path / "report"
+    assert main(report_args(models, log)) == 0
+    out = capsys.readouterr().out
+    assert "# RL quality report" in out and "## Quality target (issue 11)" in out
+    assert {p.name for p in log.iterdir()} == {
+        "evaluations.csv", "report.csv", "report.md", "learning_curves.csv", "learning_curves.png", "run_config.json"
+    }  # fmt: skip
+
+    evaluations = read_csv(log / "evaluations.csv")
+    num_cases = 2 + 2 * len(HELD_OUT_CLUSTERS)  # medium: 2 seeds; clusters: 3 compositions x 2 seeds
+    assert len(evaluations) == num_cases * (len(POLICIES) + 6)  # every heuristic + 6 checkpoints per case
+    assert all(int(r["unfinished"]) == 0 and int(r["completed"]) == 30 for r in evaluations)
+
+    table = read_csv(log / "report.csv")
+    assert [(r["set"], r["policy"], r["checkpoint"]) for r in table] == [
+        (s, p, k)
+        for s in ("medium", "clusters")
+        for p, k in [(h, "") for h in POLICIES] + [("d3qn", "final"), ("d3qn", "best"), ("ppo", "final"), ("ppo", "best")]
+    ]  # fmt: skip
+    # a plain second computation of one row from evaluations.csv: ppo final on medium vs the best heuristic
+    medium = [r for r in evaluations if r["set_name"] == "medium"]
+    per = {}
+    for r in medium:
+        per.setdefault((r["policy"], r["checkpoint"]), {}).setdefault(r["case"], []).append(
+            float(r["avg_jct_s"])
+        )
+    heuristic_means = {p: np.mean([np.mean(v) for v in per[(p, "")].values()]) for p in POLICIES}
+    best = min(heuristic_means, key=heuristic_means.get)
+    ppo = per[("ppo", "final")]
+    rel = [(np.mean(ppo[c]) - per[(best, "")][c][0]) / per[(best, "")][c][0] for c in ("seed900", "seed901")]
+    row = next(r for r in table if (r["set"], r["policy"], r["checkpoint"]) == ("medium", "ppo", "final"))
+    assert row["best_heuristic"] == best and row["train_seeds"] == "2" and row["cases"] == "2"
+    assert float(row["diff_vs_best_pct"]) == pytest.approx(100 * np.mean(rel), abs=0.006)
+    assert float(row["avg_jct_s"]) == pytest.approx(np.mean([np.mean(v) for v in ppo.values()]), abs=0.06)
+    best_row = next(r for r in table if (r["set"], r["policy"]) == ("medium", best))
+    assert float(best_row["diff_vs_best_pct"]) == 0.0
+
+    curves = read_csv(log / "learning_curves.csv")
+    assert {(r["algo"], r["train_seed"]) for r in curves} == {("d3qn", "0"), ("ppo", "0"), ("ppo", "1")}
+    assert all(math.isfinite(float(r["val_avg_jct_s"])) for r in curves)
+
+
+def test_report_figures_match_eval_and_compare_runs_of_the_same_scenario(models, tmp_path, capsys):
+    """The report's scenarios and policies are those of --mode eval/compare: same scenario, same numbers."""
+    log = tmp_path / "report"
+    assert main(report_args(models, log, "--report_sets", "medium")) == 0
+    evaluations = read_csv(log / "evaluations.csv")
+    compare = tmp_path / "compare"
+    assert main(["--mode", "compare", "--algos", ",".join(POLICIES), "--seeds", "901", "--difficulty", "medium",
+                 *SMALL, "--log_dir", str(compare)]) == 0  # fmt: skip
+    summary = {r["scheduler"]: float(r["avg_jct_s"]) for r in read_csv(compare / "summary.csv")}
+    mine = {
+        r["policy"]: float(r["avg_jct_s"])
+        for r in evaluations
+        if r["case"] == "seed901" and not r["checkpoint"]
+    }
+    assert mine == pytest.approx(summary, rel=1e-9)
+    ev = tmp_path / "eval"
+    assert main(["--mode", "eval", "--algo", "ppo", "--checkpoint", str(models / "ppo_seed1_best.pt"), "--seed",
+                 "901", "--difficulty", "medium", *SMALL, "--log_dir", str(ev)]) == 0  # fmt: skip
+    [row] = read_csv(ev / "summary.csv")
+    [agent] = [r for r in evaluations if (r["case"], r["policy"], r["train_seed"], r["checkpoint"]) ==
+               ("seed901", "ppo", "1", "best")]  # fmt: skip
+    assert float(agent["avg_jct_s"]) == pytest.approx(float(row["avg_jct_s"]), rel=1e-9)
+
+
+@pytest.mark.slow  # about a minute on 2 busy cores: each spawned worker imports torch and the code
+def test_report_bytes_do_not_depend_on_the_number_of_workers(models, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(report_args(models, one, "--report_sets", "clusters")) == 0
+    assert main(report_args(models, two, "--report_sets", "clusters", "--report_workers", "2")) == 0
+    for name in ("evaluations.csv", "report.csv", "report.md", "learning_curves.csv"):
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
