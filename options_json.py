@@ -98,12 +98,16 @@ def run_config_from_options(options: Mapping[str, object], allowed: tuple[str, .
     return cfg
 
 
+TASK_OPTION_FLAGS = {"scheduler": "task_scheduler", "preset": "autoscale_preset"}
+"""the node tasks' JSON option names (env/node_tasks.py) that the command line spells differently"""
+
+
 def option_help(names: tuple[str, ...]) -> list[dict[str, object]]:
     """name, help text (as `python main.py --help` words it), default and choices of each option."""
     actions = {a.dest: a for a in _parser()._actions if a.option_strings}
     out = []
     for name in names:
-        a = actions[name]
+        a = actions[TASK_OPTION_FLAGS.get(name, name)]
         kind = (
             "boolean"
             if isinstance(a, argparse._StoreTrueAction)

@@ -219,6 +219,7 @@ class NodeManagerEnv(gym.Env):
             )
         self.scenario = sc
         self.sim = self._make_simulator(sc)
+        self._step_t0_s = 0.0
         self._prepare(sc)
         self._steps = 0
         self.episode_return = 0.0
@@ -236,6 +237,7 @@ class NodeManagerEnv(gym.Env):
         if self.sim is None:
             raise RuntimeError("step() before reset(): call env.reset() to start an episode")
         self._steps += 1
+        self._step_t0_s = self.sim.now_s
         if self._done:
             return self._observe(), 0.0, True, False, self._info(False)
         illegal = not (0 <= a <= self.window) or not self._mask[a]
@@ -444,6 +446,7 @@ class NodeManagerEnv(gym.Env):
             "action_mask": self._mask.copy(),
             "illegal_action": illegal,
             "sim_time_s": sim.now_s if sim else 0.0,
+            "elapsed_s": sim.now_s - self._step_t0_s if sim else 0.0,
             "jobs_in_system": sim.jobs_in_system if sim else 0,
             "nodes_on": sum(s == ON for s in self._state) if sim else 0,
         }

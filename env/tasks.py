@@ -245,8 +245,114 @@ TASKS: dict[str, Task] = {
         grader_doc=SCHEDULING_GRADER,
         state=_scheduling_state,
     ),
-    # more tasks (power, autoscaling) go here
 }
+
+
+# -- power and autoscaling: the node-management envs (env/node_tasks.py) -----------------------------------------
+
+
+def _make_node(task: str) -> Callable[[Mapping[str, object]], gym.Env]:
+    from env.node_tasks import NODE_TASK_OPTIONS, make_node_env, node_config_from_options
+
+    own = NODE_TASK_OPTIONS[task]
+
+    def make(options: Mapping[str, object]) -> gym.Env:
+        if task == "autoscaling":  # the workload and fleet are the preset's
+            unknown = sorted(set(options) - set(own))
+            if unknown:
+                raise UserError(
+                    f"unknown option(s) {', '.join(map(repr, unknown))} for task autoscaling: its workload and "
+                    f"fleet are the preset's; options: {', '.join(own)}"
+                )
+            base = RunConfig()
+        else:
+            scenario = {k: v for k, v in options.items() if k not in own}
+            base = run_config_from_options(scenario, SCENARIO_OPTIONS, task)
+        return make_node_env(node_config_from_options(task, options, base))
+
+    return make
+
+
+def _node_action(env: gym.Env, action: object) -> int:
+    from env.node_tasks import NodeActionError, read_node_action
+
+    try:
+        return read_node_action(env, action)
+    except NodeActionError as e:
+        raise ActionError(str(e)) from None
+
+
+def _node_action_schema(env: gym.Env | None) -> dict:
+    from env.node_tasks import node_action_schema
+
+    return node_action_schema(env)
+
+
+def _node_grade(task: str) -> Callable[[gym.Env], Grade]:
+    def grade(env: gym.Env) -> Grade:
+        from env.node_tasks import GRADERS
+
+        g = GRADERS[task](env)
+        return Grade(
+            g.score,
+            g.objective,
+            g.value,
+            g.trivial_value,
+            g.reference_value,
+            g.trivial_policy,
+            g.reference_policy,
+        )
+
+    return grade
+
+
+NODE_INFO = {
+    "action_mask": "list of booleans, one per action (2T + 1: on/off per GPU type, then KEEP): true where legal",
+    "illegal_action": "true when the step's action was an illegal no-op (on_illegal=noop)",
+    "sim_time_s": "simulated time, seconds",
+    "elapsed_s": "simulated seconds the step took (agents discount by gamma^(elapsed_s / tau_s))",
+    "jobs_in_system": "queued and running jobs",
+    "nodes_on": "nodes that are ON",
+}
+
+
+def _node_task(task: str, description: str) -> Task:
+    from env.node_tasks import GRADER_DOCS, NODE_TASK_OPTIONS
+
+    own = NODE_TASK_OPTIONS[task]
+    return Task(
+        name=task,
+        description=description,
+        option_names=own if task == "autoscaling" else SCENARIO_OPTIONS + own,
+        make=_make_node(task),
+        reset=_reset_scheduling,
+        action=_node_action,
+        action_schema=_node_action_schema,
+        observation_schema={
+            "type": "array",
+            "items": {"type": "number", "minimum": 0.0, "maximum": 1.0},
+            "description": "the env's float32 features (README, Power and autoscaling tasks: per-type slots, "
+            "then queue, running, demand, time of day and the task's context)",
+        },
+        info_doc=NODE_INFO,
+        grade=_node_grade(task),
+        grader_doc=GRADER_DOCS[task],
+        state=_scheduling_state,
+    )
+
+
+TASKS["power"] = _node_task(
+    "power",
+    "Turn nodes on and off for energy cost + JCT while a heuristic starts the jobs (GPUClusterPower-v0): action "
+    '{"index": i} (2t: one more node of type t on, 2t+1: one off, 2T: KEEP) or {"gpu_type": name, "change": 1 | '
+    '-1} or {"change": 0}; reward -(energy cost + lambda x JCT cost) in euros.',
+)
+TASKS["autoscaling"] = _node_task(
+    "autoscaling",
+    "Rent cloud GPU nodes under a budget while a heuristic starts the jobs (GPUClusterAutoscale-v0): actions as "
+    "the power task; reward = value of completed work - rental cost - SLA penalty for waiting, in US dollars; "
+    "presets easy, medium, hard.",
+)
 
 
 def get_task(task: str) -> Task:
