@@ -43,4 +43,4 @@ def srtf(view: View) -> list:
         return jobs[bisect_right(rems, key[0]) :][::-1]
 
     queued = (((k, i), i) for k, i in view.queue_by_runtime)
-    return allocate(view, queued, lower).decisions
+    return allocate(view, queued, lower, lambda v: (remaining_s(view, v), v)).decisions
