@@ -18,9 +18,9 @@ from env.scenario import Scenario, UserError, build_scenario
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.summary import SummaryRow, capacity_load_factor, summarize
-from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
+from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv, write_summary_csv
 from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
-from schedulers import POLICIES
+from schedulers import POLICIES, PREEMPTIVE
 
 AGENTS = ("d3qn", "sac")
 
@@ -96,7 +96,7 @@ def run_heuristic(sc: Scenario, algo: str, progress: bool = False) -> RunResult:
     sim.run(POLICIES[algo], update)
     if bar is not None:
         bar.close()
-    return sim.result(algo, sc.seed)
+    return sim.result(algo, sc.seed, preemptive=algo in PREEMPTIVE)
 
 
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
@@ -246,6 +246,7 @@ def workload_report(sc: Scenario, result: RunResult) -> dict:
 def write_run(result: RunResult, sc: Scenario, out_dir: Path, rows: list[SummaryRow]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jobs_csv(result, out_dir / "jobs.csv")
+    write_runs_csv(result, out_dir / "runs.csv")
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
     plot_run(result, out_dir)

@@ -209,7 +209,7 @@ class Simulator:
         self.progress_s = [0.0] * n
         self.attained_gpu_s = [0.0] * n
         self.preemptions = [0] * n
-        self.overhead_gpu_s = [0.0] * n
+        self.overhead_s = [0.0] * n  # restore time spent holding GPUs
         self.run_start_s = [0.0] * n
         self.run_work_start_s = [0.0] * n
         self.run_speed = [0.0] * n
@@ -305,7 +305,7 @@ class Simulator:
         start = self.run_start_s[i]
         demand = self.jobs.gpu_demand[i]
         self.attained_gpu_s[i] += (now - start) * demand
-        self.overhead_gpu_s[i] += (min(now, self.run_work_start_s[i]) - start) * demand
+        self.overhead_s[i] += min(now, self.run_work_start_s[i]) - start
         self._held_s[i] += now - start
 
     def _on_wakeup(self, event: simpy.Event) -> None:
@@ -575,7 +575,7 @@ class Simulator:
             else float("nan"),
             runs=runs,
             preemptions=np.asarray(self.preemptions, dtype=np.int64),
-            overhead_gpu_s=np.asarray(self.overhead_gpu_s, dtype=float),
+            overhead_s=np.asarray(self.overhead_s, dtype=float),
             preemptive=preemptive or bool(self._closed_runs),
         )
 

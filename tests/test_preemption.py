@@ -60,7 +60,7 @@ def test_preempted_job_keeps_its_progress_and_pays_the_restore_overhead():
     r = sim.result("scripted", 0)
     assert (r.start_s[0], r.end_s[0], r.status[0]) == (0.0, 130.0, "completed")
     assert r.runtime_actual_s[0] == 110.0
-    assert r.preemptions.tolist() == [1] and r.overhead_gpu_s.tolist() == [10.0]
+    assert r.preemptions.tolist() == [1] and r.overhead_s.tolist() == [10.0]
     assert sim.attained_gpu_s[0] == 110.0 and sim.progress_s[0] == 100.0
     assert r.runs.job.tolist() == [0, 0]
     assert r.runs.start_s.tolist() == [0.0, 50.0] and r.runs.end_s.tolist() == [30.0, 130.0]
@@ -89,7 +89,7 @@ def test_preempt_then_start_another_at_the_same_instant():
         (20.0, 30.0),
         (30.0, 115.0),
     ]
-    assert r.preemptions.tolist() == [1, 0] and r.overhead_gpu_s.tolist() == [5.0, 0.0]
+    assert r.preemptions.tolist() == [1, 0] and r.overhead_s.tolist() == [5.0, 0.0]
 
 
 def test_migration_to_a_faster_type_and_the_stale_completion_is_ignored():

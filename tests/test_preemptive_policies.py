@@ -44,7 +44,7 @@ def test_srtf_preempts_for_a_shorter_arrival_and_restarts_after_the_overhead():
     sim = _run("1xA100-80GB:1", [job("a", 0, 10000), job("b", 20, 10), job("c", 30, 5000)], "srtf", 60.0)
     assert _runs(sim) == {"a": [(0, 20), (5030, 15070)], "b": [(20, 30)], "c": [(30, 5030)]}
     r = sim.result("srtf", 0)
-    assert r.preemptions.tolist() == [1, 0, 0] and r.overhead_gpu_s.tolist() == [60.0, 0.0, 0.0]
+    assert r.preemptions.tolist() == [1, 0, 0] and r.overhead_s.tolist() == [60.0, 0.0, 0.0]
 
 
 def test_srtf_does_not_preempt_on_a_tie():
