@@ -2,6 +2,7 @@
 
 python bench/bench_sim.py                       # 100,000 jobs on 64xA100-80GB:8,64xH100:8 at load 0.9
 python bench/bench_sim.py --num_jobs 20000 --cluster 8xA100-80GB:8 --load_factor 1.0 --algos easy
+python bench/bench_sim.py --algos srtf,tiresias   # the preemptive policies (restore overhead 60 s)
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from config import SimConfig  # noqa: E402
 from env.cluster import ClusterLayout  # noqa: E402
 from env.cluster_spec import parse_cluster_spec  # noqa: E402
 from env.simulator import Simulator  # noqa: E402
-from schedulers import POLICIES  # noqa: E402
+from schedulers import POLICIES, PREEMPTIVE  # noqa: E402
 from workloads.synthetic import generate_synthetic  # noqa: E402
 
 
@@ -31,6 +33,7 @@ def main() -> None:
     p.add_argument("--algos", default="fcfs,sjf,easy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--preempt_overhead_s", type=float, default=SimConfig().preempt_overhead_s)
     a = p.parse_args()
     spec = parse_cluster_spec(a.cluster)
     t0 = time.perf_counter()
@@ -40,7 +43,7 @@ def main() -> None:
     for algo in a.algos.split(","):
         best = float("inf")
         for _ in range(a.repeat):
-            sim = Simulator(wl, layout)
+            sim = Simulator(wl, layout, None, 1.2, a.preempt_overhead_s)
             t0 = time.perf_counter()
             sim.run(POLICIES[algo])
             best = min(best, time.perf_counter() - t0)
@@ -49,7 +52,8 @@ def main() -> None:
         waits = r.start_s - np.array([j.arrival_s for j in wl.jobs])
         print(
             f"{algo:5s}: {a.num_jobs / best:9.0f} jobs/s  ({best:.2f} s, {done} completed, "
-            f"mean wait {np.nanmean(waits):.0f} s, {len(r.timeline_t_s)} decision instants)"
+            f"mean wait {np.nanmean(waits):.0f} s, {len(r.timeline_t_s)} decision instants"
+            + (f", {int(r.preemptions.sum())} preemptions)" if algo in PREEMPTIVE else ")")
         )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak_mb:.0f} MB")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
+from env.cluster import FULL
 from env.placement import place
 from env.simulator import View
 from schedulers.plan import Plan
@@ -82,7 +83,14 @@ def allocate(
 
 def _fewest_victims(plan: Plan, s: tuple, victims: list[int], placements) -> list[int] | None:
     """Victims (lowest priority first) whose release lets shape `s` start, per the module's rule; None if none do."""
-    trial = plan.free.copy()
+    free = plan.free
+    elig, k, milli = s[0], s[1], s[2]
+    if milli == FULL:  # cheap bound first: whole GPUs free or held by victims on acceptable types
+        types = elig.types
+        held = sum(len(placements[v].gpus) for v in victims if placements[v].type_idx in types)
+        if sum(free.type_whole[t] for t in types) + held < k:
+            return None
+    trial = free.copy()
     chosen: list[int] = []
     for v in victims:
         trial.give(placements[v])
@@ -92,10 +100,9 @@ def _fewest_victims(plan: Plan, s: tuple, victims: list[int], placements) -> lis
     else:
         return None
     for v in reversed(chosen[:-1]):  # spare the higher-priority victims first
-        rest = [u for u in chosen if u != v]
-        trial = plan.free.copy()
-        for u in rest:
-            trial.give(placements[u])
-        if place(trial, *s) is not None:
-            chosen = rest
+        without = trial.copy()
+        without.take(placements[v])  # exactly undoes its release
+        if place(without, *s) is not None:
+            trial = without
+            chosen.remove(v)
     return chosen

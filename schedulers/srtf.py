@@ -37,7 +37,19 @@ def srtf(view: View) -> list:
         if key[0] >= bound:  # cheap exit: nothing runs that long
             return []
         if not cache:
-            by_rem = sorted((remaining_s(view, v), v) for _, v in running)
+            now = view.now_s
+            known, done, work_from, speed = (
+                view.jobs.known_runtime_s,
+                view.progress_s,
+                view.run_work_start_s,
+                view.run_speed,
+            )
+            # remaining_s inlined for the running jobs (the hot loop of a loaded cluster); runtime cap not needed:
+            # a job that reached its runtime has completed
+            by_rem = sorted(
+                (max(known[v] - done[v] - max(0.0, now - work_from[v]) * speed[v], 0.0), v)
+                for _, v in running
+            )
             cache.append(([r for r, _ in by_rem], [v for _, v in by_rem]))
         rems, jobs = cache[0]
         return jobs[bisect_right(rems, key[0]) :][::-1]

@@ -76,11 +76,18 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
             return bisect_right(thresholds, service + _EPS_GPU_S)
 
         queued = sorted(((level(waiting_service(i)), i), i) for i in view.queue)
-        running = sorted((level(running_service(v)), v) for _, v in view.running)
-        run_levels = [lv for lv, _ in running]
+        cache: list = []
+
+        def running() -> list[tuple[int, int]]:
+            """(level, job) of the running jobs, sorted: computed only when a decision needs it."""
+            if not cache:
+                ranked = sorted((level(running_service(v)), v) for _, v in view.running)
+                cache.extend((ranked, [lv for lv, _ in ranked]))
+            return cache[0]
 
         def lower(key) -> list[int]:
-            return [v for _, v in reversed(running[bisect_right(run_levels, key[0]) :])]
+            ranked = running()
+            return [v for _, v in reversed(ranked[bisect_right(cache[1], key[0]) :])]
 
         plan = allocate(view, queued, lower, lambda v: (level(view.attained_now(v)), v))
         decisions = plan.decisions
@@ -117,7 +124,7 @@ def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, th
     # (level, job, start of its current run, service counted at that start): the crossing instant is computed
     # from the run's start, not from now, so it does not depend on when the policy was consulted
     run_start = view.run_start_s
-    after = [(lv, v, run_start[v], run_base(v)) for lv, v in running]
+    after = [(lv, v, run_start[v], run_base(v)) for lv, v in running()]
     after = [a for a in after if a[1] not in preempted]
     after += [
         (level[j], j, now, requeued_service(j) if j in preempted else waiting_service(j)) for j in started
