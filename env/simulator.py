@@ -279,7 +279,15 @@ class Simulator:
         if self._event[i] is not event:
             return  # the timeout of a run that was preempted
         self._event[i] = None
-        self._release(i)
+        p = self.placements[i]  # _release inlined: this is the hot path
+        self.free.give(p)
+        running = self.running
+        k = bisect.bisect_left(running, (self._est_end[i], i))
+        running.pop(k)
+        self.running_whole_gpus.pop(k)
+        share = p.milli * len(p.gpus)
+        self._busy_milli -= share
+        self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
         now = self.env.now
         self.end_s[i] = now
         self.num_completed += 1
