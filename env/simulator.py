@@ -26,6 +26,7 @@ from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
 
 _INF = float("inf")
+_tuple_new = tuple.__new__
 
 
 class Decision(NamedTuple):
@@ -218,6 +219,7 @@ class Simulator:
         self._closed_runs: list[tuple[int, float, float, Placement]] = []  # (job, start, end, placement)
         self._wakeups: set[float] = set()
         self._woken = False
+        self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
         self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
@@ -372,8 +374,12 @@ class Simulator:
         return self.env.peek() != _INF
 
     def view(self) -> View:
-        return View(
-            self.env.now,
+        """The policy's snapshot now. Every field but the time is a live object the simulator only mutates in
+        place, so the tail is built once (`_view_tail`) and a view costs one tuple."""
+        return _tuple_new(View, (self.env.now, *self._view_tail))
+
+    def _build_view_tail(self) -> tuple:
+        return (
             self.queue.keys(),
             self.queue_by_runtime,
             self.queue_by_shape,
