@@ -75,7 +75,7 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
         def level(service: float) -> int:
             return bisect_right(thresholds, service + _EPS_GPU_S)
 
-        queued = sorted(((level(waiting_service(i)), i), i) for i in view.queue)
+        queued = _Waiting(view, level, waiting_service, len(thresholds) + 1, bool(knob))
         cache: list = []
 
         def running() -> list[tuple[int, int]]:
@@ -108,17 +108,23 @@ def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, th
     demand = view.jobs.gpu_demand
     started = {d.job for d in decisions if type(d) is Decision}
     preempted = {d.job for d in decisions if type(d) is Preempt}
-    level = {i: lv for (lv, i), _ in queued}
-    waiting = [i for i in level if i not in started] + [v for v in preempted if v not in started]
-    if not waiting:
-        return None
+    level = {i: lv for (lv, i), _ in queued.seen}
 
     def requeued_service(v: int) -> float:  # a job preempted now: its whole attained service counts
         return view.attained_now(v)
 
     for v in preempted:
         level[v] = bisect_right(thresholds, requeued_service(v) + _EPS_GPU_S)
-    top_waiting = min(level[i] for i in waiting)
+    # the waiting jobs: those visited but not started (visited in priority order), the preempted ones, and the
+    # ones the walk never reached (of no higher priority than the next one the source would give)
+    tops = [lv for (lv, i), _ in queued.seen if i not in started][:1]
+    tops += [level[v] for v in preempted if v not in started]
+    if not tops:
+        nxt = queued.peek()
+        if nxt is None:
+            return None
+        tops.append(nxt[0][0])
+    top_waiting = min(tops)
     k_last = len(thresholds)
     best = float("inf")
     # (level, job, start of its current run, service counted at that start): the crossing instant is computed
@@ -136,6 +142,11 @@ def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, th
                 best, max(start + (thresholds[watch] - base) / demand[v], now + _EPS_GPU_S / demand[v])
             )
     if knob:
+        for (lv, i), _ in queued:  # produce the rest: every waiting job's promotion instant counts
+            level[i] = lv
+        waiting = [i for (_, i), _ in queued.seen if i not in started] + [
+            v for v in preempted if v not in started
+        ]
         for i in waiting:
             if i in preempted:
                 got = requeued_service(i)
@@ -145,6 +156,52 @@ def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, th
                 at = view.preempted_at_s[i] + knob * view.attained_gpu_s[i] / demand[i]
                 best = min(best, max(at, now + _EPS_GPU_S))
     return best if best < float("inf") else None
+
+
+class _Waiting:
+    """The waiting jobs as ((level, job), job) in priority order, produced lazily: without promotion a waiting
+    job's level is that of its attained service (0 for one that never ran), so one pass in arrival order yields
+    queue 0 at once and keeps the few others for after it, and the walk over them usually stops early. With
+    promotion every level is computed and sorted up front. `seen` lists what was produced, `peek` the next."""
+
+    def __init__(self, view: View, level, waiting_service, num_levels: int, full: bool):
+        self.seen: list = []
+        self._peeked = None
+        if full:
+            self._source = iter(sorted(((level(waiting_service(i)), i), i) for i in view.queue))
+        else:
+            self._source = self._lazy(view, level, num_levels)
+
+    @staticmethod
+    def _lazy(view: View, level, num_levels: int):
+        attained = view.attained_gpu_s
+        later: list[list[int]] = [[] for _ in range(num_levels)]
+        for i in view.queue:
+            a = attained[i]
+            lv = level(a) if a else 0
+            if lv:
+                later[lv].append(i)
+            else:
+                yield (0, i), i
+        for lv in range(1, num_levels):
+            for i in later[lv]:
+                yield (lv, i), i
+
+    def __iter__(self):
+        while True:
+            if self._peeked is not None:
+                e, self._peeked = self._peeked, None
+            else:
+                e = next(self._source, None)
+                if e is None:
+                    return
+            self.seen.append(e)
+            yield e
+
+    def peek(self):
+        if self._peeked is None:
+            self._peeked = next(self._source, None)
+        return self._peeked
 
 
 tiresias = make_tiresias()
