@@ -28,6 +28,7 @@ from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
 
 _INF = float("inf")
+_tuple_new = tuple.__new__
 
 
 class Decision(NamedTuple):
@@ -262,7 +263,7 @@ class Simulator:
         self.progress_s = [0.0] * n
         self.attained_gpu_s = [0.0] * n
         self.preemptions = [0] * n
-        self.overhead_gpu_s = [0.0] * n
+        self.overhead_s = [0.0] * n  # restore time spent holding GPUs
         self.run_start_s = [0.0] * n
         self.run_work_start_s = [0.0] * n
         self.run_speed = [0.0] * n
@@ -271,6 +272,7 @@ class Simulator:
         self._closed_runs: list[tuple[int, float, float, Placement]] = []  # (job, start, end, placement)
         self._wakeups: set[float] = set()
         self._woken = False
+        self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
         self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
@@ -337,7 +339,15 @@ class Simulator:
         if self._event[i] is not event:
             return  # the timeout of a run that was preempted
         self._event[i] = None
-        self._release(i)
+        p = self.placements[i]  # _release inlined: this is the hot path
+        self.free.give(p)
+        running = self.running
+        k = bisect.bisect_left(running, (self._est_end[i], i))
+        running.pop(k)
+        self.running_whole_gpus.pop(k)
+        share = p.milli * len(p.gpus)
+        self._busy_milli -= share
+        self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
         now = self.env.now
         self.end_s[i] = now
         self.num_completed += 1
@@ -363,7 +373,7 @@ class Simulator:
         start = self.run_start_s[i]
         demand = self.jobs.gpu_demand[i]
         self.attained_gpu_s[i] += (now - start) * demand
-        self.overhead_gpu_s[i] += (min(now, self.run_work_start_s[i]) - start) * demand
+        self.overhead_s[i] += min(now, self.run_work_start_s[i]) - start
         self._held_s[i] += now - start
 
     def _on_wakeup(self, event: simpy.Event) -> None:
@@ -488,8 +498,12 @@ class Simulator:
         return self.env.peek() != _INF
 
     def view(self) -> View:
-        return View(
-            self.env.now,
+        """The policy's snapshot now. Every field but the time is a live object the simulator only mutates in
+        place, so the tail is built once (`_view_tail`) and a view costs one tuple."""
+        return _tuple_new(View, (self.env.now, *self._view_tail))
+
+    def _build_view_tail(self) -> tuple:
+        return (
             self.queue.keys(),
             self.queue_by_runtime,
             self.queue_by_shape,
@@ -711,7 +725,7 @@ class Simulator:
             **self._power_record(),
             runs=runs,
             preemptions=np.asarray(self.preemptions, dtype=np.int64),
-            overhead_gpu_s=np.asarray(self.overhead_gpu_s, dtype=float),
+            overhead_s=np.asarray(self.overhead_s, dtype=float),
             preemptive=preemptive or bool(self._closed_runs),
         )
 
