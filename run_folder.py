@@ -37,6 +37,7 @@ RUN_FILE_NAMES = frozenset(
         "jobs.csv",
         "cluster.csv",
         "summary.csv",
+        "fairness.csv",
         "workload_report.json",
         "jct_cdf.png",
         "utilization.png",

@@ -16,6 +16,7 @@ from config import RunConfig
 from env.records import REJECTED, RunResult
 from env.scenario import Scenario, UserError, build_scenario
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
+from metrics.fairness import fairness, write_fairness_csv
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.summary import SummaryRow, capacity_load_factor, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
@@ -248,6 +249,7 @@ def write_run(result: RunResult, sc: Scenario, out_dir: Path, rows: list[Summary
     write_jobs_csv(result, out_dir / "jobs.csv")
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
+    write_fairness_csv([fairness(result)], out_dir / "fairness.csv")
     plot_run(result, out_dir)
     (out_dir / "workload_report.json").write_text(
         json.dumps(workload_report(sc, result), indent=2, sort_keys=True, default=_json_default) + "\n"

@@ -8,7 +8,8 @@ runtime_s, bounded_slowdown, status, priority, gpu_milli, gpu_mem_gb, trace_stat
 seconds of simulated time. `num_gpus` is the GPU demand with a fractional share written as its fraction (a job
 asking 500 milli-GPU has num_gpus 0.5; `gpu_milli` keeps the raw request). `runtime_s` is the actual run time on
 the GPU type the job got (empty if it never started). `wait_s` is filled for every job that started (unfinished
-ones too); `jct_s` and `bounded_slowdown` only for completed jobs.
+ones too); `jct_s` and `bounded_slowdown` only for completed jobs. A run whose jobs have job types (--job_types)
+has one more column, `job_type`, last.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ JOB_COLUMNS = (
     "trace_status",
     "reject_reason",
 )
+JOB_TYPE_COLUMN = "job_type"  # appended after JOB_COLUMNS when the run's jobs have job types (--job_types)
 CLUSTER_COLUMNS = ("node_id", "gpu_type", "num_gpus", "gpu_mem_gb", "speed")
 PRIORITY_COLUMN = "avg_jct_s_prio{}"
 
@@ -87,7 +89,10 @@ def _jobs_table(result: RunResult) -> pd.DataFrame:
         "reject_reason": np.asarray(result.reject_reason, dtype=object),
     }
     columns = {k: _format_floats(v) if v.dtype == float else v for k, v in columns.items()}
-    return pd.DataFrame(columns, columns=list(JOB_COLUMNS))
+    frame = pd.DataFrame(columns, columns=list(JOB_COLUMNS))
+    if any(j.job_type for j in jobs):  # runs with --job_types only: every other jobs.csv keeps its bytes
+        frame[JOB_TYPE_COLUMN] = [j.job_type for j in jobs]
+    return frame
 
 
 def write_jobs_csv(result: RunResult, path: str | Path) -> Path:

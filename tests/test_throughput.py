@@ -345,3 +345,22 @@ def test_equal_layout_speeds_must_have_equal_job_speeds(tmp_path):
     layout = ClusterLayout(parse_cluster_spec("1xV100:1,1xK80:1"), uniform_speed=True)
     with pytest.raises(ValueError, match="equal speed"):
         typed_pace(Pace(), job("m", 0, 1, job_type="M"), layout, m)
+
+
+@needs_gavel
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_easy_with_typed_jobs_equals_the_plain_scan(data):
+    """EASY's by-shape scan and the plain reference (tests/easy_reference.py) take the same decisions when jobs
+    have their own speeds (both reach them only through the Pace in each job's shape)."""
+    from tests.easy_reference import easy_reference
+
+    m = load_matrix(str(GAVEL))
+    spec = data.draw(typed_clusters())
+    wl = data.draw(typed_workloads(m.models))
+    layout = ClusterLayout(spec)
+    fast, plain = Simulator(wl, layout, None, 1.2, m), Simulator(wl, layout, None, 1.2, m)
+    fast.run(POLICIES["easy"])
+    plain.run(easy_reference)
+    assert fast.placements == plain.placements
+    assert np.array_equal(np.array(fast.start_s), np.array(plain.start_s), equal_nan=True)
