@@ -364,3 +364,29 @@ def test_easy_with_typed_jobs_equals_the_plain_scan(data):
     plain.run(easy_reference)
     assert fast.placements == plain.placements
     assert np.array_equal(np.array(fast.start_s), np.array(plain.start_s), equal_nan=True)
+
+
+@needs_gavel
+def test_a_missing_unconsolidated_entry_falls_back_to_the_global_factor():
+    """Gavel's k80_unconsolidated has no ResNet-50 (bs 64) 2-GPU entry. On two 1-GPU K80 nodes the job spreads:
+    solo speed 0.5 x 1.2636370655757299 / 7.922054367597505 = 0.0797545, / factor 1.5 -> 1000 s takes
+    1000 x 1.5 / 0.0797545 = 18807.74 s."""
+    m = load_matrix(str(GAVEL))
+    got = _run("2xK80:1", [job("r", 0, 1000, 2, job_type=R50)], m, factor=1.5)
+    solo = 0.5 * 1.2636370655757299 / 7.922054367597505
+    assert got["r"][1] == pytest.approx(1000 * 1.5 / solo, rel=1e-12)
+    assert got["r"][1] == pytest.approx(18807.74, rel=1e-6)
+
+
+@needs_gavel
+def test_typed_runs_are_byte_identical_for_one_seed(tmp_path, capsys):
+    from main import main
+
+    argv = ["--mode", "eval", "--algo", "easy", "--num_jobs", "60", "--job_types", "gavel", "--no_progress"]
+    argv += ["--cluster", "2xV100:4,2xP100:4,2xK80:4"]
+    assert main([*argv, "--log_dir", str(tmp_path / "a")]) == 0
+    assert main([*argv, "--log_dir", str(tmp_path / "b")]) == 0
+    for name in ("jobs.csv", "summary.csv", "fairness.csv", "workload_report.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    header = (tmp_path / "a" / "jobs.csv").read_text().splitlines()[0]
+    assert header.endswith(",reject_reason,job_type")
