@@ -4,6 +4,7 @@ read straight from the JSON, and Hypothesis invariants with typed jobs."""
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 from collections import defaultdict
@@ -37,6 +38,14 @@ GAVEL = (
 needs_gavel = pytest.mark.skipif(not GAVEL.is_file(), reason=f"Gavel matrix not found at {GAVEL}")
 
 R50 = "ResNet-50 (batch size 64)"
+
+
+@functools.cache
+def _gavel():
+    """(raw JSON, loaded matrix) of Gavel's file, read once per session (Hypothesis tests draw many cases)."""
+    return json.loads(GAVEL.read_text()), load_matrix(str(GAVEL))
+
+
 REC = "Recommendation (batch size 512)"
 
 
@@ -248,8 +257,7 @@ def test_typed_jobs_run_their_own_speed_and_never_over_commit(data):
     """Every policy on random clusters of measured and unmeasured types with Gavel-typed jobs: each job runs
     exactly runtime / the plain rule's speed on the type (and spread) it got, on a type it can run on, and no
     GPU is ever over-committed."""
-    raw = json.loads(GAVEL.read_text())
-    m = load_matrix(str(GAVEL))
+    raw, m = _gavel()
     spec = data.draw(typed_clusters())
     wl = data.draw(typed_workloads(m.models))
     policy = data.draw(st.sampled_from(sorted(POLICIES)))
@@ -355,7 +363,7 @@ def test_easy_with_typed_jobs_equals_the_plain_scan(data):
     have their own speeds (both reach them only through the Pace in each job's shape)."""
     from tests.easy_reference import easy_reference
 
-    m = load_matrix(str(GAVEL))
+    m = _gavel()[1]
     spec = data.draw(typed_clusters())
     wl = data.draw(typed_workloads(m.models))
     layout = ClusterLayout(spec)
