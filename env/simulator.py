@@ -57,6 +57,7 @@ class JobTable:
         paces: dict[tuple, Pace] = {}
         self.pace: list[Pace] = []
         types: list[tuple[str, ...]] = []
+        runnable: dict[tuple, tuple[str, ...]] = {}
         for j in jobs:
             typed = throughput is not None and j.job_type != "" and j.speed_scaled
             key = (j.runtime_includes_spread, j.speed_scaled)
@@ -70,7 +71,13 @@ class JobTable:
                     pace = paces[key] = typed_pace(pace, j, layout, throughput)
             self.pace.append(pace)
             # a type the job cannot run on at all (throughput 0 in the matrix) is not acceptable to it
-            types.append(_runnable_types(j.gpu_types, pace, layout) if typed else j.gpu_types)
+            if typed:
+                hit = runnable.get((key, j.gpu_types))
+                if hit is None:
+                    hit = runnable[(key, j.gpu_types)] = _runnable_types(j.gpu_types, pace, layout)
+                types.append(hit)
+            else:
+                types.append(j.gpu_types)
         # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
         self.elig: list[Eligible] = [
             layout.eligible(t, gb_to_mb(j.gpu_mem_gb)) for t, j in zip(types, jobs, strict=True)
