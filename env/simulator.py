@@ -58,6 +58,7 @@ class JobTable:
         self.pace: list[Pace] = []
         types: list[tuple[str, ...]] = []
         runnable: dict[tuple, tuple[str, ...]] = {}
+        self.no_speed: set[int] = set()  # jobs whose job type runs on none of their acceptable types
         for j in jobs:
             typed = throughput is not None and j.job_type != "" and j.speed_scaled
             key = (j.runtime_includes_spread, j.speed_scaled)
@@ -76,6 +77,8 @@ class JobTable:
                 if hit is None:
                     hit = runnable[(key, j.gpu_types)] = _runnable_types(j.gpu_types, pace, layout)
                 types.append(hit)
+                if hit == _NONE:
+                    self.no_speed.add(len(types) - 1)
             else:
                 types.append(j.gpu_types)
         # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
@@ -123,7 +126,10 @@ def _runnable_types(gpu_types: tuple[str, ...], pace: Pace, layout: ClusterLayou
     }
     if not zero:
         return gpu_types
-    return tuple(t for t in (gpu_types or layout.type_names) if t not in zero) or ("",)
+    return tuple(t for t in (gpu_types or layout.type_names) if t not in zero) or _NONE
+
+
+_NONE = ("",)  # acceptable types of a job that can run on none (no node has type "")
 
 
 class View(NamedTuple):
@@ -205,6 +211,8 @@ class Simulator:
         accepted = []
         for i, j in enumerate(jobs):
             why = self.jobs.elig[i].never_fits(j.num_gpus, j.gpu_milli)
+            if i in self.jobs.no_speed:
+                why = f"job type {j.job_type!r} has throughput 0 on every acceptable GPU type of the cluster"
             if why is not None:
                 self.reject_reason[i] = why
             else:

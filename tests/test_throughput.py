@@ -113,7 +113,13 @@ def test_unmeasured_types_take_the_catalog_speed_and_zero_throughput_is_unaccept
     got = _run("1xV100:4,1xK80:4", jobs, m)
     assert got["first"][3] == "V100-16GB" and got["r"][3] == "V100-16GB"
     assert got["r"][0] == pytest.approx(200.0)  # after "first" (100 / 0.5 = 200 s)
-    assert _run("1xK80:4", [job("r", 0, 100, 4, job_type=big)], m)["r"][2] == "rejected"
+    layout = ClusterLayout(parse_cluster_spec("1xK80:4"))
+    sim = Simulator(Workload("t", (job("r", 0, 100, 4, job_type=big),)), layout, None, 1.2, m)
+    assert sim.result("x", 0).status[0] == "rejected"
+    assert (
+        sim.reject_reason[0]
+        == f"job type {big!r} has throughput 0 on every acceptable GPU type of the cluster"
+    )
 
 
 # -- small matrices: spread and co-location ----------------------------------------------------------------
