@@ -128,7 +128,7 @@ def test_unmeasured_types_take_the_catalog_speed_and_zero_throughput_is_unaccept
 def _small(tmp_path: Path) -> str:
     """Model M: 1 GPU v100 10 steps/s, p100 5; 4 GPUs v100 40, unconsolidated 20 (spread halves it).
     Co-location on v100: own 5 with A, 8 with B, 0 with C (could not run: left out) -> median(0.5, 0.8) = 0.65;
-    on p100: own 4 with A -> 0.8."""
+    on p100: own 4 with A -> 0.8; on k80: measured with A but could not run (0) -> factor 0."""
     return _write(
         tmp_path,
         {
@@ -142,6 +142,7 @@ def _small(tmp_path: Path) -> str:
                 "('M', 4)": {"null": 40.0},
             },
             "p100": {"('M', 1)": {"null": 5.0, "('A', 1)": [4.0, 1.0]}, "('M', 4)": {"null": 16.0}},
+            "k80": {"('M', 1)": {"null": 2.0, "('A', 1)": [0.0, 1.0]}, "('M', 4)": {"null": 4.0}},
             "v100_unconsolidated": {"('M', 4)": {"null": 20.0}},
         },
     )
@@ -172,6 +173,16 @@ def test_a_fractional_typed_job_runs_at_its_median_co_location_factor(tmp_path):
     assert _run("1xP100:1", [job("f", 0, 100, gpu_milli=500, job_type="M")], m)["f"][1] == pytest.approx(
         500.0
     )
+    # on a K80 M ran with no partner (factor 0): a fractional M never uses the free K80, it waits for the V100
+    # that w holds until 200 s (FCFS: g waits behind it); a whole-GPU M may use the K80: 0.5 x 2/10 = 0.1 -> 1000 s
+    jobs = [
+        job("w", 0, 100, 1),
+        job("f", 0, 100, gpu_milli=500, job_type="M"),
+        job("g", 0, 100, job_type="M"),
+    ]
+    got = _run("1xV100:1,1xK80:1", jobs, m)
+    assert got["w"][3] == "V100-16GB" and got["f"][3] == "V100-16GB" and got["f"][0] == pytest.approx(200.0)
+    assert got["g"][3] == "K80" and got["g"][1] - got["g"][0] == pytest.approx(1000.0)
 
 
 def test_fractional_typed_jobs_rank_gpus_by_their_own_speed(tmp_path):
@@ -212,8 +223,9 @@ def _plain_speed(raw: dict, model: str, k: int, gpu_type: str, spread: bool, fra
         return 0.5 * un["null"] / anchor if col else v * un["null"] / anchor
     if fractional:
         entry = raw[col or "v100"][key]
-        ratios = [p[0] / entry["null"] for o, p in entry.items() if o != "null" and p[0] > 0]
-        v *= statistics.median(ratios) if ratios else 1.0
+        pairs = [p for o, p in entry.items() if o != "null"]
+        ratios = [p[0] / entry["null"] for p in pairs if p[0] > 0 and entry["null"] > 0]
+        v *= statistics.median(ratios) if ratios else (0.0 if pairs else 1.0)  # ran with no partner: 0
     return v
 
 
