@@ -38,6 +38,7 @@ RUN_FILE_NAMES = frozenset(
         "runs.csv",
         "cluster.csv",
         "summary.csv",
+        "fairness.csv",
         "workload_report.json",
         "jct_cdf.png",
         "utilization.png",

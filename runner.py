@@ -20,6 +20,7 @@ from env.records import REJECTED, RunResult
 from env.scenario import Scenario, UserError, build_scenario
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
+from metrics.fairness import fairness, write_fairness_csv
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.power_plots import plot_jct_vs_cost, plot_power
 from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
@@ -339,6 +340,7 @@ def write_run(
     write_runs_csv(result, out_dir / "runs.csv")
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
+    write_fairness_csv([fairness(result)], out_dir / "fairness.csv")
     plot_run(result, out_dir)
     if power is not None and energy is not None:
         plot_power(result, energy, power.prices, out_dir)

@@ -2,7 +2,9 @@
 
 Rule (documented in the README):
 - a job's duration on a placement is its reference runtime / the type's speed, x its multi-node factor when the
-  placement spans nodes (`effective_speed`; a job's `Pace` says which of the two apply to it).
+  placement spans nodes (`effective_speed`; a job's `Pace` says which of the two apply to it). A job with a job
+  type (--job_types) has its own speed per type, solo and spread, in its Pace (env/throughput.py); options are
+  then ranked by its own durations.
 - whole-GPU job of k GPUs: its options are one node of each acceptable speed group (types of equal speed) that
   has nodes of >= k GPUs, and, on each acceptable type whose nodes all have fewer than k GPUs (but together
   enough), a spread over nodes of that type. Options are ranked by estimated completion, i.e. by duration
@@ -13,7 +15,7 @@ Rule (documented in the README):
   (it waits for such a node, or takes another option), and never waits while some option is free now (waiting
   for a busy, faster type is a policy's choice: EASY's reservation, not the placement rule's).
 - fractional job (gpu_milli < 1000): one GPU with enough free share and memory, of the fastest acceptable type
-  that has one, best fit within it (the GPU with the smallest sufficient free share; ties -> lower GPU index),
+  (for a typed job: by its own speed) that has one, best fit within it (the GPU with the smallest sufficient free share; ties -> lower GPU index),
   so partially used GPUs are packed before whole ones are broken.
 - `alternatives` lists, in the same preference order, the other placements the rule could give: every node
   with >= k free GPUs of each one-node option (best-fit order), each free spread, and for a fractional job the

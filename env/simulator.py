@@ -78,6 +78,8 @@ class JobTable:
         paces: dict[tuple, Pace] = {}
         self.pace: list[Pace] = []
         types: list[tuple[str, ...]] = []
+        runnable: dict[tuple, tuple[str, ...]] = {}
+        self.no_speed: set[int] = set()  # jobs whose job type runs on none of their acceptable types
         for j in jobs:
             typed = throughput is not None and j.job_type != "" and j.speed_scaled
             key = (j.runtime_includes_spread, j.speed_scaled)
@@ -91,7 +93,15 @@ class JobTable:
                     pace = paces[key] = typed_pace(pace, j, layout, throughput)
             self.pace.append(pace)
             # a type the job cannot run on at all (throughput 0 in the matrix) is not acceptable to it
-            types.append(_runnable_types(j.gpu_types, pace, layout) if typed else j.gpu_types)
+            if typed:
+                hit = runnable.get((key, j.gpu_types))
+                if hit is None:
+                    hit = runnable[(key, j.gpu_types)] = _runnable_types(j.gpu_types, pace, layout)
+                types.append(hit)
+                if hit == _NONE:
+                    self.no_speed.add(len(types) - 1)
+            else:
+                types.append(j.gpu_types)
         # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
         self.elig: list[Eligible] = [
             layout.eligible(t, gb_to_mb(j.gpu_mem_gb)) for t, j in zip(types, jobs, strict=True)
@@ -137,7 +147,10 @@ def _runnable_types(gpu_types: tuple[str, ...], pace: Pace, layout: ClusterLayou
     }
     if not zero:
         return gpu_types
-    return tuple(t for t in (gpu_types or layout.type_names) if t not in zero) or ("",)
+    return tuple(t for t in (gpu_types or layout.type_names) if t not in zero) or _NONE
+
+
+_NONE = ("",)  # acceptable types of a job that can run on none (no node has type "")
 
 
 class View(NamedTuple):
@@ -281,6 +294,8 @@ class Simulator:
         accepted = []
         for i, j in enumerate(jobs):
             why = self.jobs.elig[i].never_fits(j.num_gpus, j.gpu_milli)
+            if i in self.jobs.no_speed:
+                why = f"job type {j.job_type!r} has throughput 0 on every acceptable GPU type of the cluster"
             if why is not None:
                 self.reject_reason[i] = why
             else:

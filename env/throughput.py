@@ -12,7 +12,7 @@ Speeds (a job's `runtime_s` stays its duration on the catalog's reference type, 
 - measured types: K80 <- column `k80`, P100 <- `p100`, V100-16GB and V100-32GB <- `v100`. A job of type T runs
   on measured type t at `speed(V100) x thr_T(t) / thr_T(v100)`, where speed(V100) = 0.5 is the catalog's
   (env/catalog.py: A100 ~ 2x V100, NVIDIA A100 whitepaper). So V100 is always 0.5 and K80/P100 vary per job
-  (Gavel Fig. 1: V100 over K80 from 0.66x to 11.6x).
+  (in Gavel's file, 1-GPU entries: V100 over K80 from 0.66x to 11.6x, V100 over P100 from 0.43x to 1.84x).
 - every other catalog type (A100, H100, T4, A10, ...): no measurement exists, so its ratio to V100 is the
   catalog's (its `source` column: NVIDIA whitepapers, MLPerf/Lambda benchmarks) for every job type: the speed
   is the catalog speed.
@@ -24,7 +24,9 @@ Speeds (a job's `runtime_s` stays its duration on the catalog's reference type, 
   the workload report.
 - a fractional (co-located) job runs at its solo speed x its co-location factor: the median, over the
   partners the file measured it with on that column, of `own co-located throughput / solo throughput`
-  (pairs where it could not run, throughput 0, are left out; unmeasured types take the v100 factor). One
+  (pairs where it could not run, throughput 0, are left out; 0 when it ran with none, as ResNet-50 bs 128 on
+  K80: a fractional job of that type cannot use K80s; 1 when the file measured no partner; unmeasured types
+  take the v100 factor). One
   factor per job type and column rather than the actual partner's pair value: a running job's duration is
   fixed when it starts, and the partner on a GPU changes while it runs.
 - a throughput of 0 (Gavel: ResNet-50 bs 128 on 2+ K80s does not fit) makes that type unacceptable to the job.
@@ -78,7 +80,7 @@ class ThroughputMatrix:
     solo_thr: dict[tuple[str, str, int], float] = field(repr=False)
     """solo throughput (steps/s)"""
     coloc_factor: dict[tuple[str, str, int], float] = field(repr=False)
-    """median own co-located / solo throughput over measured partners"""
+    """median own co-located / solo throughput over measured partners it ran with (0: it ran with none)"""
     columns: frozenset[str]
     model_scales: dict[str, tuple[int, ...]] = field(repr=False)
     """model -> measured scale factors (GPU counts), ascending"""
@@ -194,6 +196,7 @@ def load_matrix(job_types: str) -> ThroughputMatrix:
             if not col.endswith(SPREAD_SUFFIX):
                 scales.setdefault(model, set()).add(scale)
             ratios = []
+            measured_pairs = 0
             for other, value in entry.items():
                 if other == "null":
                     continue
@@ -202,10 +205,12 @@ def load_matrix(job_types: str) -> ThroughputMatrix:
                         f"{path}: {col!r} / {key!r} / {other!r}: expected [own, other] throughputs"
                     )
                 shared = _number(path, col, key, other, value[0])
+                measured_pairs += 1
                 if own > 0 and shared > 0:
                     ratios.append(shared / own)
-            pairs[(col, model, scale)] = ratios
-    coloc = {k: statistics.median(r) for k, r in pairs.items() if r}
+            if measured_pairs:  # pairs measured but none ran: it cannot share this GPU type (factor 0)
+                pairs[(col, model, scale)] = ratios
+    coloc = {k: statistics.median(r) if r else 0.0 for k, r in pairs.items()}
     # unmeasured types use the anchor's factor: their column is the anchor's (column_of)
     return ThroughputMatrix(
         str(path),

@@ -12,8 +12,8 @@ the GPU type the job got (empty if it never started). `wait_s` is filled for eve
 ones too); `jct_s` and `bounded_slowdown` only for completed jobs. With a power model (--power) two columns follow:
 energy_kwh and energy_cost_eur, the facility energy and its cost attributed to the job (metrics/energy.py).
 summary.csv then ends with the columns of metrics/energy.py's ENERGY_FIELDS.
-A run of a preemptive policy (or one in which
-a job was preempted) adds PREEMPTION_COLUMNS at the end: `preemptions` (times suspended), `overhead_s` (seconds
+A run whose jobs have job types (--job_types)
+has one more column, `job_type`, after those. A run of a preemptive policy (or one in which a job was preempted) adds PREEMPTION_COLUMNS at the end: `preemptions` (times suspended), `overhead_s` (seconds
 spent restoring after preemptions, holding GPUs without doing work) and `overhead_gpu_s` (the same x its GPU
 demand: GPU-seconds lost); its `gpu_type` lists the types of its runs in order (`;`-joined, no repeats),
 `placement` is its last run's, `runtime_s` the time it held GPUs over all runs. Other runs' files are unchanged.
@@ -60,6 +60,7 @@ JOB_COLUMNS = (
 ENERGY_JOB_COLUMNS = ("energy_kwh", "energy_cost_eur")  # with a power model only (metrics/energy.py)
 PREEMPTION_COLUMNS = ("preemptions", "overhead_s", "overhead_gpu_s")
 RUN_COLUMNS = ("job_id", "start_time", "end_time", "placement", "gpu_type")
+JOB_TYPE_COLUMN = "job_type"  # appended after JOB_COLUMNS when the run's jobs have job types (--job_types)
 CLUSTER_COLUMNS = ("node_id", "gpu_type", "num_gpus", "gpu_mem_gb", "speed")
 PRIORITY_COLUMN = "avg_jct_s_prio{}"
 
@@ -115,6 +116,9 @@ def _jobs_table(result: RunResult, energy: EnergyReport | None = None) -> pd.Dat
         columns["overhead_gpu_s"] = overhead_s * m.gpu_demand
         names += PREEMPTION_COLUMNS
     columns = {k: _format_floats(v) if v.dtype == float else v for k, v in columns.items()}
+    if any(j.job_type for j in jobs):  # runs with --job_types only: every other jobs.csv keeps its bytes
+        columns[JOB_TYPE_COLUMN] = np.asarray([j.job_type for j in jobs], dtype=object)
+        names.insert(len(JOB_COLUMNS), JOB_TYPE_COLUMN)
     return pd.DataFrame(columns, columns=names)
 
 

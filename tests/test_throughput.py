@@ -4,6 +4,7 @@ read straight from the JSON, and Hypothesis invariants with typed jobs."""
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 from collections import defaultdict
@@ -37,6 +38,14 @@ GAVEL = (
 needs_gavel = pytest.mark.skipif(not GAVEL.is_file(), reason=f"Gavel matrix not found at {GAVEL}")
 
 R50 = "ResNet-50 (batch size 64)"
+
+
+@functools.cache
+def _gavel():
+    """(raw JSON, loaded matrix) of Gavel's file, read once per session (Hypothesis tests draw many cases)."""
+    return json.loads(GAVEL.read_text()), load_matrix(str(GAVEL))
+
+
 REC = "Recommendation (batch size 512)"
 
 
@@ -104,7 +113,13 @@ def test_unmeasured_types_take_the_catalog_speed_and_zero_throughput_is_unaccept
     got = _run("1xV100:4,1xK80:4", jobs, m)
     assert got["first"][3] == "V100-16GB" and got["r"][3] == "V100-16GB"
     assert got["r"][0] == pytest.approx(200.0)  # after "first" (100 / 0.5 = 200 s)
-    assert _run("1xK80:4", [job("r", 0, 100, 4, job_type=big)], m)["r"][2] == "rejected"
+    layout = ClusterLayout(parse_cluster_spec("1xK80:4"))
+    sim = Simulator(Workload("t", (job("r", 0, 100, 4, job_type=big),)), layout, None, 1.2, m)
+    assert sim.result("x", 0).status[0] == "rejected"
+    assert (
+        sim.reject_reason[0]
+        == f"job type {big!r} has throughput 0 on every acceptable GPU type of the cluster"
+    )
 
 
 # -- small matrices: spread and co-location ----------------------------------------------------------------
@@ -113,7 +128,7 @@ def test_unmeasured_types_take_the_catalog_speed_and_zero_throughput_is_unaccept
 def _small(tmp_path: Path) -> str:
     """Model M: 1 GPU v100 10 steps/s, p100 5; 4 GPUs v100 40, unconsolidated 20 (spread halves it).
     Co-location on v100: own 5 with A, 8 with B, 0 with C (could not run: left out) -> median(0.5, 0.8) = 0.65;
-    on p100: own 4 with A -> 0.8."""
+    on p100: own 4 with A -> 0.8; on k80: measured with A but could not run (0) -> factor 0."""
     return _write(
         tmp_path,
         {
@@ -127,6 +142,7 @@ def _small(tmp_path: Path) -> str:
                 "('M', 4)": {"null": 40.0},
             },
             "p100": {"('M', 1)": {"null": 5.0, "('A', 1)": [4.0, 1.0]}, "('M', 4)": {"null": 16.0}},
+            "k80": {"('M', 1)": {"null": 2.0, "('A', 1)": [0.0, 1.0]}, "('M', 4)": {"null": 4.0}},
             "v100_unconsolidated": {"('M', 4)": {"null": 20.0}},
         },
     )
@@ -157,6 +173,16 @@ def test_a_fractional_typed_job_runs_at_its_median_co_location_factor(tmp_path):
     assert _run("1xP100:1", [job("f", 0, 100, gpu_milli=500, job_type="M")], m)["f"][1] == pytest.approx(
         500.0
     )
+    # on a K80 M ran with no partner (factor 0): a fractional M never uses the free K80, it waits for the V100
+    # that w holds until 200 s (FCFS: g waits behind it); a whole-GPU M may use the K80: 0.5 x 2/10 = 0.1 -> 1000 s
+    jobs = [
+        job("w", 0, 100, 1),
+        job("f", 0, 100, gpu_milli=500, job_type="M"),
+        job("g", 0, 100, job_type="M"),
+    ]
+    got = _run("1xV100:1,1xK80:1", jobs, m)
+    assert got["w"][3] == "V100-16GB" and got["f"][3] == "V100-16GB" and got["f"][0] == pytest.approx(200.0)
+    assert got["g"][3] == "K80" and got["g"][1] - got["g"][0] == pytest.approx(1000.0)
 
 
 def test_fractional_typed_jobs_rank_gpus_by_their_own_speed(tmp_path):
@@ -199,8 +225,9 @@ def _plain_speed(raw: dict, model: str, k: int, gpu_type: str, spread: bool, fra
         return 0.5 * un["null"] / anchor if col else v * un["null"] / anchor
     if fractional:
         entry = raw[col or "v100"][key]
-        ratios = [p[0] / entry["null"] for o, p in entry.items() if o != "null" and p[0] > 0]
-        v *= statistics.median(ratios) if ratios else 1.0
+        pairs = [p for o, p in entry.items() if o != "null"]
+        ratios = [p[0] / entry["null"] for p in pairs if p[0] > 0 and entry["null"] > 0]
+        v *= statistics.median(ratios) if ratios else (0.0 if pairs else 1.0)  # ran with no partner: 0
     return v
 
 
@@ -250,8 +277,7 @@ def test_typed_jobs_run_their_own_speed_and_never_over_commit(data):
     """Every policy on random clusters of measured and unmeasured types with Gavel-typed jobs: each job runs
     exactly runtime / the plain rule's speed on the type (and spread) it got, on a type it can run on, and no
     GPU is ever over-committed."""
-    raw = json.loads(GAVEL.read_text())
-    m = load_matrix(str(GAVEL))
+    raw, m = _gavel()
     spec = data.draw(typed_clusters())
     wl = data.draw(typed_workloads(m.models))
     # one execution per job: the preemptive policies (wt-A) split a job into runs, checked in test_preemption
@@ -348,3 +374,48 @@ def test_equal_layout_speeds_must_have_equal_job_speeds(tmp_path):
     layout = ClusterLayout(parse_cluster_spec("1xV100:1,1xK80:1"), uniform_speed=True)
     with pytest.raises(ValueError, match="equal speed"):
         typed_pace(Pace(), job("m", 0, 1, job_type="M"), layout, m)
+
+
+@needs_gavel
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_easy_with_typed_jobs_equals_the_plain_scan(data):
+    """EASY's by-shape scan and the plain reference (tests/easy_reference.py) take the same decisions when jobs
+    have their own speeds (both reach them only through the Pace in each job's shape)."""
+    from tests.easy_reference import easy_reference
+
+    m = _gavel()[1]
+    spec = data.draw(typed_clusters())
+    wl = data.draw(typed_workloads(m.models))
+    layout = ClusterLayout(spec)
+    fast, plain = Simulator(wl, layout, None, 1.2, m), Simulator(wl, layout, None, 1.2, m)
+    fast.run(POLICIES["easy"])
+    plain.run(easy_reference)
+    assert fast.placements == plain.placements
+    assert np.array_equal(np.array(fast.start_s), np.array(plain.start_s), equal_nan=True)
+
+
+@needs_gavel
+def test_a_missing_unconsolidated_entry_falls_back_to_the_global_factor():
+    """Gavel's k80_unconsolidated has no ResNet-50 (bs 64) 2-GPU entry. On two 1-GPU K80 nodes the job spreads:
+    solo speed 0.5 x 1.2636370655757299 / 7.922054367597505 = 0.0797545, / factor 1.5 -> 1000 s takes
+    1000 x 1.5 / 0.0797545 = 18807.74 s."""
+    m = load_matrix(str(GAVEL))
+    got = _run("2xK80:1", [job("r", 0, 1000, 2, job_type=R50)], m, factor=1.5)
+    solo = 0.5 * 1.2636370655757299 / 7.922054367597505
+    assert got["r"][1] == pytest.approx(1000 * 1.5 / solo, rel=1e-12)
+    assert got["r"][1] == pytest.approx(18807.74, rel=1e-6)
+
+
+@needs_gavel
+def test_typed_runs_are_byte_identical_for_one_seed(tmp_path, capsys):
+    from main import main
+
+    argv = ["--mode", "eval", "--algo", "easy", "--num_jobs", "60", "--job_types", "gavel", "--no_progress"]
+    argv += ["--cluster", "2xV100:4,2xP100:4,2xK80:4"]
+    assert main([*argv, "--log_dir", str(tmp_path / "a")]) == 0
+    assert main([*argv, "--log_dir", str(tmp_path / "b")]) == 0
+    for name in ("jobs.csv", "summary.csv", "fairness.csv", "workload_report.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    header = (tmp_path / "a" / "jobs.csv").read_text().splitlines()[0]
+    assert header.endswith(",reject_reason,job_type")
