@@ -119,7 +119,7 @@ _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
 
 
 def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> np.ndarray:
-    """The nodes of `pools`, ascending (cached per layout)."""
+    """The nodes of `pools`, ascending (cached per layout); `_rows(nodes)` selects their profile rows."""
     hit = _POOL_NODES.get(id(layout))
     if hit is None or hit[0] is not layout:
         hit = _POOL_NODES[id(layout)] = (layout, {})
@@ -130,6 +130,13 @@ def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> np.ndarray:
         nodes = cache[pools] = np.array(
             [n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64
         )
+    return nodes
+
+
+def _rows(nodes: np.ndarray):
+    """A slice (a view, no copy) when `nodes` are consecutive, as a pool's nodes usually are; else the array."""
+    if len(nodes) and nodes[-1] - nodes[0] + 1 == len(nodes):
+        return slice(int(nodes[0]), int(nodes[-1]) + 1)
     return nodes
 
 
@@ -144,55 +151,45 @@ class _Profile:
         now = view.now_s
         placements = view.placements
         gpu_node = layout.gpu_node
-        t_list: list[float] = []
-        n_list: list[int] = []
-        c_list: list[int] = []
+        # releases (end, node, GPUs): whole-GPU one-node jobs (the common case) by comprehension, the rest below
+        running = view.running
+        held = [placements[j] for _, j in running]
+        releases = [
+            (end, p.nodes[0], len(p.gpus))
+            for (end, _), p in zip(running, held, strict=True)
+            if p.milli == FULL and not p.node_counts
+        ]
+        releases += [(end, p.nodes[0], len(p.gpus)) for end, p in started if not p.node_counts]
         # when each shared GPU's last fractional resident ends (it then counts as a whole free GPU)
         self.shared_until: dict[int, float] = {}
         shared_until = self.shared_until
-        for end, j in view.running:
-            p = placements[j]
-            if p.milli == FULL:
-                if len(p.nodes) == 1:
-                    t_list.append(end)
-                    n_list.append(p.nodes[0])
-                    c_list.append(len(p.gpus))
+        if len(releases) < len(running) + len(started):
+            others = [
+                (end, p) for (end, _), p in zip(running, held, strict=True) if p.milli < FULL or p.node_counts
+            ]
+            others += [(end, p) for end, p in started if p.node_counts]
+            for end, p in others:
+                if p.milli == FULL:
+                    releases += [(end, n, c) for n, c in zip(p.nodes, p.node_counts, strict=True)]
                 else:
-                    for n, c in zip(p.nodes, p.node_counts, strict=True):
-                        t_list.append(end)
-                        n_list.append(n)
-                        c_list.append(c)
-            else:
-                g = p.gpus[0]
-                if shared_until.get(g, -1.0) < end:
-                    shared_until[g] = end
-        for end, p in started:  # whole-GPU fast-path starts
-            if len(p.nodes) == 1:
-                t_list.append(end)
-                n_list.append(p.nodes[0])
-                c_list.append(len(p.gpus))
-            else:
-                for n, c in zip(p.nodes, p.node_counts, strict=True):
-                    t_list.append(end)
-                    n_list.append(n)
-                    c_list.append(c)
-        for g, end in shared_until.items():
-            t_list.append(end)
-            n_list.append(gpu_node[g])
-            c_list.append(1)
+                    g = p.gpus[0]
+                    if shared_until.get(g, -1.0) < end:
+                        shared_until[g] = end
+            releases += [(end, gpu_node[g], 1) for g, end in shared_until.items()]
         num_nodes = layout.num_nodes
         whole = np.asarray(free.node_whole, dtype=np.int64)
-        if not t_list:
+        if not releases:
             self.t = np.full((num_nodes, 2), np.inf)
             self.t[:, 0] = now
             self.free = np.repeat(whole[:, None], 2, axis=1)
             self.count = np.ones(num_nodes, dtype=np.int64)
             return
         # an end at or before now (an overrun) is assumed to come right after now
-        t_arr = np.maximum(np.asarray(t_list, dtype=float), _after(now))
-        n_arr = np.asarray(n_list, dtype=np.int64)
+        rel = np.array(releases, dtype=float)
+        t_arr = np.maximum(rel[:, 0], _after(now))
+        n_arr = rel[:, 1].astype(np.int64)
         order = np.lexsort((t_arr, n_arr))
-        t_arr, n_arr, c_arr = t_arr[order], n_arr[order], np.asarray(c_list, dtype=np.int64)[order]
+        t_arr, n_arr, c_arr = t_arr[order], n_arr[order], rel[order, 2].astype(np.int64)
         first = np.ones(len(t_arr), dtype=bool)
         first[1:] = (n_arr[1:] != n_arr[:-1]) | (t_arr[1:] != t_arr[:-1])
         at = np.flatnonzero(first)
@@ -217,8 +214,9 @@ class _Profile:
 
         On one node the earliest start is where one of its own steps begins, so each node is checked at its
         steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end."""
-        t = self.t[nodes]
-        f = self.free[nodes]
+        sel = _rows(nodes)
+        t = self.t[sel]
+        f = self.free[sel]
         ok = f >= k
         bad_t = np.where(ok, np.inf, t)
         next_bad = np.minimum.accumulate(bad_t[:, ::-1], axis=1)[:, ::-1]
@@ -295,6 +293,8 @@ class _Profile:
         for o in _options(elig, 1 if milli < FULL else k, pace):
             d = known / o.rate
             bound = best[0] if best is not None else float("inf")
+            if now + d >= bound:  # cannot complete before the best option so far even if it started now
+                continue
             if o.multi_type < 0:
                 hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
