@@ -30,6 +30,7 @@ can start now on its fastest option gets that reservation without the profile be
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import NamedTuple
 
 import numpy as np
@@ -38,6 +39,8 @@ from env.cluster import FULL, ClusterLayout, FreeState, Placement
 from env.placement import _options, effective_speed
 from env.simulator import Decision, View
 from schedulers.plan import Plan
+
+_AFTER_ALL = 1 << 62  # larger than any job index
 
 
 class Reservation(NamedTuple):
@@ -49,6 +52,8 @@ class Reservation(NamedTuple):
     type_idx: int
     nodes: tuple[int, ...]
     starts_now: bool
+    counts: tuple[int, ...] = ()
+    """GPUs on each of `nodes` (whole-GPU jobs)"""
 
 
 def cbf(view: View) -> list[Decision]:
@@ -59,12 +64,21 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     """This instant's starts, and (if asked) every queued job's reservation in arrival order."""
     jt = view.jobs
     now = view.now_s
+    # reuse the last instant's schedule when it provably equals the rebuilt one (see _Kept)
+    stateful = not want_reservations and not _has_fractional(view)
+    if stateful:
+        kept = _KEPT.pop(id(jt), None)
+        if kept is not None and kept.jobs is jt:
+            arrivals = kept.arrivals_if_valid(view)
+            if arrivals is not None:
+                return kept.go_on(view, arrivals), []
     plan = Plan(view.free)
     shape = jt.shape
     known = jt.known_runtime_s
     type_speed = view.layout.type_speed
     reservations: list[Reservation] = []
     started: list[tuple[float, Placement]] = []
+    started_jobs: list[tuple[float, int]] = []
     queue = iter(view.queue)
     rest = None
     for i in queue:
@@ -83,13 +97,15 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
         end = now + known[i] / rate
         plan.add(i, p)
         started.append((end, p))
+        started_jobs.append((end, i))
         if want_reservations:
             reservations.append(Reservation(i, now, end, p.type_idx, p.nodes, True))
     if rest is None:
         return plan.decisions, reservations
     prof = _Profile(view, plan.snapshot(), started)
     todo = [rest, *queue]
-    if not want_reservations:
+    later: list[Reservation] = []
+    if not (want_reservations or stateful):
         # the fewest whole GPUs any job from here on needs (a fractional job: 1, or a share of a shared GPU):
         # once the capacity now cannot start any of them, later reservations cannot change this instant's starts
         need_k = [0] * len(todo)
@@ -102,7 +118,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             k_min = min(k_min, k)
             need_k[x], any_frac[x] = k_min, frac
     for x, i in enumerate(todo):
-        if not want_reservations and int(prof.free[:, 0].sum()) < need_k[x]:
+        if not (want_reservations or stateful) and int(prof.free[:, 0].sum()) < need_k[x]:
             free = plan.free
             if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
                 break
@@ -110,16 +126,104 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
         if p is not None:
             plan.add(i, p)
             prof.started_now(i, p)
+            started_jobs.append((r.end_s, i))
+        else:
+            later.append(r)
         if want_reservations:
             reservations.append(r)
+    if stateful and later:
+        _KEPT.clear()  # one run at a time is kept
+        _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs)
     return plan.decisions, reservations
+
+
+def _has_fractional(view: View) -> bool:
+    return 0 in view.running_whole_gpus or any(s[2] < FULL for s in view.queue_by_shape)
+
+
+_KEPT: dict[int, _Kept] = {}
+
+
+class _Kept:
+    """The schedule left by one instant, kept for the next (per run: keyed by the JobTable).
+
+    With whole-GPU jobs only, if every job that ended since did so exactly at its estimated end (so now, since
+    the policy is called at every completion while jobs wait), no reservation started in between, the decisions
+    were applied and only new jobs arrived, rebuilding the schedule from scratch gives back every kept
+    reservation: each job's profile is unchanged (same running ends; started jobs end where reserved; later
+    arrivals come after it), and its earliest-completion search now runs over a subset of the candidates it
+    had, which contains its choice (a start at an instant inside a step ranks below that step's start). So
+    only the new arrivals get new reservations. Anything else rebuilds (tested against tests/cbf_reference.py).
+    """
+
+    def __init__(
+        self, view: View, prof: _Profile, later: list[Reservation], started: list[tuple[float, int]]
+    ):
+        self.jobs = view.jobs
+        self.now = view.now_s
+        self.prof = prof
+        self.later = later  # future reservations, in queue order
+        self.order = [r.job for r in later]
+        self.first_start_s = min(r.start_s for r in later)
+        self.expected = sorted([*view.running, *started])  # running jobs once this instant's starts apply
+
+    def arrivals_if_valid(self, view: View) -> list[int] | None:
+        """The jobs that arrived since, if the kept schedule is still the rebuilt one; else None."""
+        now = view.now_s
+        if now < self.now or self.first_start_s < now:
+            return None
+        exp = self.expected
+        # while jobs wait the policy is called at every completion, so every job estimated to end since the
+        # last call must have ended right now, and nothing else may have changed
+        if exp and exp[0][0] < now:
+            return None  # it ended off its estimate (an early end would have called us before)
+        if view.running != exp[bisect_right(exp, (now, _AFTER_ALL)) :]:
+            return None  # a job ended before its estimate, or the decisions were not applied
+        queue = list(view.queue)
+        n = len(self.order)
+        if queue[:n] != self.order:
+            return None
+        return queue[n:]
+
+    def go_on(self, view: View, arrivals: list[int]) -> list[Decision]:
+        jt = view.jobs
+        now = view.now_s
+        prof = self.prof
+        prof.move_to(view)
+        plan = Plan(view.free)
+        started: list[tuple[float, int]] = []
+        later: list[Reservation] = []
+        for r in self.later:
+            if r.start_s == now:
+                i = r.job
+                k = jt.num_gpus[i]
+                if len(r.nodes) == 1:
+                    p = _on_node(plan.free, r.nodes[0], k, FULL, 0)
+                else:
+                    p = _spread_placement(plan.free, list(r.nodes), list(r.counts), r.type_idx)
+                plan.add(i, p)
+                started.append((r.end_s, i))
+            else:
+                later.append(r)
+        for i in arrivals:
+            r, p = prof.reserve(i, plan)
+            if p is not None:
+                plan.add(i, p)
+                started.append((r.end_s, i))
+            else:
+                later.append(r)
+        if later:
+            self.__init__(view, prof, later, started)
+            _KEPT.clear()
+            _KEPT[id(jt)] = self
+        return plan.decisions
 
 
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
 
 
 def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> np.ndarray:
-    """The nodes of `pools`, ascending (cached per layout)."""
+    """The nodes of `pools`, ascending (cached per layout); `_rows(nodes)` selects their profile rows."""
     hit = _POOL_NODES.get(id(layout))
     if hit is None or hit[0] is not layout:
         hit = _POOL_NODES[id(layout)] = (layout, {})
@@ -130,6 +234,13 @@ def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> np.ndarray:
         nodes = cache[pools] = np.array(
             [n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64
         )
+    return nodes
+
+
+def _rows(nodes: np.ndarray):
+    """A slice (a view, no copy) when `nodes` are consecutive, as a pool's nodes usually are; else the array."""
+    if len(nodes) and nodes[-1] - nodes[0] + 1 == len(nodes):
+        return slice(int(nodes[0]), int(nodes[-1]) + 1)
     return nodes
 
 
@@ -144,55 +255,45 @@ class _Profile:
         now = view.now_s
         placements = view.placements
         gpu_node = layout.gpu_node
-        t_list: list[float] = []
-        n_list: list[int] = []
-        c_list: list[int] = []
+        # releases (end, node, GPUs): whole-GPU one-node jobs (the common case) by comprehension, the rest below
+        running = view.running
+        held = [placements[j] for _, j in running]
+        releases = [
+            (end, p.nodes[0], len(p.gpus))
+            for (end, _), p in zip(running, held, strict=True)
+            if p.milli == FULL and not p.node_counts
+        ]
+        releases += [(end, p.nodes[0], len(p.gpus)) for end, p in started if not p.node_counts]
         # when each shared GPU's last fractional resident ends (it then counts as a whole free GPU)
         self.shared_until: dict[int, float] = {}
         shared_until = self.shared_until
-        for end, j in view.running:
-            p = placements[j]
-            if p.milli == FULL:
-                if len(p.nodes) == 1:
-                    t_list.append(end)
-                    n_list.append(p.nodes[0])
-                    c_list.append(len(p.gpus))
+        if len(releases) < len(running) + len(started):
+            others = [
+                (end, p) for (end, _), p in zip(running, held, strict=True) if p.milli < FULL or p.node_counts
+            ]
+            others += [(end, p) for end, p in started if p.node_counts]
+            for end, p in others:
+                if p.milli == FULL:
+                    releases += [(end, n, c) for n, c in zip(p.nodes, p.node_counts, strict=True)]
                 else:
-                    for n, c in zip(p.nodes, p.node_counts, strict=True):
-                        t_list.append(end)
-                        n_list.append(n)
-                        c_list.append(c)
-            else:
-                g = p.gpus[0]
-                if shared_until.get(g, -1.0) < end:
-                    shared_until[g] = end
-        for end, p in started:  # whole-GPU fast-path starts
-            if len(p.nodes) == 1:
-                t_list.append(end)
-                n_list.append(p.nodes[0])
-                c_list.append(len(p.gpus))
-            else:
-                for n, c in zip(p.nodes, p.node_counts, strict=True):
-                    t_list.append(end)
-                    n_list.append(n)
-                    c_list.append(c)
-        for g, end in shared_until.items():
-            t_list.append(end)
-            n_list.append(gpu_node[g])
-            c_list.append(1)
+                    g = p.gpus[0]
+                    if shared_until.get(g, -1.0) < end:
+                        shared_until[g] = end
+            releases += [(end, gpu_node[g], 1) for g, end in shared_until.items()]
         num_nodes = layout.num_nodes
         whole = np.asarray(free.node_whole, dtype=np.int64)
-        if not t_list:
+        if not releases:
             self.t = np.full((num_nodes, 2), np.inf)
             self.t[:, 0] = now
             self.free = np.repeat(whole[:, None], 2, axis=1)
             self.count = np.ones(num_nodes, dtype=np.int64)
             return
         # an end at or before now (an overrun) is assumed to come right after now
-        t_arr = np.maximum(np.asarray(t_list, dtype=float), _after(now))
-        n_arr = np.asarray(n_list, dtype=np.int64)
+        rel = np.array(releases, dtype=float)
+        t_arr = np.maximum(rel[:, 0], _after(now))
+        n_arr = rel[:, 1].astype(np.int64)
         order = np.lexsort((t_arr, n_arr))
-        t_arr, n_arr, c_arr = t_arr[order], n_arr[order], np.asarray(c_list, dtype=np.int64)[order]
+        t_arr, n_arr, c_arr = t_arr[order], n_arr[order], rel[order, 2].astype(np.int64)
         first = np.ones(len(t_arr), dtype=bool)
         first[1:] = (n_arr[1:] != n_arr[:-1]) | (t_arr[1:] != t_arr[:-1])
         at = np.flatnonzero(first)
@@ -209,6 +310,21 @@ class _Profile:
         self.free = np.cumsum(delta, axis=1)
         self.count = per_node + 1
 
+    def move_to(self, view: View) -> None:
+        """Drop the steps before `view.now_s` (a kept profile, see _Kept)."""
+        now = view.now_s
+        self.view = view
+        t, f, count = self.t, self.free, self.count
+        for n in np.flatnonzero(t[:, 1] <= now).tolist():
+            c = int(count[n])
+            j = int(np.searchsorted(t[n, :c], now, side="right")) - 1
+            t[n, : c - j] = t[n, j:c].copy()
+            t[n, c - j :] = np.inf
+            f[n, : c - j] = f[n, j:c].copy()
+            f[n, c - j :] = f[n, c - 1]
+            count[n] = c - j
+        t[:, 0] = now
+
     # -- the profile -------------------------------------------------------------------------------------
 
     def _one_node(self, nodes: np.ndarray, k: int, dur_s: float, before_s: float) -> tuple[float, int] | None:
@@ -217,8 +333,9 @@ class _Profile:
 
         On one node the earliest start is where one of its own steps begins, so each node is checked at its
         steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end."""
-        t = self.t[nodes]
-        f = self.free[nodes]
+        sel = _rows(nodes)
+        t = self.t[sel]
+        f = self.free[sel]
         ok = f >= k
         bad_t = np.where(ok, np.inf, t)
         next_bad = np.minimum.accumulate(bad_t[:, ::-1], axis=1)[:, ::-1]
@@ -295,6 +412,8 @@ class _Profile:
         for o in _options(elig, 1 if milli < FULL else k, pace):
             d = known / o.rate
             bound = best[0] if best is not None else float("inf")
+            if now + d >= bound:  # cannot complete before the best option so far even if it started now
+                continue
             if o.multi_type < 0:
                 hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
@@ -313,7 +432,8 @@ class _Profile:
         end, start, kind, data, t, d = best
         if kind < 0:
             n = data
-            self._take(start, end, [n], [1 if milli < FULL else k])
+            counts = (1 if milli < FULL else k,)
+            self._take(start, end, [n], counts)
             nodes = (n,)
             p = None
             if start == now:
@@ -335,8 +455,9 @@ class _Profile:
                     left -= c
             self._take(start, end, take_n, take_c)
             nodes = tuple(take_n)
+            counts = tuple(take_c)
             p = _spread_placement(plan.free, take_n, take_c, kind) if start == now else None
-        return Reservation(i, start, float(end), t, nodes, p is not None), p
+        return Reservation(i, start, float(end), t, nodes, p is not None, counts), p
 
     def _shared_now(self, i: int, free: FreeState, before_s: float) -> tuple[Placement, float] | None:
         """A fractional job's start now on a shared GPU where it ends by the GPU's last resident's end and by

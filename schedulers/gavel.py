@@ -113,17 +113,28 @@ def _round(view: View, aware: bool) -> list:
 
 def _throughputs(view: View, active: list[int]) -> np.ndarray:
     """Job x type throughput: reference seconds of work per second on one node of the type (spread where the
-    job needs more GPUs than a node of the type has), 0 where the job cannot run."""
+    job needs more GPUs than a node of the type has), 0 where the job cannot run (rows memoised per run)."""
     jt = view.jobs
+    hit = _ROWS.get(id(jt))
+    if hit is None or hit[0] is not jt:
+        _ROWS.clear()
+        hit = _ROWS[id(jt)] = (jt, {})
+    rows = hit[1]
     layout = view.layout
-    out = np.zeros((len(active), len(layout.type_names)))
+    out = np.empty((len(active), len(layout.type_names)))
     for r, i in enumerate(active):
-        elig, k, milli, _, pace = jt.shape[i]
-        for t in elig.types:
-            out[r, t] = effective_speed(layout.type_speed[t], spans_nodes_on(elig, k, milli, t), pace)
+        row = rows.get(i)
+        if row is None:
+            elig, k, milli, _, pace = jt.shape[i]
+            row = rows[i] = [
+                effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else 0.0
+                for t, v in enumerate(layout.type_speed)
+            ]
+        out[r] = row
     return out
 
 
+_ROWS: dict[int, tuple[object, dict[int, list[float]]]] = {}
 _MEMO: dict[tuple, tuple[object, np.ndarray]] = {}
 
 

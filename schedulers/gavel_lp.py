@@ -28,25 +28,21 @@ def max_min_fair(
     """X (jobs x types) maximising min_i sum_j coef[i, j] X[i, j] (then their sum, keeping that minimum), with
     sum_j X[i, j] <= 1, sum_i scale[i] X[i, j] <= gpus[j], 0 <= X <= 1 and X = 0 where not runnable."""
     from scipy.optimize import linprog  # imported here: the other policies never need scipy
-    from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
+    from scipy.sparse import coo_matrix
 
     num_jobs, num_types = coef_JT.shape
     if num_jobs == 0:
         return np.zeros((0, num_types))
     n = num_jobs * num_types
-    rows = np.repeat(np.arange(num_jobs), num_types)
-    cols = np.arange(n)
-    # t - sum_j coef[i, j] x[i, j] <= 0 for every job i
-    fair = hstack([-csr_matrix(coo_matrix((coef_JT.ravel(), (rows, cols)), shape=(num_jobs, n))),
-                   csr_matrix(np.ones((num_jobs, 1)))])  # fmt: skip
-    # sum_j x[i, j] <= 1
-    one_job = hstack([csr_matrix(coo_matrix((np.ones(n), (rows, cols)), shape=(num_jobs, n))),
-                      csr_matrix((num_jobs, 1))])  # fmt: skip
-    # sum_i scale[i] x[i, j] <= gpus[j]
-    per_type = hstack([csr_matrix(coo_matrix((np.repeat(scale_J, num_types), (np.tile(np.arange(num_types), num_jobs), cols)),
-                                             shape=(num_types, n))),
-                       csr_matrix((num_types, 1))])  # fmt: skip
-    a_ub = vstack([fair, one_job, per_type]).tocsr()
+    job_of = np.repeat(np.arange(num_jobs), num_types)
+    type_of = np.tile(np.arange(num_types), num_jobs)
+    var = np.arange(n)
+    # rows: t - sum_j coef[i, j] x[i, j] <= 0 (job i); sum_j x[i, j] <= 1 (job i); sum_i scale[i] x[i, j] <=
+    # gpus[j] (type j); the last column is t
+    row = np.concatenate([job_of, np.arange(num_jobs), num_jobs + job_of, 2 * num_jobs + type_of])
+    col = np.concatenate([var, np.full(num_jobs, n), var, var])
+    val = np.concatenate([-coef_JT.ravel(), np.ones(num_jobs), np.ones(n), np.repeat(scale_J, num_types)])
+    a_ub = coo_matrix((val, (row, col)), shape=(2 * num_jobs + num_types, n + 1)).tocsr()
     b_ub = np.concatenate([np.zeros(num_jobs), np.ones(num_jobs), np.asarray(gpus_T, dtype=float)])
     upper = np.where(runnable_JT, 1.0, 0.0).ravel()
     bounds = np.column_stack([np.zeros(n + 1), np.append(upper, np.inf)])

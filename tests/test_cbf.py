@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from config import RunConfig, SimConfig, WorkloadConfig
 from env.cluster import ClusterLayout
+from env.scenario import build_scenario
 from env.simulator import Simulator
 from schedulers import POLICIES
 from schedulers.cbf import cbf_schedule
@@ -134,3 +137,17 @@ def test_with_exact_runtimes_no_job_starts_after_its_first_reservation(spec, wor
     sim.run(recording)
     for i, s in first.items():
         assert sim.start_s[i] <= s, (i, sim.start_s[i], s)
+
+
+@pytest.mark.parametrize(("profile", "runtime_info"), [("philly", "oracle"), ("helios", "estimate")])
+def test_cbf_equals_the_plain_scan_on_a_synthetic_scenario(profile, runtime_info):
+    """Longer queues than Hypothesis draws, where the kept schedule (schedulers/cbf.py's _Kept) is reused most:
+    exact runtimes keep it across instants, estimates make it rebuild whenever a job ends off its estimate."""
+    cfg = RunConfig(
+        workload=WorkloadConfig(difficulty="easy", num_jobs=150, synthetic_profile=profile),
+        sim=SimConfig(runtime_info=runtime_info),
+    )
+    fast, plain = build_scenario(cfg, 3).simulator(), build_scenario(cfg, 3).simulator()
+    fast.run(POLICIES["cbf"])
+    plain.run(cbf_reference)
+    assert _same_schedule(fast, plain)
