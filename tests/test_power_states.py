@@ -265,7 +265,8 @@ def test_idle_off_matches_the_plain_reference(cluster, workload, algo, idle_s, r
 
     def both(view):
         mine = idle_off(view, idle_s, reserve)
-        assert mine == idle_off_reference(view, idle_s, reserve), view.now_s
+        # the same decisions (their order within an instant does not matter: boots and shutdowns commute)
+        assert sorted(mine, key=repr) == sorted(idle_off_reference(view, idle_s, reserve), key=repr), view.now_s
         checked[0] += 1
         return mine
 
