@@ -170,7 +170,7 @@ def _check_only_on_nodes(sim: Simulator) -> None:
                 assert not (a < e and s < b), (n, (s, e), (a, b))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cluster=clusters(),
     workload=workloads(),
@@ -207,7 +207,7 @@ def test_no_job_runs_on_a_node_that_is_not_on(cluster, workload, algo, seed, boo
     assert all(s in ("completed", "rejected") for s in r.status)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=clusters(), workload=workloads(), algo=st.sampled_from(sorted(POLICIES)))
 def test_always_on_power_model_changes_no_job_record(cluster, workload, algo):
     layout = ClusterLayout(cluster)
@@ -246,7 +246,7 @@ def test_decision_dispatch_starts_jobs():
     assert sim.start_s[0] == 0.0
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cluster=clusters(),
     workload=workloads(),
@@ -266,7 +266,9 @@ def test_idle_off_matches_the_plain_reference(cluster, workload, algo, idle_s, r
     def both(view):
         mine = idle_off(view, idle_s, reserve)
         # the same decisions (their order within an instant does not matter: boots and shutdowns commute)
-        assert sorted(mine, key=repr) == sorted(idle_off_reference(view, idle_s, reserve), key=repr), view.now_s
+        assert sorted(mine, key=repr) == sorted(idle_off_reference(view, idle_s, reserve), key=repr), (
+            view.now_s
+        )
         checked[0] += 1
         return mine
 
