@@ -305,3 +305,18 @@ def test_price_aware_releases_at_the_deferral_bound():
     spec = parse_manager("price_aware:60")
     sim.run(deferring(POLICIES["fcfs"], curve, spec.defer_s), manager=make_manager(spec, curve))
     assert sim.start_s == [100.0]  # [100, 160) holds one price: nothing cheaper within the bound
+
+
+def test_idle_off_restores_its_reserve():
+    # 3 A100 nodes, n1 and n2 OFF; idle_off:100:1. j0 (8 GPUs, 1000 s) takes n0 at 0, leaving no A100 node idle
+    # or booting -> n1 (the lowest-indexed OFF node) boots at 0, on at 260, idle: the reserve (n2 stays off).
+    # At 1000 j0 ends: n0 and n1 idle; the reserve is n0 (lowest index); n1 idle since 260 is past its deadline
+    # 360 -> PowerOff(1) at 1000, off at 1060.
+    sim = _sim("3xA100-80GB:8", [job(0, 0, 1000, 8)], initial=(ON, OFF, OFF))
+    sim.run(POLICIES["fcfs"], manager=make_manager(parse_manager("idle_off:100:1")))
+    r = sim.result("fcfs", 0)
+    log = list(
+        zip(r.power_log_t_s.tolist(), r.power_log_node.tolist(), r.power_log_state.tolist(), strict=True)
+    )
+    assert log == [(0.0, 1, BOOTING), (260.0, 1, ON), (1000.0, 1, SHUTTING_DOWN), (1060.0, 1, OFF)]
+    assert r.start_s.tolist() == [0.0] and r.placement[0].startswith("n0/")
