@@ -51,11 +51,15 @@ RUN_FILE_NAMES = frozenset(
         "report.md",
         "learning_curves.csv",
         "learning_curves.png",
+        "power.png",  # with --power (README, Energy and power states)
+        "power_states.png",
+        "jct_vs_cost.png",
     }
 )
 RUN_FILE_PATTERNS = (re.compile(r"jct_cdf_seed\d+\.png"), re.compile(r"events\.out\.tfevents\..+"))
-RUN_SUBDIR = re.compile(r"[a-z0-9]+_seed\d+")
-"""compare mode: one subfolder per (algorithm, seed), e.g. fcfs_seed0/"""
+RUN_SUBDIR = re.compile(r"[a-z0-9_]+(\+[a-z_]+(-[0-9.e+]+)*)?_seed\d+")
+"""compare mode: one subfolder per (algorithm, seed), e.g. fcfs_seed0/; with --power per (algorithm, power
+manager, seed), e.g. easy+idle_off-600-1_seed0/"""
 
 # Options that say where and how visibly a run writes, not what it computes: left out of run_config.json.
 NOT_RECORDED = ("log_dir", "progress", "overwrite", "explicit_options", "report_workers")

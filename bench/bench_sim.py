@@ -55,9 +55,8 @@ def main() -> None:
             spec = None if power == "none" else parse_manager(power)
             best = float("inf")
             for _ in range(a.repeat):
-                sim = Simulator(
-                    wl, layout, None, 1.2, a.preempt_overhead_s, power=None if spec is None else PowerModel()
-                )
+                model = None if spec is None else PowerModel()
+                sim = Simulator(wl, layout, None, 1.2, a.preempt_overhead_s, power=model)
                 manager = None if spec is None else make_manager(spec, synthetic_curve())
                 t0 = time.perf_counter()
                 sim.run(POLICIES[algo], manager=manager)

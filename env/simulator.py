@@ -285,7 +285,6 @@ class Simulator:
         self._closed_runs: list[tuple[int, float, float, Placement]] = []  # (job, start, end, placement)
         self._wakeups: set[float] = set()
         self._woken = False
-        self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
         self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
@@ -307,6 +306,7 @@ class Simulator:
         self.node_power: NodePower | None = None
         if power is not None:
             self._enable_power(power, initial_power)
+        self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
         self._schedule_arrivals(accepted)
 
     # -- SimPy processes and callbacks -------------------------------------------------------------------
@@ -403,19 +403,31 @@ class Simulator:
         for n, state in enumerate(self.node_power.state):
             if state != ON:
                 self.free.take(self.layout.whole_node(n))
-        # completions and preemptions also note when a node falls idle; an instance attribute, so the path
-        # without a power model is unchanged
+        # completions and preemptions also note when a node falls idle; instance attributes, so the path without
+        # a power model is unchanged (start() appends self._on_complete, preempt() calls self._release)
+        self._on_complete = self._on_complete_power
         self._release = self._release_power
+
+    def _on_complete_power(self, event: simpy.Event) -> None:
+        i = event.value
+        live = self._event[i] is event  # else the timeout of a preempted run: nothing is released
+        Simulator._on_complete(self, event)
+        if live:
+            self._note_idle(self.placements[i])
 
     def _release_power(self, i: int) -> Placement:
         p = Simulator._release(self, i)
+        self._note_idle(p)
+        return p
+
+    def _note_idle(self, p: Placement) -> None:
+        """Record when the nodes of a released placement fell idle."""
         whole, size = self.free.node_whole, self.layout.node_num_gpus
         for n in p.nodes:
             if whole[n] == size[n]:
                 self.node_power.idle_since_s[n] = self.env.now
                 # a power manager wants to hear of a node falling idle (to set its idle deadline)
                 self._woken = self._woken or self.wake_on_idle
-        return p
 
     def power_off(self, n: int) -> None:
         """Start shutting node n down now; it must be ON and hold no job (else ValueError)."""

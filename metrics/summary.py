@@ -115,26 +115,6 @@ class SummaryRow:
 
 
 @dataclass(frozen=True)
-class EnergySummaryRow(SummaryRow):
-    """The SummaryRow of a run with a power model (--power): also its energy figures."""
-
-    energy: tuple[tuple[str, float], ...] = ()
-    """(name, value) of metrics/energy.py's ENERGY_FIELDS, written as columns of those names after every other
-    column (a plain SummaryRow has none, so runs without a power model keep their exact columns)"""
-
-    @classmethod
-    def of(cls, row: SummaryRow, energy: tuple[tuple[str, float], ...]) -> EnergySummaryRow:
-        """`row` (a SummaryRow or a PreemptiveSummaryRow, whose preemption totals are kept) with `energy`."""
-        kind = PreemptiveEnergySummaryRow if isinstance(row, PreemptiveSummaryRow) else cls
-        return kind(**{f.name: getattr(row, f.name) for f in dataclasses.fields(row)}, energy=energy)
-
-
-def energy_of(row: SummaryRow) -> tuple[tuple[str, float], ...]:
-    """A row's energy figures; () for a run without a power model."""
-    return getattr(row, "energy", ())
-
-
-@dataclass(frozen=True)
 class PreemptiveSummaryRow(SummaryRow):
     """The summary of a run of a preemptive policy: a SummaryRow plus its preemption totals (written as the
     columns PREEMPTION_SUMMARY after the priority columns, only in files holding such a row)."""
@@ -149,8 +129,35 @@ PREEMPTION_SUMMARY = ("preemptions", "overhead_gpu_s")
 
 
 @dataclass(frozen=True)
-class PreemptiveEnergySummaryRow(PreemptiveSummaryRow, EnergySummaryRow):
-    """A preemptive policy's run with a power model: both the energy and the preemption columns (energy first)."""
+class EnergySummaryRow(SummaryRow):
+    """The SummaryRow of a run with a power model (--power): also its energy figures."""
+
+    energy: tuple[tuple[str, float], ...] = ()
+    """(name, value) of metrics/energy.py's ENERGY_FIELDS, written as columns of those names after every other
+    column (a plain SummaryRow has none, so runs without a power model keep their exact columns)"""
+
+    @classmethod
+    def of(cls, row: SummaryRow, energy: tuple[tuple[str, float], ...]) -> SummaryRow:
+        """`row` with `energy` (a PreemptiveSummaryRow keeps its preemption totals)."""
+        if isinstance(row, PreemptiveSummaryRow):
+            return PreemptiveEnergySummaryRow(**_field_values(row), energy=energy)
+        return cls(**_field_values(row), energy=energy)
+
+
+@dataclass(frozen=True)
+class PreemptiveEnergySummaryRow(PreemptiveSummaryRow):
+    """A PreemptiveSummaryRow with energy figures (a preemptive policy run with --power)."""
+
+    energy: tuple[tuple[str, float], ...] = ()
+
+
+def _field_values(row: SummaryRow) -> dict:
+    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+
+
+def energy_of(row: SummaryRow) -> tuple[tuple[str, float], ...]:
+    """A row's energy figures; () for a run without a power model."""
+    return getattr(row, "energy", ())
 
 
 def check_result(result: RunResult) -> None:

@@ -9,18 +9,17 @@ runtime_s, bounded_slowdown, status, priority, gpu_milli, gpu_mem_gb, trace_stat
 seconds of simulated time. `num_gpus` is the GPU demand with a fractional share written as its fraction (a job
 asking 500 milli-GPU has num_gpus 0.5; `gpu_milli` keeps the raw request). `runtime_s` is the actual run time on
 the GPU type the job got (empty if it never started). `wait_s` is filled for every job that started (unfinished
-ones too); `jct_s` and `bounded_slowdown` only for completed jobs. With a power model (--power) two columns follow:
-energy_kwh and energy_cost_eur, the facility energy and its cost attributed to the job (metrics/energy.py).
-summary.csv then ends with the columns of metrics/energy.py's ENERGY_FIELDS.
-A run whose jobs have job types (--job_types)
-has one more column, `job_type`, after those. A run of a preemptive policy (or one in which a job was preempted) adds PREEMPTION_COLUMNS at the end: `preemptions` (times suspended), `overhead_s` (seconds
+ones too); `jct_s` and `bounded_slowdown` only for completed jobs. A run whose jobs have job types (--job_types) has one more column, `job_type`, right after
+those. A run of a preemptive policy (or one in which a job was preempted) adds PREEMPTION_COLUMNS at the end: `preemptions` (times suspended), `overhead_s` (seconds
 spent restoring after preemptions, holding GPUs without doing work) and `overhead_gpu_s` (the same x its GPU
 demand: GPU-seconds lost); its `gpu_type` lists the types of its runs in order (`;`-joined, no repeats),
 `placement` is its last run's, `runtime_s` the time it held GPUs over all runs. Other runs' files are unchanged.
 
 runs.csv columns: job_id, start_time, end_time, placement, gpu_type: one row per execution interval (a job never
 preempted has one), ordered by start time then job order; end_time is empty for a run still going when the
-simulation ended. Enough to check independently that no GPU was ever over-committed.
+simulation ended. Enough to check independently that no GPU was ever over-committed. With a power model (--power) two
+columns follow: energy_kwh and energy_cost_eur, the facility energy and its cost attributed to the job
+(metrics/energy.py); summary.csv then ends with the columns of metrics/energy.py's ENERGY_FIELDS.
 """
 
 from __future__ import annotations
@@ -105,16 +104,16 @@ def _jobs_table(result: RunResult, energy: EnergyReport | None = None) -> pd.Dat
         "reject_reason": np.asarray(result.reject_reason, dtype=object),
     }
     names = list(JOB_COLUMNS)
-    if energy is not None:
-        columns["energy_kwh"] = energy.job_energy_kwh
-        columns["energy_cost_eur"] = energy.job_cost_eur
-        names += ENERGY_JOB_COLUMNS
     if result.preemptive:
         overhead_s = np.asarray(result.overhead_s, dtype=float)
         columns["preemptions"] = np.asarray(result.preemptions, dtype=np.int64)
         columns["overhead_s"] = overhead_s
         columns["overhead_gpu_s"] = overhead_s * m.gpu_demand
         names += PREEMPTION_COLUMNS
+    if energy is not None:
+        columns["energy_kwh"] = energy.job_energy_kwh
+        columns["energy_cost_eur"] = energy.job_cost_eur
+        names += ENERGY_JOB_COLUMNS
     columns = {k: _format_floats(v) if v.dtype == float else v for k, v in columns.items()}
     if any(j.job_type for j in jobs):  # runs with --job_types only: every other jobs.csv keeps its bytes
         columns[JOB_TYPE_COLUMN] = np.asarray([j.job_type for j in jobs], dtype=object)
@@ -163,20 +162,17 @@ def summary_frame(rows: Sequence[SummaryRow]) -> pd.DataFrame:
     records = []
     for r in rows:
         by_prio = dict(r.avg_jct_s_by_priority)
-        energy = dict(energy_of(r))
-        records.append(
-            [getattr(r, name) for name in scalar]
-            + [by_prio.get(p, np.nan) for p in priorities]
-            + [energy.get(name, np.nan) for name in energy_cols]
-        )
-    frame = pd.DataFrame(records, columns=scalar + prio_cols + energy_cols)
-    frame = frame.astype({c: float for c in prio_cols + energy_cols})
+        records.append([getattr(r, name) for name in scalar] + [by_prio.get(p, np.nan) for p in priorities])
+    frame = pd.DataFrame(records, columns=scalar + prio_cols)
+    frame = frame.astype({c: float for c in prio_cols})
     if any(
         isinstance(r, PreemptiveSummaryRow) for r in rows
     ):  # else no column: non-preemptive files unchanged
         for name in PREEMPTION_SUMMARY:
             values = [getattr(r, name) if isinstance(r, PreemptiveSummaryRow) else np.nan for r in rows]
             frame[name] = np.asarray(values, dtype=float)
+    for name in energy_cols:  # only when some run had a power model
+        frame[name] = np.asarray([dict(energy_of(r)).get(name, np.nan) for r in rows], dtype=float)
     return frame
 
 

@@ -54,14 +54,31 @@ def idle_off_reference(view: View, idle_s: float, reserve: int) -> list:
                     off.remove(n)
                     out.append(PowerOn(n))
             scratch.take(p)
-    # shutdowns
+    # reserve: per type, idle (on, every GPU free) + booting nodes, counting this instant's boots
     free_milli = view.free.free_milli.tolist()
+
+    def empty(n: int) -> bool:
+        a = layout.node_first_gpu[n]
+        return all(m == FULL for m in free_milli[a : a + layout.node_num_gpus[n]])
+
+    booted = {d.node for d in out}
+    if reserve > 0:
+        for t in range(len(layout.type_names)):
+            nodes = [n for n in range(layout.num_nodes) if layout.node_type[n] == t]
+            ready = sum(
+                1 for n in nodes if (state[n] == ON and empty(n)) or state[n] == BOOTING or n in booted
+            )
+            for n in nodes:
+                if ready >= reserve:
+                    break
+                if state[n] == OFF and n not in booted:
+                    out.append(PowerOn(n))
+                    ready += 1
+    # shutdowns
     kept: dict[int, int] = {}
     deadlines = []
     for n in range(layout.num_nodes):
-        a = layout.node_first_gpu[n]
-        empty = all(m == FULL for m in free_milli[a : a + layout.node_num_gpus[n]])
-        if state[n] != ON or not empty:
+        if state[n] != ON or not empty(n):
             continue
         t = layout.node_type[n]
         if kept.get(t, 0) < reserve:

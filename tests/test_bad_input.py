@@ -344,7 +344,7 @@ CASES = [
     ([*SMALL, "--power", "idle_off:-5"], {}, "times and reserve must be finite and >= 0"),
     ([*SMALL, "--power", "idle_off:600:1.5"], {}, "the reserve R is a whole number of nodes"),
     ([*SMALL, "--power", "always_on,idle_off:600"], {}, "--mode eval runs one power manager"),
-    (["--mode", "compare", *SMALL, "--power", "idle_off:600,idle_off:600:1"], {}, "more than once"),
+    (["--mode", "compare", *SMALL, "--power", "idle_off:600,idle_off:600:2"], {}, "more than once"),
     ([*SMALL, "--prices", "{tmp}/p.csv"], {"p.csv": "timestamp,price\n0,1\n"}, "--prices need a power model"),
     ([*SMALL, "--power", "always_on", "--pue", "0.5"], {}, "--pue must be between 1 and 10"),
     (["--mode", "eval", "--algo", "d3qn", "--power", "idle_off:600"], {}, "needs a heuristic scheduler"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from env.cluster import ClusterLayout
@@ -11,7 +12,7 @@ from env.power import PowerModel
 from env.power_managers import make_manager, parse_manager
 from env.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
 from env.simulator import Simulator
-from metrics.energy import energy_report, node_states_over_time
+from metrics.energy import ENERGY_FIELDS, energy_report, node_states_over_time
 from schedulers import POLICIES
 from tests.helpers import job
 from workloads.job import Workload
@@ -84,7 +85,7 @@ def test_power_states_hand_computed():
     assert always.it_energy_kwh * 3.6e6 == pytest.approx(2 * 700 * 410 + 168000)
     t, counts = node_states_over_time(r)
     assert t.tolist() == [0, 100, 150, 160, 210, 400, 660, 770, 830]
-    assert counts[-1].tolist() == [0, 2, 0, 0] and counts[5].tolist() == [1 - 1, 1, 1, 0]
+    assert counts[-1].tolist() == [0, 2, 0, 0] and counts[5].tolist() == [0, 1, 1, 0]
 
 
 def test_integral_matches_a_fine_riemann_sum():
@@ -139,3 +140,37 @@ def test_bad_price_files_name_the_line(tmp_path, text, message):
     with pytest.raises(PriceFileError, match=message) as err:
         load_price_csv(path)
     assert str(path) in str(err.value)
+
+
+def test_cli_compare_with_power_managers_is_deterministic(tmp_path):
+    from main import main
+
+    args = ["--mode", "compare", "--algos", "easy", "--difficulty", "easy", "--num_jobs", "30"]
+    args += ["--power", "always_on,idle_off:300:1", "--no_progress"]
+    for name in ("a", "b"):
+        assert main([*args, "--log_dir", str(tmp_path / name)]) == 0
+    a = tmp_path / "a"
+    summary = pd.read_csv(a / "summary.csv")
+    assert summary.scheduler.tolist() == ["easy+always_on", "easy+idle_off:300:1"]
+    assert list(summary.columns[-7:]) == list(ENERGY_FIELDS)
+    assert np.allclose(summary.facility_energy_kwh, summary.it_energy_kwh * 1.58, rtol=1e-9)
+    on, off = summary.facility_energy_kwh
+    assert off < on and summary.node_hours_off[1] > 0 == summary.node_hours_off[0]
+    jobs = pd.read_csv(a / "easy+idle_off-300-1_seed0" / "jobs.csv")
+    assert list(jobs.columns[-2:]) == ["energy_kwh", "energy_cost_eur"] and (jobs.energy_kwh > 0).all()
+    for f in ("power.png", "power_states.png"):
+        assert (a / "easy+idle_off-300-1_seed0" / f).is_file()
+    assert (a / "jct_vs_cost.png").is_file()
+    for f in ("summary.csv", "compare.csv", "easy+idle_off-300-1_seed0/jobs.csv"):
+        assert (a / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+def test_without_power_no_energy_columns(tmp_path):
+    from main import main
+
+    assert (
+        main(["--difficulty", "easy", "--num_jobs", "20", "--no_progress", "--log_dir", str(tmp_path)]) == 0
+    )
+    assert "energy" not in (tmp_path / "summary.csv").read_text()
+    assert "energy" not in (tmp_path / "jobs.csv").read_text().splitlines()[0]
+    assert not (tmp_path / "power.png").exists()

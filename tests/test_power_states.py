@@ -170,7 +170,7 @@ def _check_only_on_nodes(sim: Simulator) -> None:
                 assert not (a < e and s < b), (n, (s, e), (a, b))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cluster=clusters(),
     workload=workloads(),
@@ -207,7 +207,7 @@ def test_no_job_runs_on_a_node_that_is_not_on(cluster, workload, algo, seed, boo
     assert all(s in ("completed", "rejected") for s in r.status)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=clusters(), workload=workloads(), algo=st.sampled_from(sorted(POLICIES)))
 def test_always_on_power_model_changes_no_job_record(cluster, workload, algo):
     layout = ClusterLayout(cluster)
@@ -246,7 +246,7 @@ def test_decision_dispatch_starts_jobs():
     assert sim.start_s[0] == 0.0
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cluster=clusters(),
     workload=workloads(),
@@ -265,7 +265,10 @@ def test_idle_off_matches_the_plain_reference(cluster, workload, algo, idle_s, r
 
     def both(view):
         mine = idle_off(view, idle_s, reserve)
-        assert mine == idle_off_reference(view, idle_s, reserve), view.now_s
+        # the same decisions (their order within an instant does not matter: boots and shutdowns commute)
+        assert sorted(mine, key=repr) == sorted(idle_off_reference(view, idle_s, reserve), key=repr), (
+            view.now_s
+        )
         checked[0] += 1
         return mine
 
@@ -302,3 +305,18 @@ def test_price_aware_releases_at_the_deferral_bound():
     spec = parse_manager("price_aware:60")
     sim.run(deferring(POLICIES["fcfs"], curve, spec.defer_s), manager=make_manager(spec, curve))
     assert sim.start_s == [100.0]  # [100, 160) holds one price: nothing cheaper within the bound
+
+
+def test_idle_off_restores_its_reserve():
+    # 3 A100 nodes, n1 and n2 OFF; idle_off:100:1. j0 (8 GPUs, 1000 s) takes n0 at 0, leaving no A100 node idle
+    # or booting -> n1 (the lowest-indexed OFF node) boots at 0, on at 260, idle: the reserve (n2 stays off).
+    # At 1000 j0 ends: n0 and n1 idle; the reserve is n0 (lowest index); n1 idle since 260 is past its deadline
+    # 360 -> PowerOff(1) at 1000, off at 1060.
+    sim = _sim("3xA100-80GB:8", [job(0, 0, 1000, 8)], initial=(ON, OFF, OFF))
+    sim.run(POLICIES["fcfs"], manager=make_manager(parse_manager("idle_off:100:1")))
+    r = sim.result("fcfs", 0)
+    log = list(
+        zip(r.power_log_t_s.tolist(), r.power_log_node.tolist(), r.power_log_state.tolist(), strict=True)
+    )
+    assert log == [(0.0, 1, BOOTING), (260.0, 1, ON), (1000.0, 1, SHUTTING_DOWN), (1060.0, 1, OFF)]
+    assert r.start_s.tolist() == [0.0] and r.placement[0].startswith("n0/")
