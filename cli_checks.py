@@ -56,6 +56,7 @@ TEXT_OPTIONS = (
     "checkpoint",
     "resume",
     "demo_policy",
+    "prices",
 )
 
 
@@ -80,6 +81,7 @@ def check_command_line(cfg: RunConfig, given: dict[str, object]) -> list[str]:
             raise UserError(f"--{name} is empty")
     _check_numbers(cfg, given)
     check_options(cfg)
+    _check_power(cfg, given)
     warnings = _check_ignored(cfg, given)
     if cfg.log_dir:
         check_output_dir(cfg.log_dir, "--log_dir")
@@ -182,6 +184,74 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         if hit:
             return [f"{', '.join(hit)} ignored: no RL agent runs"]
     return []
+
+
+def _check_power(cfg: RunConfig, given: dict[str, object]) -> None:
+    """--power and its companions: parseable managers, one per eval, heuristics only for managers that act."""
+    from env.power_managers import parse_manager
+
+    p = cfg.power
+    if cfg.task.name != "scheduling":
+        _check_node_task_power(cfg, given)
+        return
+    if not p.managers:
+        hit = [f"--{n}" for n in ("prices", "price_offset_s", "pue") if n in given]
+        if "power" in given:
+            raise UserError("--power names no power manager; e.g. --power always_on,idle_off:600")
+        if hit:
+            raise UserError(f"{', '.join(hit)} need a power model: add --power (e.g. --power always_on)")
+        return
+    if cfg.mode == "train":
+        raise UserError("--power applies to --mode eval and compare (the agents train on scheduling only)")
+    specs = []
+    for text in p.managers:
+        try:
+            specs.append(parse_manager(text))
+        except ValueError as err:
+            raise UserError(f"--power: {err}") from None
+    labels = [s.label for s in specs]
+    repeated = sorted({x for x in labels if labels.count(x) > 1})
+    if repeated:
+        raise UserError(f"--power names {', '.join(repeated)} more than once")
+    if cfg.mode == "eval" and len(specs) > 1:
+        raise UserError("--mode eval runs one power manager; list several with --mode compare")
+    algos = cfg.algos if cfg.mode == "compare" else (cfg.algo,)
+    agents = [a for a in algos if a in AGENTS]
+    acting = [s.label for s in specs if s.name != "always_on"]
+    if agents and acting:
+        raise UserError(
+            f"--power {','.join(acting)} needs a heuristic scheduler; the agents {', '.join(agents)} run through "
+            "the Gymnasium env, which keeps every node on (use --power always_on to measure their energy)"
+        )
+    if not (p.pue >= 1.0 and p.pue < 10.0):
+        raise UserError(f"--pue must be between 1 and 10 (facility / IT power), got {p.pue}")
+    if not abs(p.price_offset_s) < 1e12:
+        raise UserError(f"--price_offset_s must be a finite number of seconds, got {p.price_offset_s}")
+
+
+def _check_node_task_power(cfg: RunConfig, given: dict[str, object]) -> None:
+    """--task power takes the power model's --prices/--price_offset_s/--pue (its agent or --algo node manager
+    switches the nodes, so no --power); --task autoscaling pays cloud prices and takes none of them."""
+    task, p = cfg.task.name, cfg.power
+    if "power" in given:
+        raise UserError(
+            f"--power has no effect with --task {task}: the agent (or the --algo node manager) switches the nodes"
+        )
+    if task == "autoscaling":
+        hit = [f"--{n}" for n in ("prices", "price_offset_s", "pue") if n in given]
+        if hit:
+            raise UserError(f"{', '.join(hit)} have no effect with --task autoscaling (it pays cloud prices)")
+    if not (p.pue >= 1.0 and p.pue < 10.0):
+        raise UserError(f"--pue must be between 1 and 10 (facility / IT power), got {p.pue}")
+    if not abs(p.price_offset_s) < 1e12:
+        raise UserError(f"--price_offset_s must be a finite number of seconds, got {p.price_offset_s}")
+    if p.prices_path:  # a bad price file is reported before any work
+        from env.prices import PriceFileError, load_price_csv
+
+        try:
+            load_price_csv(p.prices_path, p.price_offset_s)
+        except PriceFileError as err:
+            raise UserError(str(err)) from None
 
 
 def check_output_dir(path: str, option: str) -> None:

@@ -79,6 +79,11 @@ class SimConfig:
     """log-normal sigma of the noisy estimate used when a workload has no user estimate"""
     estimate_median_factor: float = 1.5
     """median over-estimation factor of that noisy estimate"""
+    preempt_overhead_s: float = 60.0
+    """seconds a preempted job spends restoring its checkpoint (holding its GPUs, doing no work) each time it
+    is started again; only preemptive policies (srtf, tiresias) preempt. 60 s: the upper end of the 40-60 s that
+    Tiresias (Gu et al., NSDI'19) and Lucid (Hu et al., ASPLOS'23) report for jobs of <= 8 GPUs (README,
+    Preemption)"""
 
 
 @dataclass(frozen=True)
@@ -214,6 +219,21 @@ class TaskConfig:
 
 
 @dataclass(frozen=True)
+class PowerConfig:
+    """The power model and power managers (env/power.py, env/power_managers.py); off unless --power is given."""
+
+    managers: tuple[str, ...] = ()
+    """power managers: always_on | idle_off:T[:R] | price_aware:D[:T[:R]]; compare runs each algo with each;
+    () = no power model (outputs exactly as without one)"""
+    prices_path: str | None = None
+    """CSV timestamp,price[,carbon] (EUR/MWh, gCO2/kWh), hourly or finer (default: the synthetic diurnal curve)"""
+    price_offset_s: float = 0.0
+    """simulated time 0 falls this many seconds after the price series' first timestamp (synthetic: midnight)"""
+    pue: float = 1.58
+    """facility power / IT power (Uptime Institute Global Data Center Survey 2023 average)"""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     mode: str = "eval"
     """train | eval | compare"""
@@ -247,4 +267,5 @@ class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     d3qn: D3QNConfig = field(default_factory=D3QNConfig)
     sac: SACConfig = field(default_factory=SACConfig)
+    power: PowerConfig = field(default_factory=PowerConfig)
     task: TaskConfig = field(default_factory=TaskConfig)

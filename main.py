@@ -15,6 +15,7 @@ from config import (
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
+    PowerConfig,
     RunConfig,
     SACConfig,
     SimConfig,
@@ -37,6 +38,10 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 def _int_list_or_none(text: str) -> tuple[int, ...]:
     return () if text.strip().lower() == "none" else _int_list(text)
+
+
+def _power_list(text: str) -> tuple[str, ...]:
+    return tuple(x.strip().lower() for x in text.split(",") if x.strip())
 
 
 def _name_list(text: str) -> tuple[str, ...]:
@@ -204,12 +209,39 @@ def build_parser() -> argparse.ArgumentParser:
         default=c.multi_node_runtime_factor,
         help="runtime multiplier of a job spread over several nodes",
     )
+    g = p.add_argument_group("energy and power (README, Energy and power states)")
+    pc = PowerConfig()
+    g.add_argument(
+        "--power",
+        type=_power_list,
+        default=None,
+        help="power model with power manager(s): always_on | idle_off:T[:R] | price_aware:D[:T[:R]]; compare: "
+        "comma-separated, each runs with every --algos (default: no power model)",
+    )
+    g.add_argument(
+        "--prices",
+        default=None,
+        help="CSV timestamp,price[,carbon] in EUR/MWh and gCO2/kWh, hourly or finer (default: synthetic diurnal)",
+    )
+    g.add_argument(
+        "--price_offset_s",
+        type=float,
+        default=pc.price_offset_s,
+        help="simulated time 0 is this many seconds after the price series' first timestamp",
+    )
+    g.add_argument("--pue", type=float, default=pc.pue, help="facility power / IT power")
     g = p.add_argument_group("policy information")
     g.add_argument(
         "--runtime_info",
         choices=("oracle", "estimate"),
         default=s.runtime_info,
         help="what policies and agents know of runtimes: the true one, or the user estimate (else a noisy one)",
+    )
+    g.add_argument(
+        "--preempt_overhead_s",
+        type=float,
+        default=s.preempt_overhead_s,
+        help="seconds a preempted job spends restoring when started again (preemptive policies srtf, tiresias)",
     )
     g = p.add_argument_group("agents")
     g.add_argument(
@@ -347,12 +379,13 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             recorded_gpu_type=a.recorded_gpu_type,
             google_unit=a.google_unit,
         ),
-        sim=replace(d.sim, runtime_info=a.runtime_info),
+        sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),
         d3qn=d.d3qn if demo is None else replace(d.d3qn, demo_policy=demo),
         sac=d.sac if demo is None else replace(d.sac, demo_policy=demo),
+        power=PowerConfig(a.power or (), a.prices, a.price_offset_s, a.pue),
         task=TaskConfig(a.task, a.task_scheduler, a.jct_weight, a.recheck_s, a.autoscale_preset),
     )
 

@@ -43,11 +43,16 @@ RUN_FILE_NAMES = frozenset(
         "queue_length.png",
         "compare.csv",
         "compare.png",
+        "power.png",  # with --power (README, Energy and power states)
+        "power_states.png",
+        "jct_vs_cost.png",
+        "task.json",  # --task power|autoscaling eval (README, Power and autoscaling tasks)
     }
 )
 RUN_FILE_PATTERNS = (re.compile(r"jct_cdf_seed\d+\.png"), re.compile(r"events\.out\.tfevents\..+"))
-RUN_SUBDIR = re.compile(r"[a-z0-9]+_seed\d+")
-"""compare mode: one subfolder per (algorithm, seed), e.g. fcfs_seed0/"""
+RUN_SUBDIR = re.compile(r"[a-z0-9]+(\+[a-z_]+(-[0-9.e+]+)*)?_seed\d+")
+"""compare mode: one subfolder per (algorithm, seed), e.g. fcfs_seed0/; with --power per (algorithm, power
+manager, seed), e.g. easy+idle_off-600-1_seed0/"""
 
 # Options that say where and how visibly a run writes, not what it computes: left out of run_config.json.
 NOT_RECORDED = ("log_dir", "progress", "overwrite", "explicit_options")
@@ -84,6 +89,7 @@ def input_paths(cfg: RunConfig) -> dict[str, str]:
         "--workload_path": cfg.workload.workload_path,
         "--cluster_path": cfg.cluster.path,
         "--resume": cfg.resume if cfg.mode == "train" else None,
+        "--prices": cfg.power.prices_path,
     }
     return {k: v for k, v in named.items() if v}
 
@@ -124,6 +130,8 @@ def run_identity(cfg: RunConfig, checkpoints: dict[str, str]) -> dict[str, Any]:
     options = dataclasses.asdict(cfg)
     for key in NOT_RECORDED:
         options.pop(key, None)
+    if cfg.power == type(cfg.power)():  # no power model: recorded exactly as before the option existed
+        options.pop("power", None)
     identity = {
         "options": options,
         "inputs": {name: file_record(path) for name, path in input_paths(cfg).items()},

@@ -6,18 +6,23 @@ import json
 import re
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from config import RunConfig
+from env.power import ON, PowerModel
+from env.power_managers import ManagerSpec, deferring, make_manager, parse_manager
+from env.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
 from env.records import REJECTED, RunResult
 from env.scenario import Scenario, UserError, build_scenario
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
+from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
-from metrics.summary import SummaryRow, capacity_load_factor, summarize
+from metrics.power_plots import plot_jct_vs_cost, plot_power
+from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
 from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
 from schedulers import POLICIES
@@ -89,14 +94,72 @@ def _progress(total: int, desc: str, enabled: bool):
     return update, bar
 
 
-def run_heuristic(sc: Scenario, algo: str, progress: bool = False) -> RunResult:
-    """Run heuristic `algo` on the scenario and return its result."""
-    sim = sc.simulator()
+@dataclass(frozen=True)
+class PowerSetup:
+    """One --power manager with the power model and price curve it runs under."""
+
+    spec: ManagerSpec
+    model: PowerModel
+    prices: PriceCurve
+
+
+def power_setups(cfg: RunConfig) -> list[PowerSetup | None]:
+    """The run's power managers in --power order; [None] without --power (no power model at all)."""
+    p = cfg.power
+    if not p.managers:
+        return [None]
+    try:
+        prices = (
+            load_price_csv(p.prices_path, p.price_offset_s)
+            if p.prices_path
+            else synthetic_curve(p.price_offset_s)
+        )
+    except PriceFileError as err:
+        raise UserError(str(err)) from None
+    model = PowerModel(pue=p.pue)
+    return [PowerSetup(parse_manager(m), model, prices) for m in p.managers]
+
+
+def run_name(algo: str, power: PowerSetup | None) -> str:
+    """The scheduler column of a run: the algorithm, + its power manager when there is a power model."""
+    return algo if power is None else f"{algo}+{power.spec.label}"
+
+
+def run_dir_name(algo: str, power: PowerSetup | None, seed: int) -> str:
+    """A compare run's subfolder: <algo>[+<manager>]_seed<S> (':' in a manager spec becomes '-')."""
+    return f"{run_name(algo, power).replace(':', '-')}_seed{seed}"
+
+
+def run_heuristic(
+    sc: Scenario, algo: str, progress: bool = False, power: PowerSetup | None = None
+) -> RunResult:
+    """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result."""
+    sim = sc.simulator(power.model if power is not None else None)
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
-    sim.run(POLICIES[algo], update)
+    policy, manager = POLICIES[algo], None
+    if power is not None:
+        manager = make_manager(power.spec, power.prices)
+        if power.spec.name == "price_aware":
+            policy = deferring(policy, power.prices, power.spec.defer_s)
+    sim.run(policy, update, manager)
     if bar is not None:
         bar.close()
-    return sim.result(algo, sc.seed)
+    return sim.result(run_name(algo, power), sc.seed)
+
+
+def _always_on_record(result: RunResult, power: PowerSetup, name: str) -> RunResult:
+    """An agent's run (the env keeps every node on) as a run under always_on: every node ON throughout."""
+    finished = result.end_s[~np.isnan(result.end_s)]
+    return replace(
+        result,
+        scheduler=name,
+        power_model=power.model,
+        power_initial=(ON,) * len(result.nodes),
+        power_log_t_s=np.zeros(0),
+        power_log_node=np.zeros(0, dtype=np.int64),
+        power_log_state=np.zeros(0, dtype=np.int64),
+        end_of_run_s=float(finished.max()) if len(finished) else 0.0,
+    )
 
 
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
@@ -195,11 +258,26 @@ def find_checkpoint(cfg: RunConfig, algo: str) -> str:
 
 
 def run_one(
-    cfg: RunConfig, sc: Scenario, algo: str, progress: bool, checkpoint: str | None = None
+    cfg: RunConfig,
+    sc: Scenario,
+    algo: str,
+    progress: bool,
+    checkpoint: str | None = None,
+    power: PowerSetup | None = None,
 ) -> RunResult:
     if algo in AGENTS:
-        return run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
-    return run_heuristic(sc, algo, progress)
+        result = run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
+        return result if power is None else _always_on_record(result, power, run_name(algo, power))
+    return run_heuristic(sc, algo, progress, power)
+
+
+def summarize_run(result: RunResult, power: PowerSetup | None) -> tuple[SummaryRow, EnergyReport | None]:
+    """The run's summary row, with its energy figures when it had a power model."""
+    row = summarize(result)
+    if power is None:
+        return row, None
+    energy = energy_report(result, power.prices)
+    return EnergySummaryRow.of(row, summary_fields(energy)), energy
 
 
 def refuse_all_rejected(result: RunResult, sc: Scenario) -> None:
@@ -243,12 +321,21 @@ def workload_report(sc: Scenario, result: RunResult) -> dict:
     return report
 
 
-def write_run(result: RunResult, sc: Scenario, out_dir: Path, rows: list[SummaryRow]) -> None:
+def write_run(
+    result: RunResult,
+    sc: Scenario,
+    out_dir: Path,
+    rows: list[SummaryRow],
+    power: PowerSetup | None = None,
+    energy: EnergyReport | None = None,
+) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_jobs_csv(result, out_dir / "jobs.csv")
+    write_jobs_csv(result, out_dir / "jobs.csv", energy)
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
     plot_run(result, out_dir)
+    if power is not None and energy is not None:
+        plot_power(result, energy, power.prices, out_dir)
     (out_dir / "workload_report.json").write_text(
         json.dumps(workload_report(sc, result), indent=2, sort_keys=True, default=_json_default) + "\n"
     )
@@ -266,6 +353,14 @@ def _fraction(x: float) -> str:
 
 
 def _print_summary(row: SummaryRow) -> None:
+    energy = dict(energy_of(row))
+    tail = (
+        f" | energy {energy['facility_energy_kwh']:.1f} kWh facility ({energy['it_energy_kwh']:.1f} IT), "
+        f"cost {energy['cost_eur']:.2f} EUR, {energy['carbon_kg']:.1f} kg CO2, {energy['node_hours_off']:.1f} "
+        "node-hours off"
+        if energy
+        else ""
+    )
     print(
         f"{row.scheduler} on {row.workload} seed {row.seed}: "
         f"GPU util {_fraction(row.gpu_utilization_arrival_window)} within the arrival window "
@@ -275,7 +370,7 @@ def _print_summary(row: SummaryRow) -> None:
         f"{_fraction(row.load_factor_capacity)} | "
         f"avg JCT {row.avg_jct_s:.1f} s, p95 {row.p95_jct_s:.1f} s, avg wait {row.avg_wait_s:.1f} s, "
         f"bounded slowdown {row.avg_bounded_slowdown:.2f}, reference slowdown {row.avg_reference_slowdown:.2f} | "
-        f"makespan {row.makespan_s:.0f} s"
+        f"makespan {row.makespan_s:.0f} s" + tail
     )
 
 
@@ -315,12 +410,13 @@ def mode_eval(cfg: RunConfig) -> Path:
         f"cluster: {sc.cluster.name} ({sc.layout.num_gpus} GPUs, {sc.layout.num_nodes} nodes) [{sc.cluster_note}]"
     )
     folder.resolved.append(_resolved(sc))
+    (power,) = power_setups(cfg)
     folder.claim()
     try:  # whatever stops the run (a user error, Ctrl-C, a crash), the folder goes back to how it was
-        result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo))
+        result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo), power)
         refuse_all_rejected(result, sc)
-        row = summarize(result)
-        write_run(result, sc, out, [row])
+        row, energy = summarize_run(result, power)
+        write_run(result, sc, out, [row], power, energy)
     except BaseException:
         folder.abandon()
         raise
@@ -354,8 +450,13 @@ def mode_eval_node_task(cfg: RunConfig) -> Path:
             env = run_node_policy(cfg, sc, None, cfg.algo)
         result = env.sim.result(cfg.algo, sc.seed)
         refuse_all_rejected(result, sc)
-        row = summarize(result)
-        write_run(result, sc, out, [row])
+        row, energy = summarize(result), None
+        if cfg.task.name == "power":  # energy columns and plots as a --power run writes them
+            energy = energy_report(result, env.prices)
+            row = EnergySummaryRow.of(row, summary_fields(energy))
+        write_run(result, sc, out, [row], None, energy)
+        if energy is not None:
+            plot_power(result, energy, env.prices, out)
         g = GRADERS[cfg.task.name](env)
         record = {"task": cfg.task.name, "episode_return": env.episode_return, "grade": g.__dict__}
         if cfg.task.name == "power":
@@ -381,6 +482,7 @@ def mode_compare(cfg: RunConfig) -> Path:
     rows: list[SummaryRow] = []
     sc = build_scenario(cfg, cfg.seeds[0])  # a bad input is reported before the folder is touched
     folder.resolved.append(_resolved(sc))
+    powers = power_setups(cfg)
     folder.claim()
     try:  # whatever stops the run (a user error on a later seed, Ctrl-C, a crash), the folder goes back
         for i, seed in enumerate(cfg.seeds):
@@ -389,19 +491,22 @@ def mode_compare(cfg: RunConfig) -> Path:
                 folder.resolved.append(_resolved(sc))
             results = []
             for algo in cfg.algos:
-                result = run_one(cfg, sc, algo, cfg.progress, checkpoints.get(algo))
-                refuse_all_rejected(result, sc)
-                results.append(result)
-                row = summarize(result)
-                rows.append(row)
-                write_run(result, sc, out / f"{algo}_seed{seed}", [row])
-                _print_summary(row)
+                for power in powers:
+                    result = run_one(cfg, sc, algo, cfg.progress, checkpoints.get(algo), power)
+                    refuse_all_rejected(result, sc)
+                    results.append(result)
+                    row, energy = summarize_run(result, power)
+                    rows.append(row)
+                    write_run(result, sc, out / run_dir_name(algo, power, seed), [row], power, energy)
+                    _print_summary(row)
             assert_same_jobs(results)
             plot_compare_cdf(results, out / f"jct_cdf_seed{seed}.png")
         write_summary_csv(rows, out / "summary.csv")
         agg = aggregate(rows)
         write_compare_csv(agg, out / "compare.csv")
         plot_compare(rows, out)
+        if powers != [None]:
+            plot_jct_vs_cost(rows, out / "jct_vs_cost.png")
     except BaseException:
         folder.abandon()
         raise

@@ -2,6 +2,7 @@
 
 python bench/bench_sim.py                       # 100,000 jobs on 64xA100-80GB:8,64xH100:8 at load 0.9
 python bench/bench_sim.py --num_jobs 20000 --cluster 8xA100-80GB:8 --load_factor 1.0 --algos easy
+python bench/bench_sim.py --num_jobs 20000 --power none,always_on,idle_off:600   # power model overhead
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ import numpy as np  # noqa: E402
 
 from env.cluster import ClusterLayout  # noqa: E402
 from env.cluster_spec import parse_cluster_spec  # noqa: E402
+from env.power import PowerModel  # noqa: E402
+from env.power_managers import make_manager, parse_manager  # noqa: E402
+from env.prices import synthetic_curve  # noqa: E402
 from env.simulator import Simulator  # noqa: E402
+from metrics.energy import energy_report  # noqa: E402
 from schedulers import POLICIES  # noqa: E402
 from workloads.synthetic import generate_synthetic  # noqa: E402
 
@@ -31,6 +36,11 @@ def main() -> None:
     p.add_argument("--algos", default="fcfs,sjf,easy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument(
+        "--power",
+        default="none",
+        help="comma-separated: none (no power model) | a --power manager; timed with its energy integral",
+    )
     a = p.parse_args()
     spec = parse_cluster_spec(a.cluster)
     t0 = time.perf_counter()
@@ -38,19 +48,25 @@ def main() -> None:
     print(f"generate {a.num_jobs} jobs: {time.perf_counter() - t0:.2f} s")
     layout = ClusterLayout(spec)
     for algo in a.algos.split(","):
-        best = float("inf")
-        for _ in range(a.repeat):
-            sim = Simulator(wl, layout)
-            t0 = time.perf_counter()
-            sim.run(POLICIES[algo])
-            best = min(best, time.perf_counter() - t0)
-        r = sim.result(algo, a.seed)
-        done = int((np.asarray(r.status) == "completed").sum())
-        waits = r.start_s - np.array([j.arrival_s for j in wl.jobs])
-        print(
-            f"{algo:5s}: {a.num_jobs / best:9.0f} jobs/s  ({best:.2f} s, {done} completed, "
-            f"mean wait {np.nanmean(waits):.0f} s, {len(r.timeline_t_s)} decision instants)"
-        )
+        for power in a.power.split(","):
+            spec = None if power == "none" else parse_manager(power)
+            best = float("inf")
+            for _ in range(a.repeat):
+                sim = Simulator(wl, layout, power=None if spec is None else PowerModel())
+                manager = None if spec is None else make_manager(spec, synthetic_curve())
+                t0 = time.perf_counter()
+                sim.run(POLICIES[algo], manager=manager)
+                if spec is not None:
+                    energy_report(sim.result(algo, a.seed), synthetic_curve())
+                best = min(best, time.perf_counter() - t0)
+            r = sim.result(algo, a.seed)
+            done = int((np.asarray(r.status) == "completed").sum())
+            waits = r.start_s - np.array([j.arrival_s for j in wl.jobs])
+            label = algo if spec is None else f"{algo}+{spec.label}"
+            print(
+                f"{label:5s}: {a.num_jobs / best:9.0f} jobs/s  ({best:.2f} s, {done} completed, "
+                f"mean wait {np.nanmean(waits):.0f} s, {len(r.timeline_t_s)} decision instants)"
+            )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak_mb:.0f} MB")
 

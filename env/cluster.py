@@ -94,6 +94,11 @@ class ClusterLayout:
         for i in range(self.num_nodes):
             q = self.node_pool[i]
             self.pool_max_gpus[q] = max(self.pool_max_gpus[q], self.node_num_gpus[i])
+        # per pool, the distinct GPU counts of its nodes (a node is empty when it has that many free GPUs)
+        self.pool_node_sizes = [
+            tuple(sorted({self.node_num_gpus[i] for i in range(self.num_nodes) if self.node_pool[i] == q}))
+            for q in range(len(pool_key))
+        ]
         self._eligible_by_nodes: dict[tuple[int, ...], Eligible] = {}
         self._eligible: dict[tuple[tuple[str, ...], int], Eligible] = {}
 

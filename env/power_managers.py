@@ -6,11 +6,13 @@ sees the capacity left after this instant's starts. Spec strings (README, *Energ
 - `always_on`: never changes a node's state (today's behaviour).
 - `idle_off:T[:R]`: a node that has been ON and empty for T seconds is shut down, unless (a) a queued job could
   use it (its type and memory are acceptable to some waiting job) or (b) it is one of the R lowest-indexed idle
-  ON nodes of its GPU type, kept as a warm reserve (default R = 1 per type). An OFF node is booted when a
+  ON nodes of its GPU type, kept as a warm reserve (default R = 2 per type). An OFF node is booted (1) when a
   queued job needs it: walking the queue in arrival order (the first `WAKE_SCAN_JOBS`), each job is placed on
   the capacity that is free now plus that of booting nodes (jobs placed earlier in the walk take theirs); a job
   that fits nowhere boots OFF nodes it accepts, fastest type first, then fewest GPUs that still fit it, then
-  lowest index, until it fits (none if it would not fit even then). A WakeUp is set at the next idle deadline.
+  lowest index, until it fits (none if it would not fit even then); (2) to restore the reserve: while a GPU type
+  has fewer than R nodes idle or booting, its lowest-indexed OFF node boots. A WakeUp is set at the next idle
+  deadline.
 - `price_aware:D[:T[:R]]`: `idle_off:T:R` (default T = 600 s) plus deferral of low-priority jobs to cheaper
   times: the scheduler does not see a queued job of priority 0 (the lowest class) at time t while t < its
   arrival + D and the price at t is above the lowest price of the curve over [t, arrival + D]. So such a job
@@ -25,13 +27,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from env.placement import place
-from env.power import BOOTING, OFF, ON, PowerOff, PowerOn
+from env.power import BOOTING, OFF, PowerOff, PowerOn
 from env.prices import PriceCurve
 from env.simulator import View, WakeUp
 
 WAKE_SCAN_JOBS = 256  # queued jobs the wake rule looks at per instant (bounds its cost under a long queue)
 DEFAULT_IDLE_S = 600.0
-DEFAULT_RESERVE = 1
+# warm idle nodes kept per GPU type: 2 held EASY's avg JCT within 5 % of always_on on hard synthetic at load 0.5
+# (+3.4 % over seeds 0-1, 1000 jobs) where 1 cost +10.2 % (a job that finds no fast node idle takes a slow type
+# rather than waiting 260 s for a boot); BENCHMARKS.md, Energy
+DEFAULT_RESERVE = 2
 
 
 @dataclass(frozen=True)
@@ -106,44 +111,82 @@ def idle_off(view: View, idle_s: float, reserve: int) -> list:
     power = view.node_power
     state = power.state
     decisions: list = _boots_for_queue(view) if OFF in state else []
+    idle = idle_nodes(view)
     layout = view.layout
-    whole, size = view.free.node_whole, layout.node_num_gpus
-    # nodes some waiting job accepts (type and memory): never shut down while it waits
-    wanted: set[int] = set()
-    for shape in view.queue_by_shape:
-        wanted.update(shape[0].nodes)
+    node_type = layout.node_type
+    if reserve > 0 and OFF in state:
+        decisions += _boots_for_reserve(view, idle, reserve, {d.node for d in decisions})
+    if not idle:
+        return decisions
+    # the eligible-node sets of the waiting jobs: a node one of them accepts is never shut down while it waits
+    wanted = list({id(shape[0]): shape[0]._node_set for shape in view.queue_by_shape}.values())
     kept = [0] * len(layout.type_names)
     now = view.now_s
     next_deadline = math.inf
-    for n in range(layout.num_nodes):
-        if state[n] != ON or whole[n] != size[n]:
-            continue
-        t = layout.node_type[n]
+    for n in idle:
+        t = node_type[n]
         if kept[t] < reserve:
             kept[t] += 1
             continue
-        if n in wanted:
-            continue
         deadline = power.idle_since_s[n] + idle_s
-        if deadline <= now:
-            decisions.append(PowerOff(n))
-        else:
+        if deadline > now:
             next_deadline = min(next_deadline, deadline)
+        elif not any(n in nodes for nodes in wanted):
+            decisions.append(PowerOff(n))
     if next_deadline < math.inf:
         decisions.append(WakeUp(next_deadline))
     return decisions
 
 
+def _boots_for_reserve(view: View, idle: list[int], reserve: int, booting_now: set[int]) -> list:
+    """PowerOn for the lowest-indexed OFF nodes of each GPU type that has fewer than `reserve` nodes idle or
+    booting (the warm reserve is restored as soon as jobs take it)."""
+    layout = view.layout
+    state = view.node_power.state
+    ready = [0] * len(layout.type_names)
+    for n in idle:
+        ready[layout.node_type[n]] += 1
+    for n in range(layout.num_nodes):
+        if state[n] == BOOTING or n in booting_now:
+            ready[layout.node_type[n]] += 1
+    boots = []
+    for n in range(layout.num_nodes):
+        t = layout.node_type[n]
+        if state[n] == OFF and n not in booting_now and ready[t] < reserve:
+            ready[t] += 1
+            boots.append(PowerOn(n))
+    return boots
+
+
+def idle_nodes(view: View) -> list[int]:
+    """ON nodes with no job, ascending. From the free state's per-pool counts of free GPUs: a node that is not ON
+    has all its GPUs taken, so a node with every GPU free is ON and empty."""
+    layout = view.layout
+    size = layout.node_num_gpus
+    out = []
+    for by_c, sizes in zip(view.free.pool_free, layout.pool_node_sizes, strict=True):
+        for c in sizes:
+            if by_c[c]:
+                out.extend(n for n in by_c[c] if size[n] == c)
+    out.sort()
+    return out
+
+
 def _boots_for_queue(view: View) -> list:
     """PowerOn decisions for OFF nodes that waiting jobs need (the wake rule of the module docstring)."""
+    if not view.queue:
+        return []
     power = view.node_power
     state = power.state
     layout = view.layout
+    off = [n for n in range(layout.num_nodes) if state[n] == OFF]
+    eligible = {id(shape[0]): shape[0]._node_set for shape in view.queue_by_shape}.values()
+    if not any(n in nodes for nodes in eligible for n in off):
+        return []  # no waiting job accepts any OFF node
     scratch = view.free.copy()
     for n in range(layout.num_nodes):
         if state[n] == BOOTING:
             scratch.give(layout.whole_node(n))
-    off = [n for n in range(layout.num_nodes) if state[n] == OFF]
     boots: list = []
     shapes = view.jobs.shape
     for count, i in enumerate(view.queue):

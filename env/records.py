@@ -23,6 +23,18 @@ class NodeInfo:
 
 
 @dataclass(frozen=True)
+class Runs:
+    """Execution intervals of a run, one per (job, run): a job preempted k times has k + 1 (the last one open,
+    end NaN, while it still runs). Arrays are aligned; ordered by (start, job index)."""
+
+    job: np.ndarray  # int64 index into RunResult.jobs
+    start_s: np.ndarray
+    end_s: np.ndarray  # NaN: still running when the result was taken
+    placement: tuple[str, ...]  # `node_id/gpu_index` entries joined by `;`
+    gpu_type: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Everything metrics/ needs about one (scheduler, workload, seed) run.
 
@@ -49,6 +61,14 @@ class RunResult:
     timeline_busy_tflops: np.ndarray
     timeline_queue_len: np.ndarray
     load_factor: float  # offered reference-GPU-seconds / (cluster GPUs x arrival window)
+    runs: Runs | None = None
+    """every execution interval (None: not recorded, e.g. a result built by hand)"""
+    preemptions: np.ndarray | None = None
+    """int64 per job: times it was preempted (None: not recorded)"""
+    overhead_gpu_s: np.ndarray | None = None
+    """float per job: GPU-seconds its restore overheads held GPUs without doing work (None: not recorded)"""
+    preemptive: bool = False
+    """the run used a policy that may preempt: its jobs.csv and summary.csv carry the preemption columns"""
     # node power (only when the run had a power model, env/power.py): the model, each node's state at time 0
     # and every state change (time, node index, new state) in time order; end_of_run_s is the simulated time
     # the run stopped at (its last event)

@@ -12,6 +12,7 @@ from config import DIFFICULTIES, RunConfig, SimConfig, WorkloadConfig
 from env.catalog import CATALOG, resolve_gpu_type
 from env.cluster import ClusterLayout
 from env.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
+from env.power import PowerModel
 from env.simulator import Simulator
 from workloads.job import Workload
 from workloads.profiles import PROFILE_NAMES
@@ -39,9 +40,19 @@ class Scenario:
     """per job: what policies (and agents) may know of its reference runtime (see SimConfig.runtime_info)"""
     multi_node_runtime_factor: float
     seed: int
+    restore_overhead_s: float = 0.0
+    """what a preempted job pays when started again (SimConfig.preempt_overhead_s)"""
 
-    def simulator(self) -> Simulator:
-        return Simulator(self.workload, self.layout, self.known_runtime_s, self.multi_node_runtime_factor)
+    def simulator(self, power: PowerModel | None = None) -> Simulator:
+        """A fresh simulator of this scenario; with `power`, it tracks node power states (env/power.py)."""
+        return Simulator(
+            self.workload,
+            self.layout,
+            self.known_runtime_s,
+            self.multi_node_runtime_factor,
+            self.restore_overhead_s,
+            power=power,
+        )
 
 
 def check_options(cfg: RunConfig) -> None:
@@ -294,4 +305,13 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
     if cfg.workload.kill_at_estimate:
         workload = kill_at_estimate(workload)
     known = known_runtimes(workload, cfg.sim, estimate_rng)
-    return Scenario(workload, cluster, note, layout, known, cfg.cluster.multi_node_runtime_factor, seed)
+    return Scenario(
+        workload,
+        cluster,
+        note,
+        layout,
+        known,
+        cfg.cluster.multi_node_runtime_factor,
+        seed,
+        cfg.sim.preempt_overhead_s,
+    )

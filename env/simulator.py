@@ -1,10 +1,13 @@
 """The SimPy world: job arrivals, executions and completions on one cluster; it knows nothing about RL.
 
-Drive it with `while sim.advance(): for d in policy(sim.view()): sim.start(d)`. `advance()` processes every
-event of the next instant at which a queued job exists (arrivals and completions are SimPy events), so a policy
-is consulted once per such instant and may start any number of jobs then. Completions are SimPy timeouts with a
-callback rather than one process per job, and arrivals one timeout per distinct arrival instant: the same
-semantics as generator processes at half the per-job overhead.
+Drive it with `while sim.advance(): for d in policy(sim.view()): sim.apply(d)`. `advance()` processes every
+event of the next instant at which a queued job exists or a policy asked to be woken up (arrivals, completions
+and wake-ups are SimPy events), so a policy is consulted once per such instant and may return any number of
+decisions then: starts (`Decision`), suspensions of running jobs (`Preempt`) and wake-up requests (`WakeUp`),
+applied in order. Completions are SimPy timeouts with a callback rather than one process per job, and arrivals
+one timeout per distinct arrival instant: the same semantics as generator processes at half the per-job
+overhead. A preempted job's completion timeout cannot be cancelled; it stays scheduled and is ignored when it
+fires (each run of a job owns its own timeout object).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import simpy
 from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
 from env.placement import Pace, effective_speed
 from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, NodePower, PowerModel, PowerOff, PowerOn
-from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
+from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
 from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
 
@@ -33,8 +36,17 @@ class Decision(NamedTuple):
     placement: Placement
 
 
+class Preempt(NamedTuple):
+    """Suspend running job `job` now: its GPUs are free for the decisions after this one, its progress is kept,
+    and it waits in the queue again (in arrival order) until a later `Decision` restarts it, on any acceptable
+    placement, after paying the restore overhead."""
+
+    job: int
+
+
 class WakeUp(NamedTuple):
-    """Consult the policy again at `at_s` (simulated seconds) even if nothing else happens then."""
+    """Consult the policy again at `at_s` (simulated seconds) even if nothing else happens then; a request for
+    the current instant is a no-op."""
 
     at_s: float
 
@@ -54,6 +66,7 @@ class JobTable:
         self.runtime_s = [j.runtime_s for j in jobs]
         self.num_gpus = [j.num_gpus for j in jobs]
         self.milli = [j.gpu_milli for j in jobs]
+        self.gpu_demand = [j.gpu_demand for j in jobs]
         self.mem_mb = [gb_to_mb(j.gpu_mem_gb) if j.gpu_milli < FULL else 0 for j in jobs]
         self.priority = [j.priority for j in jobs]
         self.known_runtime_s = [float(x) for x in known_runtime_s]
@@ -91,6 +104,16 @@ class View(NamedTuple):
     `queue_by_shape_runtime` to the same jobs as sorted (known runtime, job) pairs;
     `running` is (estimated end, job) sorted by estimated end (an end in the past means the job overran its
     estimate). `free` is the current free capacity; policies plan on `free.copy()`.
+
+    Preemption state (per job, indexed like the workload; the last fields): `progress_s` is the reference work
+    done (seconds of the job's reference runtime) and `attained_gpu_s` the GPU-seconds of service attained, both
+    as of the start of the job's current run (use `progress_now`/`attained_now` for a running job); `preemptions`
+    counts its suspensions; `run_start_s`, `run_work_start_s` and `run_speed` describe its current (or last) run:
+    when it started, when its work started after the restore overhead, and its effective speed;
+    `preempted_at_s` is when it was last preempted (NaN if never).
+    `restore_overhead_s` is what a preempted job pays when started again. A preempted job waits in `queue` in
+    arrival order; in `queue_by_runtime` and `queue_by_shape_runtime` its key is its REMAINING known runtime
+    (known runtime - progress; restore overhead excluded).
     """
 
     now_s: float
@@ -105,6 +128,30 @@ class View(NamedTuple):
     jobs: JobTable
     layout: ClusterLayout
     placements: Sequence[Placement | None]
+    progress_s: Sequence[float]
+    attained_gpu_s: Sequence[float]
+    preemptions: Sequence[int]
+    run_start_s: Sequence[float]
+    run_work_start_s: Sequence[float]
+    run_speed: Sequence[float]
+    preempted_at_s: Sequence[float]
+    restore_overhead_s: float
+
+    def progress_now(self, job: int) -> float:
+        """Reference seconds of work `job` has done by now (counting its current run if it is running)."""
+        done = self.progress_s[job]
+        if self.placements[job] is not None and job not in self.queue:
+            done += max(0.0, self.now_s - self.run_work_start_s[job]) * self.run_speed[job]
+            done = min(done, self.jobs.runtime_s[job])
+        return done
+
+    def attained_now(self, job: int) -> float:
+        """GPU-seconds of service `job` has attained by now (a fractional share counts as its fraction)."""
+        got = self.attained_gpu_s[job]
+        if self.placements[job] is not None and job not in self.queue:
+            got += (self.now_s - self.run_start_s[job]) * self.jobs.gpu_demand[job]
+        return got
+
     node_power: NodePower | None = None
     """each node's power state (env/power.py); None when the run has no power model (every node always on)"""
 
@@ -123,11 +170,14 @@ class Simulator:
         layout: ClusterLayout,
         known_runtime_s: np.ndarray | None = None,
         multi_node_runtime_factor: float = 1.2,
+        restore_overhead_s: float = 0.0,
         power: PowerModel | None = None,
         initial_power: tuple[int, ...] | None = None,
     ):
-        """`power`: track node power states (PowerOn/PowerOff decisions, RunResult power log); None keeps the
-        run exactly as without a power model. `initial_power`: each node's state at time 0 (ON or OFF)."""
+        """`restore_overhead_s`: seconds a preempted job spends restoring (holding its GPUs, doing no work) each
+        time it is started again (config.SimConfig.preempt_overhead_s gives the CLI's default). `power`: track
+        node power states (PowerOn/PowerOff decisions, RunResult power log); None keeps the run exactly as
+        without a power model. `initial_power`: each node's state at time 0 (ON or OFF)."""
         jobs = workload.jobs
         if any(jobs[i].arrival_s > jobs[i + 1].arrival_s for i in range(len(jobs) - 1)):
             raise ValueError(f"workload {workload.name!r}: jobs must be sorted by arrival_s")
@@ -158,6 +208,24 @@ class Simulator:
         self.placements: list[Placement | None] = [None] * n
         self.reject_reason = [""] * n
         self._est_end: list[float] = [0.0] * n
+        if not restore_overhead_s >= 0:
+            raise ValueError(f"restore_overhead_s must be >= 0, got {restore_overhead_s}")
+        self.restore_overhead_s = float(restore_overhead_s)
+        # preemption state (View's last fields); a job that is never preempted only writes run_* once
+        self._qkey = list(self.jobs.known_runtime_s)  # its key in queue_by_runtime: remaining known runtime
+        self._event: list[simpy.Event | None] = [None] * n  # the completion timeout of its current run
+        self.progress_s = [0.0] * n
+        self.attained_gpu_s = [0.0] * n
+        self.preemptions = [0] * n
+        self.overhead_gpu_s = [0.0] * n
+        self.run_start_s = [0.0] * n
+        self.run_work_start_s = [0.0] * n
+        self.run_speed = [0.0] * n
+        self.preempted_at_s = [float("nan")] * n
+        self._held_s = [0.0] * n  # seconds held in closed (preempted) runs
+        self._closed_runs: list[tuple[int, float, float, Placement]] = []  # (job, start, end, placement)
+        self._wakeups: set[float] = set()
+        self._woken = False
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
         self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
@@ -172,8 +240,8 @@ class Simulator:
                 accepted.append(i)
         self.num_rejected = n - len(accepted)
         self._accepted = accepted
-        self._woken = False
-        self._wake_at: set[float] = set()
+        # with a power model: make `advance` return when a node falls idle (run() sets it while a manager runs)
+        self.wake_on_idle = False
         self.node_power: NodePower | None = None
         if power is not None:
             self._enable_power(power, initial_power)
@@ -199,7 +267,7 @@ class Simulator:
 
     def _on_arrival(self, event: simpy.Event) -> None:
         """Enqueue the jobs of one arrival instant."""
-        known = self.jobs.known_runtime_s
+        known = self._qkey
         queue = self.queue
         qbr = self.queue_by_runtime
         by_shape = self.queue_by_shape
@@ -221,9 +289,21 @@ class Simulator:
 
     def _on_complete(self, event: simpy.Event) -> None:
         i = event.value
+        if self._event[i] is not event:
+            return  # the timeout of a run that was preempted
+        self._event[i] = None
+        self._release(i)
+        now = self.env.now
+        self.end_s[i] = now
+        self.num_completed += 1
+        if self.preemptions[i]:
+            self._account_run(i, now)
+            self.progress_s[i] = self.jobs.runtime_s[i]
+
+    def _release(self, i: int) -> Placement:
+        """Give job i's GPUs back and drop it from `running`; returns its placement."""
         p = self.placements[i]
         self.free.give(p)
-        self.end_s[i] = self.env.now
         running = self.running
         k = bisect.bisect_left(running, (self._est_end[i], i))
         running.pop(k)
@@ -231,7 +311,19 @@ class Simulator:
         share = p.milli * len(p.gpus)
         self._busy_milli -= share
         self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
-        self.num_completed += 1
+        return p
+
+    def _account_run(self, i: int, now: float) -> None:
+        """Add the run of job i that ends now to its attained service, overhead and time held."""
+        start = self.run_start_s[i]
+        demand = self.jobs.gpu_demand[i]
+        self.attained_gpu_s[i] += (now - start) * demand
+        self.overhead_gpu_s[i] += (min(now, self.run_work_start_s[i]) - start) * demand
+        self._held_s[i] += now - start
+
+    def _on_wakeup(self, event: simpy.Event) -> None:
+        self._wakeups.discard(event.value)
+        self._woken = True
 
     # -- node power (only with a power model) ------------------------------------------------------------
 
@@ -241,17 +333,19 @@ class Simulator:
         for n, state in enumerate(self.node_power.state):
             if state != ON:
                 self.free.take(self.layout.whole_node(n))
-        # completions also note when a node falls idle; an instance attribute, so start() is unchanged
-        self._on_complete = self._on_complete_power
+        # completions and preemptions also note when a node falls idle; an instance attribute, so the path
+        # without a power model is unchanged
+        self._release = self._release_power
 
-    def _on_complete_power(self, event: simpy.Event) -> None:
-        Simulator._on_complete(self, event)
-        p = self.placements[event.value]
+    def _release_power(self, i: int) -> Placement:
+        p = Simulator._release(self, i)
         whole, size = self.free.node_whole, self.layout.node_num_gpus
         for n in p.nodes:
             if whole[n] == size[n]:
                 self.node_power.idle_since_s[n] = self.env.now
-                self._woken = True  # a power manager may want to know that a node fell idle
+                # a power manager wants to hear of a node falling idle (to set its idle deadline)
+                self._woken = self._woken or self.wake_on_idle
+        return p
 
     def power_off(self, n: int) -> None:
         """Start shutting node n down now; it must be ON and hold no job (else ValueError)."""
@@ -317,7 +411,10 @@ class Simulator:
                 return False
             while peek() == t:
                 step()
-            if self.queue or self._woken:
+            if self.queue:
+                self._woken = False
+                return True
+            if self._woken:
                 self._woken = False
                 return True
             tl.append((t, self._busy_milli, self._busy_tflops_x10k, 0))
@@ -345,32 +442,6 @@ class Simulator:
     def has_future_events(self) -> bool:
         return self.env.peek() != _INF
 
-    def apply(self, d) -> None:
-        """Apply one decision of any kind: Decision (start), PowerOn, PowerOff or WakeUp."""
-        kind = type(d)
-        if kind is Decision:
-            self.start(d)
-        elif kind is WakeUp:
-            self.wake_up(d.at_s)
-        elif kind is PowerOn:
-            self.power_on(d.node)
-        elif kind is PowerOff:
-            self.power_off(d.node)
-        else:
-            raise TypeError(f"unknown decision {d!r}")
-
-    def wake_up(self, at_s: float) -> None:
-        """Make `advance` return at `at_s` (>= now) even if no job waits then."""
-        if not at_s >= self.env.now:
-            raise ValueError(f"WakeUp at {at_s} s is in the past (now {self.env.now} s)")
-        if at_s not in self._wake_at:
-            self._wake_at.add(at_s)
-            self.env.timeout(at_s - self.env.now, value=at_s).callbacks.append(self._on_wake)
-
-    def _on_wake(self, event: simpy.Event) -> None:
-        self._wake_at.discard(event.value)
-        self._woken = True
-
     def view(self) -> View:
         return View(
             self.env.now,
@@ -384,6 +455,14 @@ class Simulator:
             self.jobs,
             self.layout,
             self.placements,
+            self.progress_s,
+            self.attained_gpu_s,
+            self.preemptions,
+            self.run_start_s,
+            self.run_work_start_s,
+            self.run_speed,
+            self.preempted_at_s,
+            self.restore_overhead_s,
             self.node_power,
         )
 
@@ -403,7 +482,7 @@ class Simulator:
             raise ValueError(f"placement {p} is not free or does not match job {i}'s request")
         self.free.take(p)
         del self.queue[i]
-        known = jt.known_runtime_s[i]
+        known = self._qkey[i]
         qbr = self.queue_by_runtime
         qbr.pop(bisect.bisect_left(qbr, (known, i)))
         s = jt.shape[i]
@@ -417,11 +496,21 @@ class Simulator:
             by_runtime.pop(bisect.bisect_left(by_runtime, (known, i)))
         now = self.env.now
         speed = effective_speed(self.layout.type_speed[p.type_idx], len(p.nodes) > 1, jt.pace[i])
-        duration = jt.runtime_s[i] / speed
         self.placements[i] = p
-        self.start_s[i] = now
-        self.duration_s[i] = duration
-        est_end = now + known / speed
+        self.run_start_s[i] = now
+        self.run_speed[i] = speed
+        if self.preemptions[i]:  # a restart: restore first, then the remaining work
+            overhead = self.restore_overhead_s
+            self.run_work_start_s[i] = now + overhead
+            duration = overhead + max(jt.runtime_s[i] - self.progress_s[i], 0.0) / speed
+            self.duration_s[i] = self._held_s[i] + duration
+            est_end = now + overhead + known / speed
+        else:
+            self.run_work_start_s[i] = now
+            duration = jt.runtime_s[i] / speed
+            self.start_s[i] = now
+            self.duration_s[i] = duration
+            est_end = now + known / speed
         self._est_end[i] = est_end
         k = bisect.bisect_right(self.running, (est_end, i))
         self.running.insert(k, (est_end, i))
@@ -429,20 +518,90 @@ class Simulator:
         share = p.milli * len(p.gpus)
         self._busy_milli += share
         self._busy_tflops_x10k += share * self.layout.type_tflops_x10[p.type_idx]
-        self.env.timeout(duration, value=i).callbacks.append(self._on_complete)
+        ev = self.env.timeout(duration, value=i)
+        ev.callbacks.append(self._on_complete)
+        self._event[i] = ev
+
+    def preempt(self, d: Preempt) -> None:
+        """Suspend running job `d.job` now (see `Preempt`); raises ValueError if it is not running."""
+        i = d.job
+        if not 0 <= i < len(self._event) or self._event[i] is None:
+            raise ValueError(f"job {i} is not running")
+        self._event[i] = None  # its completion timeout fires later and is ignored
+        p = self._release(i)
+        now = self.env.now
+        jt = self.jobs
+        work_s = now - self.run_work_start_s[i]
+        if work_s > 0:
+            self.progress_s[i] = min(self.progress_s[i] + work_s * self.run_speed[i], jt.runtime_s[i])
+        self._account_run(i, now)
+        self.preemptions[i] += 1
+        self.preempted_at_s[i] = now
+        self._closed_runs.append((i, self.run_start_s[i], now, p))
+        # back in the queue, in arrival order, keyed by its remaining known runtime
+        key = self._qkey[i] = max(jt.known_runtime_s[i] - self.progress_s[i], 0.0)
+        queue = self.queue
+        if queue and next(reversed(queue)) > i:
+            keys = list(queue)
+            keys.insert(bisect.bisect_left(keys, i), i)
+            queue.clear()
+            queue.update(dict.fromkeys(keys))
+        else:
+            queue[i] = None
+        bisect.insort(self.queue_by_runtime, (key, i))
+        s = jt.shape[i]
+        members = self.queue_by_shape.get(s)
+        if members is None:
+            self.queue_by_shape[s] = [i]
+            self.queue_by_shape_runtime[s] = [(key, i)]
+        else:
+            bisect.insort(members, i)
+            bisect.insort(self.queue_by_shape_runtime[s], (key, i))
+
+    def wake_up(self, d: WakeUp) -> None:
+        """Make `advance()` stop at `d.at_s` (one SimPy timeout per distinct requested instant)."""
+        now = self.env.now
+        at = float(d.at_s)
+        if not at >= now:
+            raise ValueError(f"wake-up at {at} s is in the past (now {now} s)")
+        if at == now or at in self._wakeups or at == _INF:
+            return
+        self._wakeups.add(at)
+        self.env.timeout(at - now, value=at).callbacks.append(self._on_wakeup)
+
+    def apply(self, d) -> None:
+        """Apply one decision of any kind (`Decision`, `Preempt`, `WakeUp`, `PowerOn`, `PowerOff`); raises
+        TypeError for another."""
+        kind = type(d)
+        if kind is Decision:
+            self.start(d)
+        elif kind is Preempt:
+            self.preempt(d)
+        elif kind is WakeUp:
+            self.wake_up(d)
+        elif kind is PowerOn:
+            self.power_on(d.node)
+        elif kind is PowerOff:
+            self.power_off(d.node)
+        else:
+            raise TypeError(f"unknown decision kind {kind.__name__}: {d!r}")
 
     def run(self, policy, progress=None, manager=None) -> None:
-        """Run to the end under `policy(view) -> list[Decision]`; `progress(num_completed)` is called now and then.
-
-        `manager(view) -> decisions` (a power manager, env/power_managers.py) is consulted after the policy's
-        decisions are applied, at every decision instant."""
+        """Run to the end under `policy(view) -> list of decisions` (applied in order); `progress(num_completed)`
+        is called now and then. `manager(view) -> decisions` (a power manager, env/power_managers.py) is
+        consulted after the policy's decisions are applied, at every decision instant."""
         n = 0
+        start, apply = self.start, self.apply
+        self.wake_on_idle = manager is not None
         while self.advance():
             for d in policy(self.view()):
-                self.apply(d)
+                if type(d) is Decision:
+                    start(d)
+                else:
+                    apply(d)
             if manager is not None:
                 for d in manager(self.view()):
-                    self.apply(d)
+                    apply(d)
             n += 1
             if progress is not None and n % 4096 == 0:
                 progress(self.num_completed)
@@ -451,8 +610,13 @@ class Simulator:
 
     # -- results ----------------------------------------------------------------------------------------
 
-    def result(self, scheduler: str, seed: int) -> RunResult:
-        """Outcomes so far: jobs never started or still running are UNFINISHED, never dropped."""
+    def result(self, scheduler: str, seed: int, preemptive: bool = False) -> RunResult:
+        """Outcomes so far: jobs never started or still running are UNFINISHED, never dropped.
+
+        `preemptive` marks a run of a policy that may preempt (its files then carry the preemption columns); a
+        run in which some job was preempted is marked whatever it says. A preempted job's `gpu_type` lists the
+        types of its runs (`;`-joined, in order, without repeats), its `placement` is its last run's, and its
+        `runtime_actual_s` the time it held GPUs over all its runs (restore overheads included)."""
         n = len(self.jobs)
         layout = self.layout
         status = []
@@ -468,6 +632,15 @@ class Simulator:
                 status.append(UNFINISHED)
             gpu_type.append(layout.type_names[p.type_idx] if p is not None else "")
             placement.append(";".join(layout.gpu_label(g) for g in p.gpus) if p is not None else "")
+        runs = self._runs(placement, gpu_type)
+        if self._closed_runs:
+            types: dict[int, list[str]] = {}
+            for i, t in zip(runs.job.tolist(), runs.gpu_type, strict=True):
+                seen = types.setdefault(i, [])
+                if t not in seen:
+                    seen.append(t)
+            for i, seen in types.items():
+                gpu_type[i] = ";".join(seen)
         accepted_jobs = [self.jobs.jobs[i] for i in self._accepted]
         tl = np.asarray(self._timeline, dtype=float).reshape(-1, 4)
         return RunResult(
@@ -491,6 +664,33 @@ class Simulator:
             if accepted_jobs
             else float("nan"),
             **self._power_record(),
+            runs=runs,
+            preemptions=np.asarray(self.preemptions, dtype=np.int64),
+            overhead_gpu_s=np.asarray(self.overhead_gpu_s, dtype=float),
+            preemptive=preemptive or bool(self._closed_runs),
+        )
+
+    def _runs(self, placement: list[str], gpu_type: list[str]) -> Runs:
+        """Every execution interval so far, ordered by (start, job): the closed (preempted) runs and each started
+        job's current or last run (end NaN while it runs)."""
+        layout = self.layout
+        rows = [
+            (start, i, end, ";".join(layout.gpu_label(g) for g in p.gpus), layout.type_names[p.type_idx])
+            for i, start, end, p in self._closed_runs
+        ]
+        rows += [
+            (self.run_start_s[i], i, self.end_s[i], placement[i], gpu_type[i])
+            for i in range(len(self.jobs))
+            if self.placements[i] is not None
+            and (self._event[i] is not None or self.end_s[i] == self.end_s[i])
+        ]
+        rows.sort(key=lambda r: (r[0], r[1]))
+        return Runs(
+            job=np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+            start_s=np.fromiter((r[0] for r in rows), dtype=float, count=len(rows)),
+            end_s=np.fromiter((r[2] for r in rows), dtype=float, count=len(rows)),
+            placement=tuple(r[3] for r in rows),
+            gpu_type=tuple(r[4] for r in rows),
         )
 
     def _power_record(self) -> dict:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from env.records import RunResult
-from metrics.summary import METRIC_FIELDS, SummaryRow
+from metrics.summary import METRIC_FIELDS, SummaryRow, energy_of
 from metrics.writers import FLOAT_FORMAT, PRIORITY_COLUMN
 
 
@@ -50,6 +50,8 @@ class AggregateRow:
     avg_reference_slowdown: MeanStd
     load_factor_capacity: MeanStd
     avg_jct_s_by_priority: tuple[tuple[int, MeanStd], ...] = ()
+    energy: tuple[tuple[str, MeanStd], ...] = ()
+    """(name, mean/std) of each energy metric its runs have (SummaryRow.energy); () without a power model"""
 
 
 def _mean_std(values: Sequence[float]) -> MeanStd:
@@ -87,6 +89,10 @@ def aggregate(rows: Sequence[SummaryRow]) -> list[AggregateRow]:
                 total_unfinished=sum(r.unfinished for r in group),
                 total_rejected=sum(r.rejected for r in group),
                 avg_jct_s_by_priority=by_prio,
+                energy=tuple(
+                    (name, _mean_std([dict(energy_of(r)).get(name, np.nan) for r in group]))
+                    for name in dict.fromkeys(n for r in group for n, _ in energy_of(r))
+                ),
                 **{name: _mean_std([getattr(r, name) for r in group]) for name in METRIC_FIELDS},
             )
         )
@@ -110,6 +116,9 @@ def compare_frame(agg: Sequence[AggregateRow]) -> pd.DataFrame:
         columns += [f"{name}_mean", f"{name}_std"]
     for p in priorities:
         columns += [f"{PRIORITY_COLUMN.format(p)}_mean", f"{PRIORITY_COLUMN.format(p)}_std"]
+    energy_names = list(dict.fromkeys(n for a in agg for n, _ in a.energy))  # only with a power model
+    for name in energy_names:
+        columns += [f"{name}_mean", f"{name}_std"]
     records = []
     for a in agg:
         rec = [getattr(a, c) for c in head]
@@ -119,6 +128,10 @@ def compare_frame(agg: Sequence[AggregateRow]) -> pd.DataFrame:
         by_prio = dict(a.avg_jct_s_by_priority)
         for p in priorities:
             ms = by_prio.get(p, MeanStd(np.nan, np.nan))
+            rec += [ms.mean, ms.std]
+        energy = dict(a.energy)
+        for name in energy_names:
+            ms = energy.get(name, MeanStd(np.nan, np.nan))
             rec += [ms.mean, ms.std]
         records.append(rec)
     frame = pd.DataFrame(records, columns=columns)
@@ -154,6 +167,9 @@ def format_table(agg: Sequence[AggregateRow]) -> str:
         f"{'scheduler':<{name_w}}  {'seeds':>5}  {'avg JCT (s)':>21}  {'p95 JCT (s)':>21}  {'avg wait (s)':>21}"
         f"  {'bnd slowdown':>15}  {'ref slowdown':>15}  {'util arr win':>13}  {'GPU util':>13}  {'done/unfin/rej':>20}"
     )
+    with_energy = any(a.energy for a in agg)  # power model runs add facility kWh and cost
+    if with_energy:
+        header += f"  {'facility kWh':>21}  {'cost (EUR)':>21}"
     lines = [header, "-" * len(header)]
     for name, a in zip(names, agg, strict=True):
         counts = f"{a.total_completed}/{a.total_unfinished}/{a.total_rejected}"
@@ -162,6 +178,12 @@ def format_table(agg: Sequence[AggregateRow]) -> str:
             f"  {_fmt(a.avg_wait_s, 1, 21)}  {_fmt(a.avg_bounded_slowdown, 2, 15)}"
             f"  {_fmt(a.avg_reference_slowdown, 2, 15)}  {_fmt(a.gpu_utilization_arrival_window, 3, 13)}"
             f"  {_fmt(a.gpu_utilization, 3, 13)}  {counts:>20}"
+            + (
+                f"  {_fmt(dict(a.energy).get('facility_energy_kwh', MeanStd(np.nan, np.nan)), 1, 21)}"
+                f"  {_fmt(dict(a.energy).get('cost_eur', MeanStd(np.nan, np.nan)), 2, 21)}"
+                if with_energy
+                else ""
+            )
         )
     return "\n".join(lines)
 

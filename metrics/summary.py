@@ -37,6 +37,7 @@ bounded_slowdown only for completed jobs; everything not applicable is NaN.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +108,24 @@ class SummaryRow:
     load_factor_capacity: float
     avg_jct_s_by_priority: tuple[tuple[int, float], ...] = ()
     """(priority, mean JCT of its completed jobs), sorted by priority; written as columns avg_jct_s_prio{p}"""
+
+
+@dataclass(frozen=True)
+class EnergySummaryRow(SummaryRow):
+    """The SummaryRow of a run with a power model (--power): also its energy figures."""
+
+    energy: tuple[tuple[str, float], ...] = ()
+    """(name, value) of metrics/energy.py's ENERGY_FIELDS, written as columns of those names after every other
+    column (a plain SummaryRow has none, so runs without a power model keep their exact columns)"""
+
+    @classmethod
+    def of(cls, row: SummaryRow, energy: tuple[tuple[str, float], ...]) -> EnergySummaryRow:
+        return cls(**{f.name: getattr(row, f.name) for f in dataclasses.fields(SummaryRow)}, energy=energy)
+
+
+def energy_of(row: SummaryRow) -> tuple[tuple[str, float], ...]:
+    """A row's energy figures; () for a run without a power model."""
+    return getattr(row, "energy", ())
 
 
 def check_result(result: RunResult) -> None:

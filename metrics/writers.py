@@ -8,7 +8,9 @@ runtime_s, bounded_slowdown, status, priority, gpu_milli, gpu_mem_gb, trace_stat
 seconds of simulated time. `num_gpus` is the GPU demand with a fractional share written as its fraction (a job
 asking 500 milli-GPU has num_gpus 0.5; `gpu_milli` keeps the raw request). `runtime_s` is the actual run time on
 the GPU type the job got (empty if it never started). `wait_s` is filled for every job that started (unfinished
-ones too); `jct_s` and `bounded_slowdown` only for completed jobs.
+ones too); `jct_s` and `bounded_slowdown` only for completed jobs. With a power model (--power) two columns follow:
+energy_kwh and energy_cost_eur, the facility energy and its cost attributed to the job (metrics/energy.py).
+summary.csv then ends with the columns of metrics/energy.py's ENERGY_FIELDS.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from env.records import RunResult
-from metrics.summary import SummaryRow, per_job
+from metrics.energy import EnergyReport
+from metrics.summary import SummaryRow, energy_of, per_job
 
 FLOAT_FORMAT = "%.12g"  # 12 significant digits: 1 ms resolution up to 1e8 s; 4.0 is written as 4
 JOB_COLUMNS = (
@@ -44,6 +47,7 @@ JOB_COLUMNS = (
     "trace_status",
     "reject_reason",
 )
+ENERGY_JOB_COLUMNS = ("energy_kwh", "energy_cost_eur")  # with a power model only (metrics/energy.py)
 CLUSTER_COLUMNS = ("node_id", "gpu_type", "num_gpus", "gpu_mem_gb", "speed")
 PRIORITY_COLUMN = "avg_jct_s_prio{}"
 
@@ -61,9 +65,10 @@ def _format_floats(x: np.ndarray) -> list[str]:
     return ["" if v != v else FLOAT_FORMAT % v for v in np.asarray(x, dtype=float).tolist()]
 
 
-def _jobs_table(result: RunResult) -> pd.DataFrame:
-    """The jobs.csv table: columns JOB_COLUMNS, one row per job (rejected ones included), float columns already
-    formatted as strings ("" for NaN). Use `summary.per_job` for the numbers themselves."""
+def _jobs_table(result: RunResult, energy: EnergyReport | None = None) -> pd.DataFrame:
+    """The jobs.csv table: columns JOB_COLUMNS (+ ENERGY_JOB_COLUMNS with a power model), one row per job (rejected
+    ones included), float columns already formatted as strings ("" for NaN). Use `summary.per_job` for the
+    numbers themselves."""
     m = per_job(result)
     jobs = result.jobs
     n = len(jobs)
@@ -86,13 +91,17 @@ def _jobs_table(result: RunResult) -> pd.DataFrame:
         "trace_status": np.asarray([j.trace_status for j in jobs], dtype=object),
         "reject_reason": np.asarray(result.reject_reason, dtype=object),
     }
+    if energy is not None:
+        columns["energy_kwh"] = energy.job_energy_kwh
+        columns["energy_cost_eur"] = energy.job_cost_eur
     columns = {k: _format_floats(v) if v.dtype == float else v for k, v in columns.items()}
-    return pd.DataFrame(columns, columns=list(JOB_COLUMNS))
+    names = list(JOB_COLUMNS) + (list(ENERGY_JOB_COLUMNS) if energy is not None else [])
+    return pd.DataFrame(columns, columns=names)
 
 
-def write_jobs_csv(result: RunResult, path: str | Path) -> Path:
+def write_jobs_csv(result: RunResult, path: str | Path, energy: EnergyReport | None = None) -> Path:
     """Write jobs.csv (see the module docstring for the columns); returns the path."""
-    return _write(_jobs_table(result), path)
+    return _write(_jobs_table(result, energy), path)
 
 
 def write_cluster_csv(result: RunResult, path: str | Path) -> Path:
@@ -109,12 +118,19 @@ def summary_frame(rows: Sequence[SummaryRow]) -> pd.DataFrame:
     scalar = [f.name for f in dataclasses.fields(SummaryRow) if f.name != "avg_jct_s_by_priority"]
     priorities = sorted({p for r in rows for p, _ in r.avg_jct_s_by_priority})
     prio_cols = [PRIORITY_COLUMN.format(p) for p in priorities]
+    # energy columns only when some run had a power model, so runs without one keep their exact columns
+    energy_cols = list(dict.fromkeys(name for r in rows for name, _ in energy_of(r)))
     records = []
     for r in rows:
         by_prio = dict(r.avg_jct_s_by_priority)
-        records.append([getattr(r, name) for name in scalar] + [by_prio.get(p, np.nan) for p in priorities])
-    frame = pd.DataFrame(records, columns=scalar + prio_cols)
-    return frame.astype({c: float for c in prio_cols})
+        energy = dict(energy_of(r))
+        records.append(
+            [getattr(r, name) for name in scalar]
+            + [by_prio.get(p, np.nan) for p in priorities]
+            + [energy.get(name, np.nan) for name in energy_cols]
+        )
+    frame = pd.DataFrame(records, columns=scalar + prio_cols + energy_cols)
+    return frame.astype({c: float for c in prio_cols + energy_cols})
 
 
 def write_summary_csv(rows: Sequence[SummaryRow], path: str | Path) -> Path:

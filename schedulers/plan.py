@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from env.cluster import FreeState, Placement
 from env.placement import alternative_slots, alternatives, fit_type, place
-from env.simulator import Decision
+from env.simulator import Decision, Preempt
 
 
 class Plan:
@@ -18,7 +18,7 @@ class Plan:
         self._free = free
         self._pending: Placement | None = None
         self._copied = False
-        self.decisions: list[Decision] = []
+        self.decisions: list[Decision | Preempt] = []
         self._no_fit: set = set()
 
     def place(self, shape: tuple) -> Placement | None:
@@ -71,6 +71,16 @@ class Plan:
         self.free  # noqa: B018 -- apply the previous pending placement first
         self.decisions.append(Decision(job, p))
         self._pending = p
+
+    def preempt(self, job: int, p: Placement) -> None:
+        """Plan to suspend running job `job`, which holds `p`: its capacity is free for the decisions after it."""
+        free = self.free
+        if not self._copied:
+            self._free = free = free.copy()
+            self._copied = True
+        free.give(p)
+        self._no_fit.clear()  # capacity grew: a shape that did not fit may fit now
+        self.decisions.append(Preempt(job))
 
     def exhausted(self) -> bool:
         """No GPU share at all is left."""

@@ -269,6 +269,46 @@ CASES = [
         {"jobs.csv": JOBS, "d/x": ""},
         "--cluster_path {tmp}/d: is a folder",
     ),
+    # --- power model and price files (issue 12) ------------------------------------------------------------
+    ([*SMALL, "--power", "idle_off"], {}, "--power: power manager 'idle_off': expected idle_off:T[:R]"),
+    ([*SMALL, "--power", "sleepy"], {}, "unknown power manager 'sleepy'"),
+    ([*SMALL, "--power", "idle_off:-5"], {}, "times and reserve must be finite and >= 0"),
+    ([*SMALL, "--power", "idle_off:600:1.5"], {}, "the reserve R is a whole number of nodes"),
+    ([*SMALL, "--power", "always_on,idle_off:600"], {}, "--mode eval runs one power manager"),
+    (["--mode", "compare", *SMALL, "--power", "idle_off:600,idle_off:600:2"], {}, "more than once"),
+    ([*SMALL, "--prices", "{tmp}/p.csv"], {"p.csv": "timestamp,price\n0,1\n"}, "--prices need a power model"),
+    ([*SMALL, "--power", "always_on", "--pue", "0.5"], {}, "--pue must be between 1 and 10"),
+    (["--mode", "eval", "--algo", "d3qn", "--power", "idle_off:600"], {}, "needs a heuristic scheduler"),
+    (
+        [*SMALL, "--power", "always_on", "--prices", "{tmp}/p.csv"],
+        {"p.csv": "timestamp,price\n0,10\n3600,20\n10800,30\n"},
+        "p.csv:4: a gap: 7200 s after the previous row (step 3600 s)",
+    ),
+    (
+        [*SMALL, "--power", "always_on", "--prices", "{tmp}/p.csv"],
+        {"p.csv": "timestamp,price\n0,10\n3600,20\n1800,30\n"},
+        "p.csv:4: timestamp 1800 is not after the previous row's",
+    ),
+    (
+        [*SMALL, "--power", "always_on", "--prices", "{tmp}/p.csv"],
+        {"p.csv": "timestamp,price\n0,10\n3600,-1\n"},
+        "p.csv:3: price -1 must be a finite number >= 0",
+    ),
+    (
+        [*SMALL, "--power", "always_on", "--prices", "{tmp}/p.csv"],
+        {"p.csv": "timestamp,price,carbon\n0,10,300\n3600,20,\n"},
+        "p.csv:3: missing carbon value",
+    ),
+    (
+        [*SMALL, "--power", "always_on", "--prices", "{tmp}/p.csv"],
+        {"p.csv": "timestamp,price_eur_per_kwh\n0,0.1\n3600,0.2\n"},
+        "p.csv:1: wrong units in column 'price_eur_per_kwh'",
+    ),
+    (
+        [*SMALL, "--power", "always_on", "--prices", "{tmp}/none.csv"],
+        {},
+        "none.csv: cannot read the price file",
+    ),
     # --- output folders unusable -----------------------------------------------------------------------------
     (["--log_dir", "{tmp}/f.txt"], {"f.txt": "x"}, "--log_dir {tmp}/f.txt: is a file, not a folder"),
     (["--log_dir", "{tmp}/f.txt/run"], {"f.txt": "x"}, "f.txt is a file, not a folder"),
@@ -284,6 +324,21 @@ CASES = [
     (["--task", "autoscaling", "--algo", "always_on", *SMALL], {}, "--autoscale_preset sets the autoscaling"),
     (["--task", "scheduling", "--autoscale_preset", "hard"], {}, "options of --task power and autoscaling"),
     (["--mode", "compare", "--task", "autoscaling"], {}, "--task autoscaling runs in --mode train or eval"),
+    (
+        ["--task", "power", "--algo", "always_on", "--power", "always_on"],
+        {},
+        "--power has no effect with --task",
+    ),
+    (
+        ["--task", "autoscaling", "--algo", "always_on", "--pue", "1.2"],
+        {},
+        "no effect with --task autoscaling",
+    ),
+    (
+        ["--task", "power", "--algo", "always_on", "--prices", "{tmp}/p.csv"],
+        {"p.csv": "timestamp,price\n0,50\n3600,-1\n"},
+        "p.csv:3: price -1 must be a finite number >= 0",
+    ),
     (
         ["--mode", "train", "--task", "power", "--algo", "d3qn", "--demo_policy", "sjf"],
         {},

@@ -1,0 +1,79 @@
+"""The priority-preemptive allocation step shared by SRTF and Tiresias: who keeps running, who starts, who is
+preempted, given one priority order over waiting and running jobs.
+
+Rule (README, Preemption): jobs are visited in priority order (highest first). A running job keeps its GPUs. A
+waiting job starts on its preferred placement (env/placement.py's `place`) if that is free; otherwise, if
+suspending running jobs of STRICTLY lower priority lets it start, the fewest of them are preempted: victims are
+released lowest priority first until the job fits, then each victim but the last released is spared again
+(highest priority first) if the job still fits without it; the job then starts on its preferred placement in
+the capacity so freed. A job that does not fit even with every lower-priority running job released waits. So a
+job is preempted only when that lets a higher-priority job start, never for a tie, and never for nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from env.placement import place
+from env.simulator import View
+from schedulers.plan import Plan
+
+
+def allocate(view: View, queued: Iterable[tuple[object, int]], lower: Callable[[object], list[int]]) -> Plan:
+    """Apply the rule to the waiting jobs `queued`, (priority key, job) in priority order (highest first).
+
+    `lower(key)` lists the running jobs of strictly lower priority than a waiting job of that key, lowest
+    priority first; along `queued` these lists must only shrink (every running job ranks either above or below
+    each waiting job). Running jobs not preempted keep their GPUs. Returns the plan: its decisions (Preempt and
+    Decision, in the order to apply). Stops early once no capacity is left and nothing lower remains to preempt.
+    """
+    plan = Plan(view.free)
+    shape = view.jobs.shape
+    placements = view.placements
+    preempted: set[int] = set()
+    hopeless: set = set()  # shapes that did not fit with every victim released (victims only shrink)
+    for key, j in queued:
+        exhausted = plan.exhausted()
+        s = shape[j]
+        if not exhausted:
+            p = plan.place(s)
+            if p is not None:
+                plan.add(j, p)
+                continue
+        if s in hopeless:
+            continue
+        victims = [v for v in lower(key) if v not in preempted]
+        if not victims:
+            if exhausted:
+                break
+            continue
+        chosen = _fewest_victims(plan, s, victims, placements)
+        if chosen is None:
+            hopeless.add(s)
+            continue
+        for v in chosen:
+            plan.preempt(v, placements[v])
+            preempted.add(v)
+        plan.add(j, plan.place(s))
+    return plan
+
+
+def _fewest_victims(plan: Plan, s: tuple, victims: list[int], placements) -> list[int] | None:
+    """Victims (lowest priority first) whose release lets shape `s` start, per the module's rule; None if none do."""
+    trial = plan.free.copy()
+    chosen: list[int] = []
+    for v in victims:
+        trial.give(placements[v])
+        chosen.append(v)
+        if place(trial, *s) is not None:
+            break
+    else:
+        return None
+    for v in reversed(chosen[:-1]):  # spare the higher-priority victims first
+        rest = [u for u in chosen if u != v]
+        trial = plan.free.copy()
+        for u in rest:
+            trial.give(placements[u])
+        if place(trial, *s) is not None:
+            chosen = rest
+    return chosen

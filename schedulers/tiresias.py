@@ -1,0 +1,127 @@
+"""Tiresias' discretized two-dimensional least-attained-service scheduler (2D-LAS; Gu et al., "Tiresias: A GPU
+Cluster Manager for Distributed Deep Learning", NSDI'19, §3.2 and Algorithm 1), for unknown runtimes.
+
+A job's attained service is GPUs x time it has held them (`View.attained_now`, GPU-seconds; a fractional share
+counts its fraction). K priority queues split attained service at thresholds: a job is in queue k while its
+service lies in [threshold[k-1], threshold[k]) (queue 0 from 0). Every job starts in queue 0 and is demoted as
+its service crosses each threshold. Lower queue index = higher priority; within a queue, FIFO by arrival with
+running jobs ahead of waiting ones (the authors' simulator moves waiting jobs behind running ones every round,
+so a job is never preempted by one of its own queue). Allocation: schedulers/preemptive.py's rule over that
+order. The policy asks for a wake-up at the next instant a running job crosses a threshold that could change a
+decision (some job waits in its queue or a higher one), so demotions happen on time without global ticking.
+
+Starvation (PROMOTEKNOB): a waiting job that has run before is promoted to queue 0 once its wait since it was
+preempted reaches `promote_knob` x its executed time (attained service / GPUs); its service counted for queue
+levels restarts at 0 for the run that follows such a wait (the paper resets t_J and delta_J on promotion).
+This policy is a pure function of the View, so the reset is derived from the last wait alone: a promoted job
+that is preempted again before its next threshold and restarted without a qualifying wait counts its whole
+attained service again (the paper would keep counting from the promotion).
+
+Defaults, from the authors' simulator (github.com/SymbioticLab/Tiresias, simulator/jobs.py `_TFJobs`: 3 queues
+with limits 3250 and 7200 GPU-seconds, `dlas-gpu` = 2D-LAS on GPU-time; run_sim.py runs `dlas-gpu` with
+starvation promotion off, and the `dlas-gpu-<N>` variants with PROMOTEKNOB N): THRESHOLDS_GPU_S = (3250,
+7200), promotion off. The paper (§3.2) leaves K and the thresholds to the operator and reports K = 2 works well.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from env.simulator import View, WakeUp
+from schedulers.preemptive import allocate
+
+THRESHOLDS_GPU_S = (3250.0, 7200.0)  # authors' simulator, jobs.py `_TFJobs.queue_limit` (3 queues)
+PROMOTE_KNOB = 0.0  # 0: no starvation promotion (authors' `dlas-gpu` default)
+_EPS_GPU_S = (
+    1e-6  # service within this of a threshold counts as having crossed it (float rounding of wake-ups)
+)
+
+
+def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promote_knob: float = PROMOTE_KNOB):
+    """A Tiresias policy with these queue thresholds (ascending GPU-seconds; K = len + 1 queues) and knob."""
+    thresholds = tuple(float(t) for t in thresholds_gpu_s)
+    if any(b <= a for a, b in zip(thresholds, thresholds[1:], strict=False)) or any(
+        t <= 0 for t in thresholds
+    ):
+        raise ValueError(f"thresholds must be positive and ascending, got {thresholds_gpu_s}")
+    knob = float(promote_knob)
+    if not knob >= 0:
+        raise ValueError(f"promote_knob must be >= 0, got {promote_knob}")
+
+    def tiresias(view: View) -> list:
+        now = view.now_s
+        demand = view.jobs.gpu_demand
+        attained = view.attained_gpu_s
+        preemptions = view.preemptions
+        preempted_at = view.preempted_at_s
+        run_start = view.run_start_s
+
+        def promoted(i: int, since_s: float) -> bool:
+            """Whether job i's wait (from its last preemption to `since_s`) reached the knob x executed time."""
+            return bool(
+                knob and preemptions[i] and since_s - preempted_at[i] >= knob * attained[i] / demand[i]
+            )
+
+        def waiting_service(i: int) -> float:
+            return 0.0 if promoted(i, now) else attained[i]
+
+        def running_service(i: int) -> float:
+            got = (now - run_start[i]) * demand[i]
+            return got if promoted(i, run_start[i]) else got + attained[i]
+
+        def level(service: float) -> int:
+            return bisect_right(thresholds, service + _EPS_GPU_S)
+
+        queued = sorted(((level(waiting_service(i)), i), i) for i in view.queue)
+        running = sorted((level(running_service(v)), v) for _, v in view.running)
+        run_levels = [lv for lv, _ in running]
+
+        def lower(key) -> list[int]:
+            return [v for _, v in reversed(running[bisect_right(run_levels, key[0]) :])]
+
+        plan = allocate(view, queued, lower)
+        decisions = plan.decisions
+        wake = _next_wakeup(
+            view, decisions, queued, running, waiting_service, running_service, thresholds, knob
+        )
+        if wake is not None:
+            decisions.append(WakeUp(wake))
+        return decisions
+
+    return tiresias
+
+
+def _next_wakeup(view, decisions, queued, running, waiting_service, running_service, thresholds, knob):
+    """The earliest instant after now at which a demotion or a promotion could change this policy's decisions,
+    or None: only while some job still waits after these decisions."""
+    started = {d.job for d in decisions if hasattr(d, "placement")}
+    preempted = {d.job for d in decisions if not hasattr(d, "placement")}
+    waiting_levels = [lv for (lv, i), _ in queued if i not in started]
+    waiting_levels += [lv for lv, v in running if v in preempted]
+    if not waiting_levels:
+        return None
+    top_waiting = min(waiting_levels)
+    now = view.now_s
+    demand = view.jobs.gpu_demand
+    best = float("inf")
+    k_last = len(thresholds)
+    # a running job at level l moving to l + 1 can be preempted by a waiting job of level <= l
+    for lv, v in running:
+        if v not in preempted and top_waiting <= lv < k_last:
+            best = min(best, now + max(thresholds[lv] - running_service(v), _EPS_GPU_S) / demand[v])
+    for (lv, j), _ in queued:
+        if j in started and top_waiting <= lv < k_last:
+            best = min(best, now + max(thresholds[lv] - waiting_service(j), _EPS_GPU_S) / demand[j])
+    if knob:
+        attained, preempted_at = view.attained_gpu_s, view.preempted_at_s
+        for (lv, i), _ in queued:
+            if lv > 0 and i not in started and view.preemptions[i]:
+                best = min(best, max(preempted_at[i] + knob * attained[i] / demand[i], now + _EPS_GPU_S))
+        for v in preempted:
+            got = view.attained_now(v)
+            if got > 0:
+                best = min(best, now + knob * got / demand[v])
+    return best if best < float("inf") else None
+
+
+tiresias = make_tiresias()
