@@ -246,6 +246,9 @@ def _check_power(cfg: RunConfig, given: dict[str, object]) -> None:
     from env.power_managers import parse_manager
 
     p = cfg.power
+    if cfg.task.name != "scheduling":
+        _check_node_task_power(cfg, given)
+        return
     if not p.managers:
         hit = [f"--{n}" for n in ("prices", "price_offset_s", "pue") if n in given]
         if "power" in given:
@@ -279,6 +282,31 @@ def _check_power(cfg: RunConfig, given: dict[str, object]) -> None:
         raise UserError(f"--pue must be between 1 and 10 (facility / IT power), got {p.pue}")
     if not abs(p.price_offset_s) < 1e12:
         raise UserError(f"--price_offset_s must be a finite number of seconds, got {p.price_offset_s}")
+
+
+def _check_node_task_power(cfg: RunConfig, given: dict[str, object]) -> None:
+    """--task power takes the power model's --prices/--price_offset_s/--pue (its agent or --algo node manager
+    switches the nodes, so no --power); --task autoscaling pays cloud prices and takes none of them."""
+    task, p = cfg.task.name, cfg.power
+    if "power" in given:
+        raise UserError(
+            f"--power has no effect with --task {task}: the agent (or the --algo node manager) switches the nodes"
+        )
+    if task == "autoscaling":
+        hit = [f"--{n}" for n in ("prices", "price_offset_s", "pue") if n in given]
+        if hit:
+            raise UserError(f"{', '.join(hit)} have no effect with --task autoscaling (it pays cloud prices)")
+    if not (p.pue >= 1.0 and p.pue < 10.0):
+        raise UserError(f"--pue must be between 1 and 10 (facility / IT power), got {p.pue}")
+    if not abs(p.price_offset_s) < 1e12:
+        raise UserError(f"--price_offset_s must be a finite number of seconds, got {p.price_offset_s}")
+    if p.prices_path:  # a bad price file is reported before any work
+        from env.prices import PriceFileError, load_price_csv
+
+        try:
+            load_price_csv(p.prices_path, p.price_offset_s)
+        except PriceFileError as err:
+            raise UserError(str(err)) from None
 
 
 def check_output_dir(path: str, option: str) -> None:

@@ -54,6 +54,7 @@ RUN_FILE_NAMES = frozenset(
         "power.png",  # with --power (README, Energy and power states)
         "power_states.png",
         "jct_vs_cost.png",
+        "task.json",  # --task power|autoscaling eval (README, Power and autoscaling tasks)
     }
 )
 RUN_FILE_PATTERNS = (re.compile(r"jct_cdf_seed\d+\.png"), re.compile(r"events\.out\.tfevents\..+"))

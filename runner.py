@@ -458,8 +458,13 @@ def mode_eval_node_task(cfg: RunConfig) -> Path:
             env = run_node_policy(cfg, sc, None, cfg.algo)
         result = env.sim.result(cfg.algo, sc.seed)
         refuse_all_rejected(result, sc)
-        row = summarize(result)
-        write_run(result, sc, out, [row])
+        row, energy = summarize(result), None
+        if cfg.task.name == "power":  # energy columns and plots as a --power run writes them
+            energy = energy_report(result, env.prices)
+            row = EnergySummaryRow.of(row, summary_fields(energy))
+        write_run(result, sc, out, [row], None, energy)
+        if energy is not None:
+            plot_power(result, energy, env.prices, out)
         g = GRADERS[cfg.task.name](env)
         record = {"task": cfg.task.name, "episode_return": env.episode_return, "grade": g.__dict__}
         if cfg.task.name == "power":

@@ -253,9 +253,8 @@ class NodeManagerEnv(gym.Env):
             else:
                 self.sim.apply(PowerOn(self._node_to_turn_on(t)))
             self._build_mask()
-            if not self._mask[
-                : self.window
-            ].any():  # nothing else to decide now: on to the next decision point
+            if not self._mask[: self.window].any():
+                # nothing else to decide at this instant: on to the next decision point
                 reward, done = self._keep()
         self.episode_return += reward
         self._done = done

@@ -19,7 +19,9 @@ from config import TASKS, RunConfig, TaskConfig
 from env.autoscale_env import AUTOSCALE_PRESETS, GPUClusterAutoscaleEnv, autoscale_config, grade
 from env.node_env import NodeManagerEnv
 from env.node_heuristics import node_manager, run_manager
+from env.power import PowerModel
 from env.power_env import GPUClusterPowerEnv
+from env.prices import PriceFileError, load_price_csv, synthetic_curve
 from env.scenario import Scenario, UserError, build_scenario
 from schedulers import POLICIES
 
@@ -67,10 +69,21 @@ def make_node_env(
     t = cfg.task
     check_task_config(t)
     if t.name == "power":
+        p = cfg.power
+        try:
+            prices = (
+                load_price_csv(p.prices_path, p.price_offset_s)
+                if p.prices_path
+                else synthetic_curve(p.price_offset_s)
+            )
+        except PriceFileError as err:
+            raise UserError(str(err)) from None
         env = GPUClusterPowerEnv(
             cfg,
             scenario=scenario,
             scheduler=t.scheduler,
+            power_model=PowerModel(pue=p.pue),
+            prices=prices,
             jct_weight_eur_per_job_h=t.jct_weight_eur_per_job_h,
             recheck_s=t.recheck_s,
             max_steps=max_steps,

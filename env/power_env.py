@@ -49,13 +49,16 @@ class GPUClusterPowerEnv(NodeManagerEnv):
     `jct_weight_eur_per_job_h` (lambda, default `JCT_WEIGHT_EUR_PER_JOB_H` = EUR 0.10 per job-hour) x jobs in
     the system x hours. Power is constant between events and the price piecewise constant, so the integral is
     exact and the undiscounted return is exactly -(total energy cost) - lambda x sum(JCT) / 3600 over the
-    episode (tests/test_power_env.py checks it against an independent integration of the run's power log).
+    episode. Energy counts over summary.csv's window, from the first arrival on, so a finished episode's
+    energy cost is metrics/energy.py's `cost_eur` for the same run (tests/test_node_envs.py checks both that
+    and an independent integration of the run's power log).
 
     ## Starting State
     Every node ON and idle; `options["scenario_seed"]` picks the scenario (else drawn from the reset seed).
 
     ## Episode End
-    Terminates once every accepted job has completed (energy is counted up to that instant), or when jobs wait
+    Terminates once every accepted job has completed (energy is counted up to that instant, the last
+    completion, where summary.csv's window closes), or when jobs wait
     with nothing pending and no node can be turned on. Truncates after `max_steps` steps.
 
     ## Arguments
@@ -116,6 +119,8 @@ class GPUClusterPowerEnv(NodeManagerEnv):
             for n in range(layout.num_nodes)
         )
         self._busy_milli = [0] * self.num_types
+        jobs = sc.workload.jobs
+        self._energy_from_s = min(j.arrival_s for j in jobs) if jobs else 0.0
         self.energy_cost_eur = 0.0
         self.jct_cost_eur = 0.0
 
@@ -144,7 +149,8 @@ class GPUClusterPowerEnv(NodeManagerEnv):
 
     def _accrue(self, t0_s: float, t1_s: float) -> float:
         f = self.prices.price_integral
-        energy = self.facility_w() * (float(f(t1_s)) - float(f(t0_s))) / J_PER_MWH
+        a = max(t0_s, self._energy_from_s)  # summary.csv's window opens at the first arrival
+        energy = self.facility_w() * (float(f(t1_s)) - float(f(a))) / J_PER_MWH if t1_s > a else 0.0
         jct = self.jct_weight_eur_per_job_h * self.sim.jobs_in_system * (t1_s - t0_s) / 3600
         self.energy_cost_eur += energy
         self.jct_cost_eur += jct

@@ -35,14 +35,16 @@ def _gpu_shares_at(result, t: float) -> dict[str, float]:
 
 
 def energy_cost_eur(result, model, prices, end_s: float) -> float:
-    """Facility energy cost over [0, end_s], integrated segment by segment between every state change, job
-    start or end and price-slot boundary (power and price are constant inside each segment)."""
-    points = {0.0, end_s}
+    """Facility energy cost over [first arrival, end_s] (summary.csv's window when end_s is the last
+    completion), integrated segment by segment between every state change, job start or end and price-slot
+    boundary (power and price are constant inside each segment)."""
+    start_s = min(j.arrival_s for j in result.jobs)
+    points = {start_s, end_s}
     points |= {float(t) for t in result.power_log_t_s}
     points |= {float(t) for t in result.start_s if t == t}
     points |= {float(t) for t in result.end_s if t == t}
     points |= {k * prices.step_s for k in range(int(end_s // prices.step_s) + 1)}
-    points = sorted(p for p in points if 0 <= p <= end_s)
+    points = sorted(p for p in points if start_s <= p <= end_s)
     total = 0.0
     for a, b in zip(points, points[1:], strict=False):
         if b <= a:

@@ -472,6 +472,21 @@ CASES = [
     (["--task", "scheduling", "--autoscale_preset", "hard"], {}, "options of --task power and autoscaling"),
     (["--mode", "compare", "--task", "autoscaling"], {}, "--task autoscaling runs in --mode train or eval"),
     (
+        ["--task", "power", "--algo", "always_on", "--power", "always_on"],
+        {},
+        "--power has no effect with --task",
+    ),
+    (
+        ["--task", "autoscaling", "--algo", "always_on", "--pue", "1.2"],
+        {},
+        "no effect with --task autoscaling",
+    ),
+    (
+        ["--task", "power", "--algo", "always_on", "--prices", "{tmp}/p.csv"],
+        {"p.csv": "timestamp,price\n0,50\n3600,-1\n"},
+        "p.csv:3: price -1 must be a finite number >= 0",
+    ),
+    (
         ["--mode", "train", "--task", "power", "--algo", "d3qn", "--demo_policy", "sjf"],
         {},
         "--demo_policy must be a node manager or none",

@@ -206,6 +206,21 @@ def test_power_return_is_minus_energy_cost_minus_lambda_sum_jct():
     assert len(r.power_log_t_s) > 0  # the random policy did switch nodes
 
 
+def test_power_energy_cost_is_the_energy_metric_of_the_same_run():
+    """A finished episode's energy cost equals metrics/energy.py's cost_eur for its RunResult (summary.csv's
+    figure), with the power model's default PUE and the synthetic curve."""
+    from env.prices import synthetic_curve
+    from metrics.energy import energy_report
+
+    e = GPUClusterPowerEnv(power_config(40))
+    _, rewards, done = random_rollout(e, 5, 11)
+    assert done
+    r = e.sim.result("random", 11)
+    report = energy_report(r, synthetic_curve())
+    assert e.energy_cost_eur == pytest.approx(report.cost_eur, rel=1e-9)
+    assert math.fsum(rewards) == pytest.approx(-report.cost_eur - 0.10 * sum_jct_s(r) / 3600, rel=1e-9)
+
+
 def test_autoscale_return_is_value_minus_rental_minus_sla():
     e = GPUClusterAutoscaleEnv("easy")
     _, rewards, done = random_rollout(e, 2, 5)

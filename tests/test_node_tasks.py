@@ -182,6 +182,12 @@ def test_cli_eval_of_a_node_manager_writes_task_json(tmp_path, capsys):
         -(record["energy_cost_eur"] + record["jct_cost_eur"]), rel=1e-12
     )
     assert (out / "jobs.csv").exists() and "task power: return" in capsys.readouterr().out
+    # summary.csv carries the energy columns of a --power run; its cost is the env's energy cost
+    import csv
+
+    row = next(csv.DictReader((out / "summary.csv").open()))
+    assert float(row["cost_eur"]) == pytest.approx(record["energy_cost_eur"], rel=1e-9)
+    assert (out / "power.png").exists()
 
 
 @pytest.mark.parametrize(
