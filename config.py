@@ -207,6 +207,10 @@ class SACConfig(DemonstrationConfig):
     """the behaviour-cloning weight decays linearly from demo_weight to 0 over this fraction of the run's total
     steps, so the final policy is the critic's, not the demonstrator's (issue 11); pre-training uses the
     full weight; inf = never decays (the behaviour before issue 11)"""
+    demo_q_filter: bool = True
+    """clone a demonstration only where the critics value its action at least as much as the policy's expected
+    action value (the Q-filter of Nair et al. 2018, eq. 4), so imitation never overrides what the critic learned
+    is better; not while pre-training on demonstrations alone (the critic is untrained then)"""
     n_step: int = 1
     """n-step returns (1 = one-step TD; > 1 adds off-policy bias, uncorrected)"""
     max_grad_norm: float = 10.0
