@@ -126,8 +126,9 @@ class DemonstrationConfig:
 
 @dataclass(frozen=True)
 class D3QNConfig(DemonstrationConfig):
-    total_steps: int = 400_000
-    """env steps of a run (RunConfig.total_steps overrides)"""
+    total_steps: int = 120_000
+    """env steps of a run (RunConfig.total_steps overrides); sized for <= 8 min on one core on the medium philly
+    scenarios: about 27 s of setup + 3.2 ms per step, validation included (BENCHMARKS.md, *Agent training*)"""
     learning_rate: float = 3e-4
     buffer_size: int = 100_000
     """replay capacity in transitions"""
@@ -175,8 +176,9 @@ class D3QNConfig(DemonstrationConfig):
 
 @dataclass(frozen=True)
 class SACConfig(DemonstrationConfig):
-    total_steps: int = 150_000
-    """env steps of a run (RunConfig.total_steps overrides)"""
+    total_steps: int = 80_000
+    """env steps of a run (RunConfig.total_steps overrides); sized for <= 8 min on one core on the medium philly
+    scenarios: about 52 s of setup + 4.7 ms per step, validation included (BENCHMARKS.md, *Agent training*)"""
     learning_rate: float = 1e-4
     """actor, critic and temperature learning rate (3e-4 collapsed now and then on validation seeds)"""
     buffer_size: int = 100_000
