@@ -135,8 +135,9 @@ class DemonstrationConfig:
 
 @dataclass(frozen=True)
 class D3QNConfig(DemonstrationConfig):
-    total_steps: int = 400_000
-    """env steps of a run (RunConfig.total_steps overrides)"""
+    total_steps: int = 120_000
+    """env steps of a run (RunConfig.total_steps overrides); sized for <= 8 min on one core on the medium philly
+    scenarios: about 27 s of setup + 3.2 ms per step, validation included (BENCHMARKS.md, *Agent training*)"""
     learning_rate: float = 3e-4
     buffer_size: int = 100_000
     """replay capacity in transitions"""
@@ -184,8 +185,9 @@ class D3QNConfig(DemonstrationConfig):
 
 @dataclass(frozen=True)
 class SACConfig(DemonstrationConfig):
-    total_steps: int = 150_000
-    """env steps of a run (RunConfig.total_steps overrides)"""
+    total_steps: int = 80_000
+    """env steps of a run (RunConfig.total_steps overrides); sized for <= 8 min on one core on the medium philly
+    scenarios: about 52 s of setup + 4.7 ms per step, validation included (BENCHMARKS.md, *Agent training*)"""
     learning_rate: float = 1e-4
     """actor, critic and temperature learning rate (3e-4 collapsed now and then on validation seeds)"""
     buffer_size: int = 100_000
@@ -216,6 +218,10 @@ class SACConfig(DemonstrationConfig):
     """the behaviour-cloning weight decays linearly from demo_weight to 0 over this fraction of the run's total
     steps, so the final policy is the critic's, not the demonstrator's (issue 11); pre-training uses the
     full weight; inf = never decays (the behaviour before issue 11)"""
+    demo_q_filter: bool = True
+    """clone a demonstration only where the critics value its action at least as much as the policy's expected
+    action value (the Q-filter of Nair et al. 2018, eq. 4), so imitation never overrides what the critic learned
+    is better; not while pre-training on demonstrations alone (the critic is untrained then)"""
     n_step: int = 1
     """n-step returns (1 = one-step TD; > 1 adds off-policy bias, uncorrected)"""
     max_grad_norm: float = 10.0

@@ -105,7 +105,7 @@ class SACAgent:
         batch = buffer.sample(self.cfg.batch_size)
         if demos is not None:
             batch = concat_batches(batch, demos.sample(self.cfg.demo_batch_size))
-        return self._learn(batch, self.cfg.batch_size, self.bc_weight(global_step))
+        return self._learn(batch, self.cfg.batch_size, self.bc_weight(global_step), self.cfg.demo_q_filter)
 
     def bc_weight(self, global_step: int) -> float:
         """The behaviour-cloning weight at `global_step`: demo_weight decaying linearly to 0 over
@@ -122,12 +122,14 @@ class SACAgent:
         `on_update()` after each (progress display)."""
         losses = {}
         for _ in range(num_updates):
-            losses = self._learn(demos.sample(self.cfg.batch_size), 0, self.cfg.demo_weight)
+            losses = self._learn(demos.sample(self.cfg.batch_size), 0, self.cfg.demo_weight, q_filter=False)
             if on_update is not None:
                 on_update()
         return losses
 
-    def _learn(self, batch: Batch, num_agent_rows: int, bc_weight: float) -> dict[str, torch.Tensor]:
+    def _learn(
+        self, batch: Batch, num_agent_rows: int, bc_weight: float, q_filter: bool = False
+    ) -> dict[str, torch.Tensor]:
         """Rows from `num_agent_rows` on are demonstrations: TD targets for the critics like the others, and a
         behaviour-cloning term -log pi(a_demo | s) for the actor instead of the soft policy loss."""
         cfg, dev = self.cfg, self.device
@@ -165,8 +167,20 @@ class SACAgent:
         actor_loss = bc_loss = torch.zeros((), device=dev)
         if n > 0:
             actor_loss = (probs_BA[:n] * (alpha * log_probs_BA[:n] - min_q_BA[:n])).sum(-1).mean()
+        bc_kept = torch.ones((), device=dev)
         if n < len(rewards_B):
-            bc_loss = -log_probs_BA[n:].gather(1, actions_B1[n:]).mean()
+            demo_log_probs_B = log_probs_BA[n:].gather(1, actions_B1[n:]).squeeze(1)
+            if q_filter:
+                # Q-filter (Nair et al. 2018, "Overcoming exploration in RL with demonstrations", eq. 4): clone
+                # the demonstrator only where the critics value its action at least as much as the policy's
+                # own expected action value, so imitation never overrides what the critic has learned is better
+                demo_q_B = min_q_BA[n:].gather(1, actions_B1[n:]).squeeze(1)
+                policy_v_B = (probs_BA[n:].detach() * min_q_BA[n:]).sum(-1)
+                keep_B = (demo_q_B >= policy_v_B).to(demo_log_probs_B.dtype)
+                bc_kept = keep_B.mean()
+                bc_loss = -(keep_B * demo_log_probs_B).mean()
+            else:
+                bc_loss = -demo_log_probs_B.mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
         (actor_loss + bc_weight * bc_loss).backward()
         torch.nn.utils.clip_grad_norm_(self._actor_params, cfg.max_grad_norm, foreach=True)
@@ -198,6 +212,7 @@ class SACAgent:
             "actor_loss": actor_loss.detach(),
             "bc_loss": bc_loss.detach(),
             "bc_weight": torch.tensor(bc_weight),
+            "bc_kept": bc_kept.detach(),
             "alpha_loss": alpha_loss.detach(),
             "alpha": alpha,
             "entropy": entropy_B.mean(),

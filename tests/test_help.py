@@ -40,7 +40,7 @@ def test_every_option_has_help_with_its_default_stated_once():
         ("--num_jobs", "(default: the difficulty preset's: easy 300, medium 1000, hard 3000)"),
         ("--models_dir", "(default: models)"),
         ("--demo_policy", "(default: sjf)"),
-        ("--total_steps", "(default: d3qn 400,000, sac 150,000, ppo 400,000)"),
+        ("--total_steps", "(default: d3qn 120,000, sac 80,000, ppo 400,000)"),
     ],
 )
 def test_defaults_shown(option, expected):

@@ -139,3 +139,40 @@ def test_checkpoint_of_the_old_observation_is_a_clear_error(tmp_path):
     save_checkpoint(old, {"format": 1, "algo": "d3qn"})
     with pytest.raises(UserError, match=r"checkpoint format 1, written before the observation.*Retrain it"):
         load_checkpoint(old)
+
+
+class _FixedCritic(torch.nn.Module):
+    """Twin critics that value every state's actions as `q_A` (a parameter, so the critic step still runs)."""
+
+    def __init__(self, q_A: list[float]):
+        super().__init__()
+        self.q_A = torch.nn.Parameter(torch.tensor(q_A))
+
+    def forward(self, obs_BD):
+        q_BA = self.q_A.expand(obs_BD.shape[0], -1)
+        return q_BA, q_BA
+
+
+def test_q_filter_clones_only_demonstrations_the_critic_does_not_value_below_the_policy():
+    """Critics value actions (slot 0, slot 1, WAIT) at (1, 0, 0); all three legal. The policy's expected value
+    sum_a pi(a) Q(a) lies in (0, 1) since pi puts mass on every legal action. A demonstration of slot 0 (Q 1 >= it)
+    is cloned, one of slot 1 (Q 0 < it) is not: half the demonstration rows are kept."""
+    import copy
+
+    from agents.replay import Batch
+
+    spec = ObsSpec(2, 2, 3)
+    agent = SACAgent(SACConfig(), spec, torch.device("cpu"), np.random.default_rng(0),
+                     torch.Generator().manual_seed(0), torch.Generator(), schedule_steps=10)  # fmt: skip
+    agent.critic = _FixedCritic([1.0, 0.0, 0.0])
+    agent.critic_target = copy.deepcopy(agent.critic).requires_grad_(False)
+    agent.critic_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=0.0)
+    agent._critic_params = list(agent.critic.parameters())
+    agent._target_params = list(agent.critic_target.parameters())
+    rows = 3  # one agent row, then demonstrations of slot 0 and slot 1
+    obs = np.random.default_rng(1).random((rows, spec.obs_dim), dtype=np.float32)
+    mask = np.ones((rows, spec.num_actions), dtype=np.bool_)
+    batch = Batch(obs, np.array([2, 0, 1]), np.zeros(rows, np.float32), obs, np.ones(rows, np.float32),
+                  np.ones(rows, np.float32), mask, mask, np.ones(rows, np.float32), np.arange(rows))  # fmt: skip
+    assert float(agent._learn(batch, 1, 1.0, q_filter=True)["bc_kept"]) == 0.5
+    assert float(agent._learn(batch, 1, 1.0, q_filter=False)["bc_kept"]) == 1.0
