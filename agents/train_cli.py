@@ -20,7 +20,7 @@ from agents.files import TrainingLock
 from agents.trainer import AGENTS, TrainingInterrupted, is_training_seed, train
 from agents.validation import BestCheckpoint, pending_best_path, validation_record
 from config import PPOConfig, RunConfig
-from env.gym_env import heuristic_action
+from env.gym_env import GPUClusterEnv, heuristic_action
 from env.scenario import UserError
 from schedulers import POLICIES
 
@@ -148,8 +148,6 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
         saved = cfg
     # checkpoints written before demonstrations existed were pure RL runs
     agent_cfg = config_cls(**({"demo_policy": ""} | checkpoint["config"]))
-    if cfg.algo != algo and "algo" in cfg.explicit_options:
-        raise UserError(f"--resume {resume} holds a {algo} run, but --algo is {cfg.algo}")
     saved = dataclasses.replace(saved, **{"algo": algo, "seed": checkpoint["seed"], algo: agent_cfg})
 
     conflicts = []
@@ -284,7 +282,12 @@ def train_from_config(cfg: RunConfig) -> Path:
                 validation = BestCheckpoint(cfg, best, run_id, resume_step)
             from training_mix import episode_env_factory
 
-            make_env = episode_env_factory(cfg)
+            # the plain env builds each episode's scenario at reset; a mixture replays the scenario it drew
+            make_env = (
+                (lambda scenario_seed: GPUClusterEnv(cfg))
+                if cfg.mix.train_mix == "none"
+                else episode_env_factory(cfg)
+            )
             common = dict(
                 seed=cfg.seed,
                 total_steps=total_steps,
