@@ -20,7 +20,7 @@ from agents.files import TrainingLock
 from agents.trainer import AGENTS, TrainingInterrupted, is_training_seed, train
 from agents.validation import BestCheckpoint, pending_best_path, validation_record
 from config import PPOConfig, RunConfig
-from env.gym_env import heuristic_action
+from env.gym_env import GPUClusterEnv, heuristic_action
 from env.scenario import UserError
 from schedulers import POLICIES
 
@@ -79,6 +79,9 @@ def _env_factory(cfg: RunConfig):
     if cfg.task.name == "scheduling":
         from training_mix import episode_env_factory
 
+        # the plain env builds each episode's scenario at reset; a mixture replays the scenario it drew
+        if cfg.mix.train_mix == "none":
+            return lambda scenario_seed: GPUClusterEnv(cfg)
         return episode_env_factory(cfg)
     from env.node_tasks import make_node_env
 
@@ -173,8 +176,6 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
         saved = cfg
     # checkpoints written before demonstrations existed were pure RL runs
     agent_cfg = config_cls(**({"demo_policy": ""} | checkpoint["config"]))
-    if cfg.algo != algo and "algo" in cfg.explicit_options:
-        raise UserError(f"--resume {resume} holds a {algo} run, but --algo is {cfg.algo}")
     saved = dataclasses.replace(saved, **{"algo": algo, "seed": checkpoint["seed"], algo: agent_cfg})
 
     conflicts = []
