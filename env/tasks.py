@@ -64,6 +64,8 @@ class Task:
     grader_doc: str
     state: Callable[[gym.Env, bool], dict]
     """(env, with per-job records) -> the episode's state beyond the observation, as JSON values"""
+    state_types: tuple[tuple[str, str], ...] = ()
+    """(key, JSON type) of the task's own /state fields beyond the common ones (GET /schema lists them)"""
 
 
 # -- scheduling: today's env ----------------------------------------------------------------------------------
@@ -365,6 +367,7 @@ def _node_task(task: str, description: str) -> Task:
         grade=_node_grade(task),
         grader_doc=GRADER_DOCS[task],
         state=_node_state,
+        state_types=(("episode_return", "number"), ("nodes", "array")),
     )
 
 

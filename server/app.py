@@ -289,6 +289,7 @@ class EnvServer:
                         ("done", "boolean"),
                         ("truncated", "boolean"),
                         ("sim_time_s", "number"),
+                        *task.state_types,
                     )
                 },
             },

@@ -6,16 +6,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+from functools import cache
 
 import httpx
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from websockets.sync.client import connect
 
 from config import TaskConfig
 from env.node_heuristics import node_manager
-from env.node_tasks import GRADER_DOCS, GRADERS, NODE_TASK_OPTIONS, REFERENCE_MANAGER
+from env.node_tasks import (
+    GRADER_DOCS,
+    GRADERS,
+    NODE_TASK_OPTIONS,
+    REFERENCE_MANAGER,
+    NodeActionError,
+    read_node_action,
+)
 from env.power import STATE_NAMES
 from env.tasks import make_task_env
 from main import build_parser
@@ -115,6 +125,8 @@ def test_schema_describes_the_three_action_forms_and_the_infos_keys(url, task): 
     forms = schema["action"]["oneOf"]
     assert [sorted(f["required"]) for f in forms] == [["index"], ["change", "gpu_type"], ["change"]]
     assert all(f["additionalProperties"] is False for f in forms)
+    assert schema["state"]["properties"]["nodes"] == {"type": "array"}
+    assert schema["state"]["properties"]["episode_return"] == {"type": "number"}
     body = reset(url, task, seed=0)
     assert set(schema["info"]) == set(body["info"])  # every info key documented, none stale
     assert len(body["observation"]) == body["spaces"]["observation"]["shape"][0]
@@ -191,6 +203,38 @@ def test_each_json_action_form_steps_the_env_as_its_index(url):  # noqa: F811
     assert bodies[0]["info"]["elapsed_s"] > 0  # KEEP lets time pass
     state = httpx.get(url + "/state", params={"session_id": sid}).json()
     assert state["step_count"] == 1 and state["sim_time_s"] == bodies[0]["info"]["sim_time_s"]
+
+
+@cache
+def reset_env(task: str):
+    env = make_task_env(task, OPTIONS[task])
+    env.reset(seed=0, options={"scenario_seed": 0})
+    return env
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    task=st.sampled_from(TASKS),
+    i=st.integers(0, 40),
+    change=st.one_of(st.integers(-3, 3), st.booleans(), st.floats(-2, 2), st.text(max_size=2)),
+)
+def test_every_json_form_reads_back_to_its_index_and_nothing_else_is_read(task, i, change):
+    """{"index": i} reads as i; the named forms of index i (json_action) read as i; a "change" other than the
+    JSON integers 1, -1 (named) or 0 (KEEP) is refused, booleans and floats included (false == 0 in Python)."""
+    env = reset_env(task)
+    i %= env.keep_action + 1
+    assert read_node_action(env, {"index": i}) == i
+    assert read_node_action(env, json_action(env, i, 1)) == i
+    ok = isinstance(change, int) and not isinstance(change, bool)
+    for action in ({"change": change}, {"gpu_type": env.type_names[0], "change": change}):
+        legal = ok and (change == 0 if len(action) == 1 else change in (1, -1))
+        if legal:
+            assert read_node_action(env, action) == (
+                env.keep_action if change == 0 else (0 if change == 1 else 1)
+            )
+        else:
+            with pytest.raises(NodeActionError):
+                read_node_action(env, action)
 
 
 BAD_ACTIONS = [
