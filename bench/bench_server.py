@@ -6,6 +6,8 @@ as fast as the server answers for a given time: each resets (`/reset`, its own s
 
 python bench/bench_server.py                                   # 32 sessions, 60 s, medium, HTTP
 python bench/bench_server.py --duration_s 10 --transport ws    # one WebSocket per session
+python bench/bench_server.py --duration_s 10 --task power       # a node task: KEEP when legal, else the first
+                                                               # legal index (autoscaling: --difficulty = preset)
 """
 
 from __future__ import annotations
@@ -40,6 +42,20 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def next_action(task: str, info: dict) -> dict:
+    """scheduling: slot 0 (the shortest startable job); a node task: KEEP (the last index) when legal, else the
+    first legal index."""
+    if task == "scheduling":
+        return {"slot": 0}
+    mask = info["action_mask"]
+    return {"index": len(mask) - 1 if mask[-1] else mask.index(True)}
+
+
+def task_options(task: str, difficulty: str) -> dict:
+    """The /reset options of the run (without seed): autoscaling's workload is its preset's."""
+    return {"task": task, "preset" if task == "autoscaling" else "difficulty": difficulty}
+
+
 class Tally:
     def __init__(self):
         self.step_latency_s: list[float] = []
@@ -60,18 +76,19 @@ async def http_session(base: str, i: int, options: dict, stop_at: float, tally: 
             if r.status_code != 200:
                 tally.errors.append(f"reset {r.status_code} {r.text[:200]}")
                 return
-            sid = r.json()["session_id"]
+            sid, info = r.json()["session_id"], r.json()["info"]
             ready.set()
             seed += 1
             done = False
             while not done and time.perf_counter() < stop_at:
                 t0 = time.perf_counter()
-                r = await client.post("/step", content=json.dumps({"session_id": sid, "action": {"slot": 0}}))
+                action = next_action(options.get("task", "scheduling"), info)
+                r = await client.post("/step", content=json.dumps({"session_id": sid, "action": action}))
                 tally.step_latency_s.append(time.perf_counter() - t0)
                 if r.status_code != 200:
                     tally.errors.append(f"step {r.status_code} {r.text[:200]}")
                     return
-                done = r.json()["done"]
+                done, info = r.json()["done"], r.json()["info"]
             tally.episodes += done
         if sid:
             await client.post("/close", content=json.dumps({"session_id": sid}))
@@ -92,22 +109,23 @@ async def ws_session(base: str, i: int, options: dict, stop_at: float, tally: Ta
                 return
             ready.set()
             seed += 1
-            done = False
+            done, info = False, reply["data"]["info"]
             while not done and time.perf_counter() < stop_at:
                 t0 = time.perf_counter()
-                await ws.send(json.dumps({"type": "step", "data": {"slot": 0}}))
+                action = next_action(options.get("task", "scheduling"), info)
+                await ws.send(json.dumps({"type": "step", "data": action}))
                 reply = json.loads(await ws.recv())
                 tally.step_latency_s.append(time.perf_counter() - t0)
                 if reply["type"] != "observation":
                     tally.errors.append(f"step {reply}")
                     return
-                done = reply["data"]["done"]
+                done, info = reply["data"]["done"], reply["data"]["info"]
             tally.episodes += done
         await ws.send(json.dumps({"type": "close"}))
 
 
 async def drive(a, base: str, server_pid: int) -> tuple[Tally, float, float, float]:
-    options = {"difficulty": a.difficulty}
+    options = task_options(a.task, a.difficulty)
     tally = Tally()
     idle_mb = rss_mb(server_pid)
     run = http_session if a.transport == "http" else ws_session
@@ -127,6 +145,7 @@ def main() -> None:
     p.add_argument("--duration_s", type=float, default=60.0)
     p.add_argument("--difficulty", default="medium")
     p.add_argument("--transport", choices=("http", "ws"), default="http")
+    p.add_argument("--task", choices=("scheduling", "power", "autoscaling"), default="scheduling")
     a = p.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -157,7 +176,9 @@ def main() -> None:
                     sys.exit("error: the server did not start")
                 time.sleep(0.1)
         warm = httpx.post(
-            base + "/reset", content=json.dumps({"difficulty": a.difficulty, "seed": 0}), timeout=120
+            base + "/reset",
+            content=json.dumps({**task_options(a.task, a.difficulty), "seed": 0}),
+            timeout=120,
         )
         httpx.post(
             base + "/close", content=json.dumps({"session_id": warm.json()["session_id"]})
@@ -169,12 +190,13 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(10)
-    lat = np.array(tally.step_latency_s) * 1000
-    reset_ms = np.array(tally.reset_latency_s) * 1000
+    lat = np.array(tally.step_latency_s or [np.nan]) * 1000  # nan: no step answered in time (slow resets)
+    reset_ms = np.array(tally.reset_latency_s or [np.nan]) * 1000
     print(
-        f"{a.sessions} sessions, {a.transport}, {a.difficulty}, {wall_s:.1f} s: {len(lat) / wall_s:,.0f} steps/s, "
+        f"{a.sessions} sessions, {a.transport}, {a.task}, {a.difficulty}, {wall_s:.1f} s: "
+        f"{len(tally.step_latency_s) / wall_s:,.0f} steps/s, "
         f"step latency p50 {np.percentile(lat, 50):.1f} ms, p99 {np.percentile(lat, 99):.1f} ms; "
-        f"{len(reset_ms)} resets (p50 {np.percentile(reset_ms, 50):.0f} ms), {tally.episodes} episodes finished; "
+        f"{len(tally.reset_latency_s)} resets (p50 {np.percentile(reset_ms, 50):.0f} ms), {tally.episodes} episodes finished; "
         f"errors {len(tally.errors)}; server memory {idle_mb:.0f} MB idle, {open_mb:.0f} MB with {a.sessions} "
         f"sessions open: {(open_mb - idle_mb) / a.sessions:.1f} MB per session; sessions left open {health['sessions']}; "
         f"CPU: server {server_cpu_s / wall_s:.0%} of a core, this client {client_cpu_s / wall_s:.0%}"

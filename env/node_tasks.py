@@ -126,6 +126,11 @@ class NodeActionError(ValueError):
     """A JSON action of a node task that cannot be read."""
 
 
+def _is_int(x: object, value: int) -> bool:
+    """x is the JSON integer `value` (not a float such as 1.0, not a boolean such as false == 0)."""
+    return isinstance(x, int) and not isinstance(x, bool) and x == value
+
+
 def read_node_action(env: NodeManagerEnv, action: object) -> int:
     """The env action of a JSON action: {"index": i} (0 <= i <= 2T), or {"gpu_type": name, "change": +1 | -1},
     or {"change": 0} (KEEP)."""
@@ -135,7 +140,7 @@ def read_node_action(env: NodeManagerEnv, action: object) -> int:
         if isinstance(i, bool) or not isinstance(i, int):
             raise NodeActionError(f'"index" must be an integer, got {i!r}')
         return i
-    if isinstance(action, Mapping) and set(action) == {"change"} and action["change"] == 0:
+    if isinstance(action, Mapping) and set(action) == {"change"} and _is_int(action["change"], 0):
         return env.keep_action
     if isinstance(action, Mapping) and set(action) == {"gpu_type", "change"}:
         name, change = action["gpu_type"], action["change"]
@@ -143,7 +148,7 @@ def read_node_action(env: NodeManagerEnv, action: object) -> int:
             raise NodeActionError(
                 f'"gpu_type" {name!r} is not a type of this cluster ({", ".join(env.type_names)})'
             )
-        if isinstance(change, bool) or change not in (1, -1):
+        if not (_is_int(change, 1) or _is_int(change, -1)):
             raise NodeActionError(f'"change" must be 1 (turn one on) or -1 (turn one off), got {change!r}')
         t = env.type_names.index(name)
         return 2 * t if change == 1 else 2 * t + 1
@@ -177,7 +182,13 @@ def node_action_schema(env: NodeManagerEnv | None) -> dict:
                 "required": ["gpu_type", "change"],
                 "additionalProperties": False,
             },
-            {"type": "object", "properties": {"change": {"const": 0}}, "required": ["change"]},
+            {
+                "type": "object",
+                "properties": {"change": {"const": 0}},
+                "required": ["change"],
+                "additionalProperties": False,
+                "description": "KEEP (= index 2T): no power change now",
+            },
         ]
     }
 

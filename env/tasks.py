@@ -64,6 +64,8 @@ class Task:
     grader_doc: str
     state: Callable[[gym.Env, bool], dict]
     """(env, with per-job records) -> the episode's state beyond the observation, as JSON values"""
+    state_types: tuple[tuple[str, str], ...] = ()
+    """(key, JSON type) of the task's own /state fields beyond the common ones (GET /schema lists them)"""
 
 
 # -- scheduling: today's env ----------------------------------------------------------------------------------
@@ -266,9 +268,16 @@ def _make_node(task: str) -> Callable[[Mapping[str, object]], gym.Env]:
                 )
             base = RunConfig()
         else:
+            unknown = sorted(set(options) - set(SCENARIO_OPTIONS) - set(own))
+            if unknown:  # named here: the scenario parser alone would list only the scenario options
+                raise UserError(
+                    f"{task}: unknown option(s) {', '.join(map(repr, unknown))}; the options are "
+                    f"{', '.join(SCENARIO_OPTIONS + own)}"
+                )
             scenario = {k: v for k, v in options.items() if k not in own}
             base = run_config_from_options(scenario, SCENARIO_OPTIONS, task)
-        return make_node_env(node_config_from_options(task, options, base))
+        given = {k: v for k, v in options.items() if v is not None}  # JSON null: the option's default
+        return make_node_env(node_config_from_options(task, given, base))
 
     return make
 
@@ -316,6 +325,26 @@ NODE_INFO = {
 }
 
 
+def _node_state(env: gym.Env, with_jobs: bool) -> dict:
+    """The scheduling state plus the episode's return so far (the task's reward unit) and, per GPU type, how
+    many of its nodes are in each power state (env/power.py's STATE_NAMES)."""
+    from env.power import STATE_NAMES
+
+    env = env.unwrapped
+    layout, states = env.scenario.layout, env.sim.node_power.state
+    nodes = [
+        {
+            "gpu_type": name,
+            **{
+                s: sum(1 for n in range(layout.num_nodes) if layout.node_type[n] == t and states[n] == k)
+                for k, s in enumerate(STATE_NAMES)
+            },
+        }
+        for t, name in enumerate(env.type_names)
+    ]
+    return {**_scheduling_state(env, with_jobs), "episode_return": float(env.episode_return), "nodes": nodes}
+
+
 def _node_task(task: str, description: str) -> Task:
     from env.node_tasks import GRADER_DOCS, NODE_TASK_OPTIONS
 
@@ -337,7 +366,8 @@ def _node_task(task: str, description: str) -> Task:
         info_doc=NODE_INFO,
         grade=_node_grade(task),
         grader_doc=GRADER_DOCS[task],
-        state=_scheduling_state,
+        state=_node_state,
+        state_types=(("episode_return", "number"), ("nodes", "array")),
     )
 
 

@@ -218,7 +218,8 @@ class EnvServer:
                 raise ApiError(
                     409,
                     "illegal_action",
-                    f"action {req.action!r} is not legal now; legal slots (info.action_mask): {legal}",
+                    f"action {req.action!r} is not legal now; legal "
+                    f"{'slots' if session.task.name == 'scheduling' else 'actions'} (info.action_mask): {legal}",
                 )
             obs, reward, done, truncated, info = env.step(action)  # noop: the env's own illegal no-op
             session.step_count += 1
@@ -288,6 +289,7 @@ class EnvServer:
                         ("done", "boolean"),
                         ("truncated", "boolean"),
                         ("sim_time_s", "number"),
+                        *task.state_types,
                     )
                 },
             },

@@ -5,7 +5,8 @@
     obs, reward, done, truncated, info = env.step(env.action_space.n - 1)   # WAIT
     env.close()                                                             # closes the server's session
 
-It behaves as the in-process env of its task (for `scheduling`, `GPUClusterEnv(config)`): same spaces, same
+It behaves as the in-process env of its task (`scheduling`: `GPUClusterEnv(config)`; `power` and `autoscaling`:
+env/node_tasks.py's `make_node_env`, actions Discrete(2T + 1) sent as {"index": i}): same spaces, same
 seeding (`reset(seed=s)` draws the scenario seed from the env's RNG exactly as GPUClusterEnv does; or pass
 `options={"scenario_seed": n}`, the command line's `--seed n`), same observations, rewards and infos bit for bit
 (JSON floats round-trip exactly), an illegal action is a no-op flagged in `info["illegal_action"]`, and
@@ -25,6 +26,8 @@ import numpy as np
 from env.gym_env import as_action
 
 SEED_RANGE = 2**31 - 1
+ACTION_KEY = {"scheduling": "slot"}
+"""the JSON key of a task's integer action (env/tasks.py); "index" for the node tasks and any other"""
 
 
 class RemoteEnvError(RuntimeError):
@@ -138,7 +141,7 @@ class RemoteEnv(gym.Env):
 
     def step(self, action):
         a = as_action(action)
-        body = {"action": {"slot": a}, "on_illegal": "noop"}
+        body = {"action": {ACTION_KEY.get(self.task, "index"): a}, "on_illegal": "noop"}
         if self._ws is not None:
             data = self._ws_call({"type": "step", "data": body})
         else:
