@@ -460,7 +460,11 @@ CASES = [
     (["--log_dir", "{tmp}/f.txt"], {"f.txt": "x"}, "--log_dir {tmp}/f.txt: is a file, not a folder"),
     (["--log_dir", "{tmp}/f.txt/run"], {"f.txt": "x"}, "f.txt is a file, not a folder"),
     # --- node-management tasks (--task power | autoscaling) -------------------------------------------------------
-    (["--task", "power", "--algo", "easy"], {}, "--task power: --algo must be d3qn, sac or a node manager"),
+    (
+        ["--task", "power", "--algo", "easy"],
+        {},
+        "--task power: --algo must be d3qn, sac, ppo or a node manager",
+    ),
     (["--task", "power", "--algo", "idle_off:soon"], {}, "bad node manager 'idle_off:soon'"),
     (
         ["--task", "power", "--algo", "always_on", "--recheck_s", "nan"],
