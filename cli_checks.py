@@ -17,8 +17,10 @@ from pathlib import Path
 
 from config import RunConfig
 from env.scenario import TRACE_TYPES, UserError, check_options
+from schedulers import PREEMPTIVE
 
 AGENTS = ("d3qn", "sac")
+MAX_PREEMPT_OVERHEAD_S = 86_400.0  # a restore longer than a day is a typo (minutes: Tiresias, Lucid)
 TRACE_ONLY = (
     "trace_start",
     "trace_end",
@@ -106,6 +108,11 @@ def _check_numbers(cfg: RunConfig, given: dict[str, object]) -> None:
         _no_negative_or_repeated("--validation_seeds", given["validation_seeds"])
     if cfg.checkpoint_every_episodes <= 0:  # else a ZeroDivisionError at the end of the first episode
         raise UserError(f"--checkpoint_every must be > 0 episodes, got {cfg.checkpoint_every_episodes}")
+    overhead_s = cfg.sim.preempt_overhead_s
+    if not 0 <= overhead_s <= MAX_PREEMPT_OVERHEAD_S:
+        raise UserError(
+            f"--preempt_overhead_s must be between 0 and {MAX_PREEMPT_OVERHEAD_S:g} seconds, got {overhead_s}"
+        )
 
 
 def _no_negative_or_repeated(option: str, seeds) -> None:
@@ -144,6 +151,12 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(("checkpoint", "model"), "training starts fresh or continues with --resume CHECKPOINT")
     if cfg.mode != "train" and not runs_agent:
         refuse(AGENT_ONLY, f"agent options; no RL agent ({', '.join(AGENTS)}) runs, only {', '.join(algos)}")
+    if not any(a in PREEMPTIVE for a in algos) or cfg.mode == "train":
+        refuse(
+            ("preempt_overhead_s",),
+            f"only the preemptive policies ({', '.join(sorted(PREEMPTIVE))}) preempt; this run has "
+            f"{', '.join(algos)}",
+        )
     if cfg.mode == "eval" and "checkpoint" in given:
         refuse(("model",), "--checkpoint names the model file itself")
     if w.workload_type != "google":

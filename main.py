@@ -23,9 +23,10 @@ from config import (
     WorkloadConfig,
 )
 from env.scenario import WORKLOAD_TYPES, UserError
+from schedulers import POLICIES
 from workloads.profiles import PROFILE_NAMES
 
-HEURISTICS = ("fcfs", "sjf", "easy")
+HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, srtf, tiresias
 AGENTS = ("d3qn", "sac")
 
 

@@ -35,6 +35,7 @@ RUN_FILE_NAMES = frozenset(
     {
         RUN_CONFIG,
         "jobs.csv",
+        "runs.csv",
         "cluster.csv",
         "summary.csv",
         "workload_report.json",

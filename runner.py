@@ -23,9 +23,9 @@ from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.power_plots import plot_jct_vs_cost, plot_power
 from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
-from metrics.writers import write_cluster_csv, write_jobs_csv, write_summary_csv
+from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv, write_summary_csv
 from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
-from schedulers import POLICIES
+from schedulers import POLICIES, PREEMPTIVE
 
 AGENTS = ("d3qn", "sac")
 
@@ -144,7 +144,7 @@ def run_heuristic(
     sim.run(policy, update, manager)
     if bar is not None:
         bar.close()
-    return sim.result(run_name(algo, power), sc.seed)
+    return sim.result(run_name(algo, power), sc.seed, preemptive=algo in PREEMPTIVE)
 
 
 def _always_on_record(result: RunResult, power: PowerSetup, name: str) -> RunResult:
@@ -331,6 +331,7 @@ def write_run(
 ) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jobs_csv(result, out_dir / "jobs.csv", energy)
+    write_runs_csv(result, out_dir / "runs.csv")
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
     plot_run(result, out_dir)

@@ -3,6 +3,7 @@
 python bench/bench_sim.py                       # 100,000 jobs on 64xA100-80GB:8,64xH100:8 at load 0.9
 python bench/bench_sim.py --num_jobs 20000 --cluster 8xA100-80GB:8 --load_factor 1.0 --algos easy
 python bench/bench_sim.py --num_jobs 20000 --power none,always_on,idle_off:600   # power model overhead
+python bench/bench_sim.py --algos srtf,tiresias   # the preemptive policies (restore overhead 60 s)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from config import SimConfig  # noqa: E402
 from env.cluster import ClusterLayout  # noqa: E402
 from env.cluster_spec import parse_cluster_spec  # noqa: E402
 from env.power import PowerModel  # noqa: E402
@@ -24,7 +26,7 @@ from env.power_managers import make_manager, parse_manager  # noqa: E402
 from env.prices import synthetic_curve  # noqa: E402
 from env.simulator import Simulator  # noqa: E402
 from metrics.energy import energy_report  # noqa: E402
-from schedulers import POLICIES  # noqa: E402
+from schedulers import POLICIES, PREEMPTIVE  # noqa: E402
 from workloads.synthetic import generate_synthetic  # noqa: E402
 
 
@@ -41,6 +43,7 @@ def main() -> None:
         default="none",
         help="comma-separated: none (no power model) | a --power manager; timed with its energy integral",
     )
+    p.add_argument("--preempt_overhead_s", type=float, default=SimConfig().preempt_overhead_s)
     a = p.parse_args()
     spec = parse_cluster_spec(a.cluster)
     t0 = time.perf_counter()
@@ -52,7 +55,8 @@ def main() -> None:
             spec = None if power == "none" else parse_manager(power)
             best = float("inf")
             for _ in range(a.repeat):
-                sim = Simulator(wl, layout, power=None if spec is None else PowerModel())
+                model = None if spec is None else PowerModel()
+                sim = Simulator(wl, layout, None, 1.2, a.preempt_overhead_s, power=model)
                 manager = None if spec is None else make_manager(spec, synthetic_curve())
                 t0 = time.perf_counter()
                 sim.run(POLICIES[algo], manager=manager)
@@ -65,7 +69,8 @@ def main() -> None:
             label = algo if spec is None else f"{algo}+{spec.label}"
             print(
                 f"{label:5s}: {a.num_jobs / best:9.0f} jobs/s  ({best:.2f} s, {done} completed, "
-                f"mean wait {np.nanmean(waits):.0f} s, {len(r.timeline_t_s)} decision instants)"
+                f"mean wait {np.nanmean(waits):.0f} s, {len(r.timeline_t_s)} decision instants"
+                + (f", {int(r.preemptions.sum())} preemptions)" if algo in PREEMPTIVE else ")")
             )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak_mb:.0f} MB")

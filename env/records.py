@@ -65,8 +65,9 @@ class RunResult:
     """every execution interval (None: not recorded, e.g. a result built by hand)"""
     preemptions: np.ndarray | None = None
     """int64 per job: times it was preempted (None: not recorded)"""
-    overhead_gpu_s: np.ndarray | None = None
-    """float per job: GPU-seconds its restore overheads held GPUs without doing work (None: not recorded)"""
+    overhead_s: np.ndarray | None = None
+    """float per job: seconds it spent restoring after preemptions, holding its GPUs without doing work (x its
+    GPU demand: the GPU-seconds lost; None: not recorded)"""
     preemptive: bool = False
     """the run used a policy that may preempt: its jobs.csv and summary.csv carry the preemption columns"""
     # node power (only when the run had a power model, env/power.py): the model, each node's state at time 0

@@ -27,6 +27,7 @@ from workloads.job import Job, Workload
 from workloads.load import offered_load_factor
 
 _INF = float("inf")
+_tuple_new = tuple.__new__
 
 
 class Decision(NamedTuple):
@@ -217,7 +218,7 @@ class Simulator:
         self.progress_s = [0.0] * n
         self.attained_gpu_s = [0.0] * n
         self.preemptions = [0] * n
-        self.overhead_gpu_s = [0.0] * n
+        self.overhead_s = [0.0] * n  # restore time spent holding GPUs
         self.run_start_s = [0.0] * n
         self.run_work_start_s = [0.0] * n
         self.run_speed = [0.0] * n
@@ -245,6 +246,7 @@ class Simulator:
         self.node_power: NodePower | None = None
         if power is not None:
             self._enable_power(power, initial_power)
+        self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
         self._schedule_arrivals(accepted)
 
     # -- SimPy processes and callbacks -------------------------------------------------------------------
@@ -292,7 +294,15 @@ class Simulator:
         if self._event[i] is not event:
             return  # the timeout of a run that was preempted
         self._event[i] = None
-        self._release(i)
+        p = self.placements[i]  # _release inlined: this is the hot path
+        self.free.give(p)
+        running = self.running
+        k = bisect.bisect_left(running, (self._est_end[i], i))
+        running.pop(k)
+        self.running_whole_gpus.pop(k)
+        share = p.milli * len(p.gpus)
+        self._busy_milli -= share
+        self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
         now = self.env.now
         self.end_s[i] = now
         self.num_completed += 1
@@ -318,7 +328,7 @@ class Simulator:
         start = self.run_start_s[i]
         demand = self.jobs.gpu_demand[i]
         self.attained_gpu_s[i] += (now - start) * demand
-        self.overhead_gpu_s[i] += (min(now, self.run_work_start_s[i]) - start) * demand
+        self.overhead_s[i] += min(now, self.run_work_start_s[i]) - start
         self._held_s[i] += now - start
 
     def _on_wakeup(self, event: simpy.Event) -> None:
@@ -333,19 +343,31 @@ class Simulator:
         for n, state in enumerate(self.node_power.state):
             if state != ON:
                 self.free.take(self.layout.whole_node(n))
-        # completions and preemptions also note when a node falls idle; an instance attribute, so the path
-        # without a power model is unchanged
+        # completions and preemptions also note when a node falls idle; instance attributes, so the path without
+        # a power model is unchanged (start() appends self._on_complete, preempt() calls self._release)
+        self._on_complete = self._on_complete_power
         self._release = self._release_power
+
+    def _on_complete_power(self, event: simpy.Event) -> None:
+        i = event.value
+        live = self._event[i] is event  # else the timeout of a preempted run: nothing is released
+        Simulator._on_complete(self, event)
+        if live:
+            self._note_idle(self.placements[i])
 
     def _release_power(self, i: int) -> Placement:
         p = Simulator._release(self, i)
+        self._note_idle(p)
+        return p
+
+    def _note_idle(self, p: Placement) -> None:
+        """Record when the nodes of a released placement fell idle."""
         whole, size = self.free.node_whole, self.layout.node_num_gpus
         for n in p.nodes:
             if whole[n] == size[n]:
                 self.node_power.idle_since_s[n] = self.env.now
                 # a power manager wants to hear of a node falling idle (to set its idle deadline)
                 self._woken = self._woken or self.wake_on_idle
-        return p
 
     def power_off(self, n: int) -> None:
         """Start shutting node n down now; it must be ON and hold no job (else ValueError)."""
@@ -443,8 +465,12 @@ class Simulator:
         return self.env.peek() != _INF
 
     def view(self) -> View:
-        return View(
-            self.env.now,
+        """The policy's snapshot now. Every field but the time is a live object the simulator only mutates in
+        place, so the tail is built once (`_view_tail`) and a view costs one tuple."""
+        return _tuple_new(View, (self.env.now, *self._view_tail))
+
+    def _build_view_tail(self) -> tuple:
+        return (
             self.queue.keys(),
             self.queue_by_runtime,
             self.queue_by_shape,
@@ -666,7 +692,7 @@ class Simulator:
             **self._power_record(),
             runs=runs,
             preemptions=np.asarray(self.preemptions, dtype=np.int64),
-            overhead_gpu_s=np.asarray(self.overhead_gpu_s, dtype=float),
+            overhead_s=np.asarray(self.overhead_s, dtype=float),
             preemptive=preemptive or bool(self._closed_runs),
         )
 

@@ -30,6 +30,10 @@ Definitions (all times in seconds of simulated time):
   (ITP on V100s, speed 0.5: twice load_factor). With --uniform_speed both are equal.
 - avg_jct_s by priority: mean JCT of the completed jobs of each priority class present among all jobs of the
   run (NaN for a class with no completed job).
+- preemptions, overhead_gpu_s (runs of a preemptive policy only, PreemptiveSummaryRow; no column otherwise): the total number of
+  preemptions, and the GPU-seconds lost to restore overheads (per job: seconds spent restoring x GPU demand),
+  over all jobs. For a preempted job, JCT still runs from its arrival to its final completion, wait is until its
+  first start, and bounded slowdown divides by the time it held GPUs over all its runs.
 
 Per-job values (`per_job`): wait_s is defined for every job that started (unfinished ones included); jct_s and
 bounded_slowdown only for completed jobs; everything not applicable is NaN.
@@ -38,7 +42,7 @@ bounded_slowdown only for completed jobs; everything not applicable is NaN.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -111,6 +115,20 @@ class SummaryRow:
 
 
 @dataclass(frozen=True)
+class PreemptiveSummaryRow(SummaryRow):
+    """The summary of a run of a preemptive policy: a SummaryRow plus its preemption totals (written as the
+    columns PREEMPTION_SUMMARY after the priority columns, only in files holding such a row)."""
+
+    preemptions: int = 0
+    """total preemptions over all jobs"""
+    overhead_gpu_s: float = 0.0
+    """GPU-seconds lost to restore overheads over all jobs"""
+
+
+PREEMPTION_SUMMARY = ("preemptions", "overhead_gpu_s")
+
+
+@dataclass(frozen=True)
 class EnergySummaryRow(SummaryRow):
     """The SummaryRow of a run with a power model (--power): also its energy figures."""
 
@@ -119,8 +137,22 @@ class EnergySummaryRow(SummaryRow):
     column (a plain SummaryRow has none, so runs without a power model keep their exact columns)"""
 
     @classmethod
-    def of(cls, row: SummaryRow, energy: tuple[tuple[str, float], ...]) -> EnergySummaryRow:
-        return cls(**{f.name: getattr(row, f.name) for f in dataclasses.fields(SummaryRow)}, energy=energy)
+    def of(cls, row: SummaryRow, energy: tuple[tuple[str, float], ...]) -> SummaryRow:
+        """`row` with `energy` (a PreemptiveSummaryRow keeps its preemption totals)."""
+        if isinstance(row, PreemptiveSummaryRow):
+            return PreemptiveEnergySummaryRow(**_field_values(row), energy=energy)
+        return cls(**_field_values(row), energy=energy)
+
+
+@dataclass(frozen=True)
+class PreemptiveEnergySummaryRow(PreemptiveSummaryRow):
+    """A PreemptiveSummaryRow with energy figures (a preemptive policy run with --power)."""
+
+    energy: tuple[tuple[str, float], ...] = ()
+
+
+def _field_values(row: SummaryRow) -> dict:
+    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
 
 
 def energy_of(row: SummaryRow) -> tuple[tuple[str, float], ...]:
@@ -223,7 +255,7 @@ def summarize(result: RunResult) -> SummaryRow:
     by_priority = tuple(
         (int(p), _mean(m.jct_s[m.completed & (m.priority == p)])) for p in np.unique(m.priority)
     )
-    return SummaryRow(
+    row = SummaryRow(
         scheduler=result.scheduler,
         workload=result.workload,
         seed=int(result.seed),
@@ -245,4 +277,12 @@ def summarize(result: RunResult) -> SummaryRow:
         avg_reference_slowdown=_mean(m.reference_slowdown[m.completed]),
         load_factor_capacity=capacity_load_factor(result),
         avg_jct_s_by_priority=by_priority,
+    )
+    if not result.preemptive:
+        return row
+    overhead_gpu_s = float(np.sum(np.asarray(result.overhead_s, dtype=float) * m.gpu_demand))
+    return PreemptiveSummaryRow(
+        **{f.name: getattr(row, f.name) for f in fields(SummaryRow)},
+        preemptions=int(np.sum(result.preemptions)),
+        overhead_gpu_s=overhead_gpu_s,
     )

@@ -1,4 +1,5 @@
-"""CSV files of a run: jobs.csv (one row per job), cluster.csv (one row per node) and summary.csv (one per run).
+"""CSV files of a run: jobs.csv (one row per job), runs.csv (one row per execution interval), cluster.csv (one
+row per node) and summary.csv (one per run).
 
 Output is deterministic: the same inputs give byte-identical files (fixed column order, `\\n` line ends, floats
 written with FLOAT_FORMAT, NaN and not-applicable fields written as empty cells).
@@ -8,9 +9,17 @@ runtime_s, bounded_slowdown, status, priority, gpu_milli, gpu_mem_gb, trace_stat
 seconds of simulated time. `num_gpus` is the GPU demand with a fractional share written as its fraction (a job
 asking 500 milli-GPU has num_gpus 0.5; `gpu_milli` keeps the raw request). `runtime_s` is the actual run time on
 the GPU type the job got (empty if it never started). `wait_s` is filled for every job that started (unfinished
-ones too); `jct_s` and `bounded_slowdown` only for completed jobs. With a power model (--power) two columns follow:
-energy_kwh and energy_cost_eur, the facility energy and its cost attributed to the job (metrics/energy.py).
-summary.csv then ends with the columns of metrics/energy.py's ENERGY_FIELDS.
+ones too); `jct_s` and `bounded_slowdown` only for completed jobs. A run of a preemptive policy (or one in which
+a job was preempted) adds PREEMPTION_COLUMNS at the end: `preemptions` (times suspended), `overhead_s` (seconds
+spent restoring after preemptions, holding GPUs without doing work) and `overhead_gpu_s` (the same x its GPU
+demand: GPU-seconds lost); its `gpu_type` lists the types of its runs in order (`;`-joined, no repeats),
+`placement` is its last run's, `runtime_s` the time it held GPUs over all runs. Other runs' files are unchanged.
+
+runs.csv columns: job_id, start_time, end_time, placement, gpu_type: one row per execution interval (a job never
+preempted has one), ordered by start time then job order; end_time is empty for a run still going when the
+simulation ended. Enough to check independently that no GPU was ever over-committed. With a power model (--power) two
+columns follow: energy_kwh and energy_cost_eur, the facility energy and its cost attributed to the job
+(metrics/energy.py); summary.csv then ends with the columns of metrics/energy.py's ENERGY_FIELDS.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import pandas as pd
 
 from env.records import RunResult
 from metrics.energy import EnergyReport
-from metrics.summary import SummaryRow, energy_of, per_job
+from metrics.summary import PREEMPTION_SUMMARY, PreemptiveSummaryRow, SummaryRow, energy_of, per_job
 
 FLOAT_FORMAT = "%.12g"  # 12 significant digits: 1 ms resolution up to 1e8 s; 4.0 is written as 4
 JOB_COLUMNS = (
@@ -48,6 +57,8 @@ JOB_COLUMNS = (
     "reject_reason",
 )
 ENERGY_JOB_COLUMNS = ("energy_kwh", "energy_cost_eur")  # with a power model only (metrics/energy.py)
+PREEMPTION_COLUMNS = ("preemptions", "overhead_s", "overhead_gpu_s")
+RUN_COLUMNS = ("job_id", "start_time", "end_time", "placement", "gpu_type")
 CLUSTER_COLUMNS = ("node_id", "gpu_type", "num_gpus", "gpu_mem_gb", "speed")
 PRIORITY_COLUMN = "avg_jct_s_prio{}"
 
@@ -91,17 +102,40 @@ def _jobs_table(result: RunResult, energy: EnergyReport | None = None) -> pd.Dat
         "trace_status": np.asarray([j.trace_status for j in jobs], dtype=object),
         "reject_reason": np.asarray(result.reject_reason, dtype=object),
     }
+    names = list(JOB_COLUMNS)
+    if result.preemptive:
+        overhead_s = np.asarray(result.overhead_s, dtype=float)
+        columns["preemptions"] = np.asarray(result.preemptions, dtype=np.int64)
+        columns["overhead_s"] = overhead_s
+        columns["overhead_gpu_s"] = overhead_s * m.gpu_demand
+        names += PREEMPTION_COLUMNS
     if energy is not None:
         columns["energy_kwh"] = energy.job_energy_kwh
         columns["energy_cost_eur"] = energy.job_cost_eur
+        names += ENERGY_JOB_COLUMNS
     columns = {k: _format_floats(v) if v.dtype == float else v for k, v in columns.items()}
-    names = list(JOB_COLUMNS) + (list(ENERGY_JOB_COLUMNS) if energy is not None else [])
     return pd.DataFrame(columns, columns=names)
 
 
 def write_jobs_csv(result: RunResult, path: str | Path, energy: EnergyReport | None = None) -> Path:
     """Write jobs.csv (see the module docstring for the columns); returns the path."""
     return _write(_jobs_table(result, energy), path)
+
+
+def write_runs_csv(result: RunResult, path: str | Path) -> Path:
+    """Write runs.csv (see the module docstring for the columns); returns the path."""
+    runs = result.runs
+    if runs is None:
+        raise ValueError("this result records no runs (RunResult.runs is None)")
+    ids = [j.job_id for j in result.jobs]
+    columns = {
+        "job_id": np.asarray([ids[i] for i in runs.job.tolist()], dtype=object),
+        "start_time": _format_floats(runs.start_s),
+        "end_time": _format_floats(runs.end_s),
+        "placement": np.asarray(runs.placement, dtype=object),
+        "gpu_type": np.asarray(runs.gpu_type, dtype=object),
+    }
+    return _write(pd.DataFrame(columns, columns=list(RUN_COLUMNS)), path)
 
 
 def write_cluster_csv(result: RunResult, path: str | Path) -> Path:
@@ -114,7 +148,8 @@ def write_cluster_csv(result: RunResult, path: str | Path) -> Path:
 
 def summary_frame(rows: Sequence[SummaryRow]) -> pd.DataFrame:
     """SummaryRows as a table: the scalar fields in declaration order, then one avg_jct_s_prio{p} column per
-    priority class present in any row (sorted; empty where a row lacks that class)."""
+    priority class present in any row (sorted; empty where a row lacks that class), then, when some row is a
+    PreemptiveSummaryRow, its PREEMPTION_SUMMARY columns (empty for the other rows)."""
     scalar = [f.name for f in dataclasses.fields(SummaryRow) if f.name != "avg_jct_s_by_priority"]
     priorities = sorted({p for r in rows for p, _ in r.avg_jct_s_by_priority})
     prio_cols = [PRIORITY_COLUMN.format(p) for p in priorities]
@@ -123,14 +158,18 @@ def summary_frame(rows: Sequence[SummaryRow]) -> pd.DataFrame:
     records = []
     for r in rows:
         by_prio = dict(r.avg_jct_s_by_priority)
-        energy = dict(energy_of(r))
-        records.append(
-            [getattr(r, name) for name in scalar]
-            + [by_prio.get(p, np.nan) for p in priorities]
-            + [energy.get(name, np.nan) for name in energy_cols]
-        )
-    frame = pd.DataFrame(records, columns=scalar + prio_cols + energy_cols)
-    return frame.astype({c: float for c in prio_cols + energy_cols})
+        records.append([getattr(r, name) for name in scalar] + [by_prio.get(p, np.nan) for p in priorities])
+    frame = pd.DataFrame(records, columns=scalar + prio_cols)
+    frame = frame.astype({c: float for c in prio_cols})
+    if any(
+        isinstance(r, PreemptiveSummaryRow) for r in rows
+    ):  # else no column: non-preemptive files unchanged
+        for name in PREEMPTION_SUMMARY:
+            values = [getattr(r, name) if isinstance(r, PreemptiveSummaryRow) else np.nan for r in rows]
+            frame[name] = np.asarray(values, dtype=float)
+    for name in energy_cols:  # only when some run had a power model
+        frame[name] = np.asarray([dict(energy_of(r)).get(name, np.nan) for r in rows], dtype=float)
+    return frame
 
 
 def write_summary_csv(rows: Sequence[SummaryRow], path: str | Path) -> Path:

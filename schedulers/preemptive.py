@@ -7,32 +7,54 @@ suspending running jobs of STRICTLY lower priority lets it start, the fewest of 
 released lowest priority first until the job fits, then each victim but the last released is spared again
 (highest priority first) if the job still fits without it; the job then starts on its preferred placement in
 the capacity so freed. A job that does not fit even with every lower-priority running job released waits. So a
-job is preempted only when that lets a higher-priority job start, never for a tie, and never for nothing.
+job is preempted only when that lets a higher-priority job start, never for a tie, and never for nothing. A job
+preempted at an instant is a waiting job for the rest of that instant's walk (at its place in the order), so it
+restarts at once wherever capacity is left for it (a migration, paying the restore overhead).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 
+from env.cluster import FULL
 from env.placement import place
 from env.simulator import View
 from schedulers.plan import Plan
 
 
-def allocate(view: View, queued: Iterable[tuple[object, int]], lower: Callable[[object], list[int]]) -> Plan:
+def allocate(
+    view: View,
+    queued: Iterable[tuple[object, int]],
+    lower: Callable[[object], list[int]],
+    requeue_key: Callable[[int], object],
+) -> Plan:
     """Apply the rule to the waiting jobs `queued`, (priority key, job) in priority order (highest first).
 
     `lower(key)` lists the running jobs of strictly lower priority than a waiting job of that key, lowest
     priority first; along `queued` these lists must only shrink (every running job ranks either above or below
-    each waiting job). Running jobs not preempted keep their GPUs. Returns the plan: its decisions (Preempt and
-    Decision, in the order to apply). Stops early once no capacity is left and nothing lower remains to preempt.
+    each waiting job). Running jobs not preempted keep their GPUs. A job preempted here waits from then on: it is
+    visited again at its place in the order, with key `requeue_key(job)` (which ranks it after the job that
+    preempted it), and may start again at once elsewhere (paying the restore overhead). Returns the plan: its
+    decisions (Preempt and Decision, in the order to apply). Stops early once no capacity is left and nothing
+    lower remains to preempt.
     """
     plan = Plan(view.free)
     shape = view.jobs.shape
     placements = view.placements
     preempted: set[int] = set()
     hopeless: set = set()  # shapes that did not fit with every victim released (victims only shrink)
-    for key, j in queued:
+    requeued: list[tuple[object, int]] = []  # heap of jobs preempted at this instant, as waiting jobs
+    queued = iter(queued)
+    nxt = next(queued, None)
+    while True:
+        if requeued and (nxt is None or requeued[0] < nxt):
+            key, j = heapq.heappop(requeued)
+        elif nxt is not None:
+            key, j = nxt
+            nxt = next(queued, None)
+        else:
+            break
         exhausted = plan.exhausted()
         s = shape[j]
         if not exhausted:
@@ -54,13 +76,21 @@ def allocate(view: View, queued: Iterable[tuple[object, int]], lower: Callable[[
         for v in chosen:
             plan.preempt(v, placements[v])
             preempted.add(v)
+            heapq.heappush(requeued, (requeue_key(v), v))
         plan.add(j, plan.place(s))
     return plan
 
 
 def _fewest_victims(plan: Plan, s: tuple, victims: list[int], placements) -> list[int] | None:
     """Victims (lowest priority first) whose release lets shape `s` start, per the module's rule; None if none do."""
-    trial = plan.free.copy()
+    free = plan.free
+    elig, k, milli = s[0], s[1], s[2]
+    if milli == FULL:  # cheap bound first: whole GPUs free or held by victims on acceptable types
+        types = elig.types
+        held = sum(len(placements[v].gpus) for v in victims if placements[v].type_idx in types)
+        if sum(free.type_whole[t] for t in types) + held < k:
+            return None
+    trial = free.copy()
     chosen: list[int] = []
     for v in victims:
         trial.give(placements[v])
@@ -70,10 +100,9 @@ def _fewest_victims(plan: Plan, s: tuple, victims: list[int], placements) -> lis
     else:
         return None
     for v in reversed(chosen[:-1]):  # spare the higher-priority victims first
-        rest = [u for u in chosen if u != v]
-        trial = plan.free.copy()
-        for u in rest:
-            trial.give(placements[u])
-        if place(trial, *s) is not None:
-            chosen = rest
+        without = trial.copy()
+        without.take(placements[v])  # exactly undoes its release
+        if place(without, *s) is not None:
+            trial = without
+            chosen.remove(v)
     return chosen

@@ -17,6 +17,8 @@ from bisect import bisect_right
 from env.simulator import View
 from schedulers.preemptive import allocate
 
+_AFTER_ALL = 1 << 62  # larger than any job index
+
 
 def remaining_s(view: View, job: int) -> float:
     """Known reference seconds of work left (0 for a job that overran its known runtime)."""
@@ -24,23 +26,35 @@ def remaining_s(view: View, job: int) -> float:
 
 
 def srtf(view: View) -> list:
-    running = view.running
-    if running:
-        # no running job has more work left than this bound: its remaining wall time x the fastest speed
-        top_speed = max(1.0, max(view.layout.type_speed))
-        bound = max(running[-1][0] - view.now_s, 0.0) * top_speed * (1 + 1e-9) + 1e-9  # float slack
-    else:
-        bound = -1.0
+    running = view.running  # (estimated end, job), by estimated end
+    now = view.now_s
+    # a running job's remaining work is at most its remaining wall time x the fastest speed (its estimated end
+    # counts its restore and its known remaining work at its own speed), so only the jobs ending after
+    # now + k / top_speed can have more than k left: the victims of a waiting job of key k are among them
+    top_speed = max(1.0, max(view.layout.type_speed))
+    known, done, work_from, speed = (
+        view.jobs.known_runtime_s,
+        view.progress_s,
+        view.run_work_start_s,
+        view.run_speed,
+    )
     cache: list = []
 
     def lower(key) -> list[int]:
-        if key[0] >= bound:  # cheap exit: nothing runs that long
-            return []
-        if not cache:
-            by_rem = sorted((remaining_s(view, v), v) for _, v in running)
-            cache.append(([r for r, _ in by_rem], [v for _, v in by_rem]))
-        rems, jobs = cache[0]
-        return jobs[bisect_right(rems, key[0]) :][::-1]
+        k = key[0]
+        if not cache:  # keys only grow along the walk: the first call's candidates cover every later call's
+            cutoff = now + k / top_speed * (1 - 1e-9) - 1e-9  # float slack: the exact test below decides
+            by_rem = []
+            for _, v in running[bisect_right(running, (cutoff, _AFTER_ALL)) :]:
+                r = max(
+                    known[v] - done[v] - max(0.0, now - work_from[v]) * speed[v], 0.0
+                )  # remaining_s inlined
+                if r > k:
+                    by_rem.append((r, v))
+            by_rem.sort()
+            cache.extend(([r for r, _ in by_rem], [v for _, v in by_rem]))
+        rems, jobs = cache
+        return jobs[bisect_right(rems, k) :][::-1]  # lowest priority (most work left, later job) first
 
     queued = (((k, i), i) for k, i in view.queue_by_runtime)
-    return allocate(view, queued, lower).decisions
+    return allocate(view, queued, lower, lambda v: (remaining_s(view, v), v)).decisions

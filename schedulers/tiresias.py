@@ -8,7 +8,7 @@ its service crosses each threshold. Lower queue index = higher priority; within 
 running jobs ahead of waiting ones (the authors' simulator moves waiting jobs behind running ones every round,
 so a job is never preempted by one of its own queue). Allocation: schedulers/preemptive.py's rule over that
 order. The policy asks for a wake-up at the next instant a running job crosses a threshold that could change a
-decision (some job waits in its queue or a higher one), so demotions happen on time without global ticking.
+decision (a job waits in a queue above the level it enters), so demotions happen on time without global ticking.
 
 Starvation (PROMOTEKNOB): a waiting job that has run before is promoted to queue 0 once its wait since it was
 preempted reaches `promote_knob` x its executed time (attained service / GPUs); its service counted for queue
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from env.simulator import View, WakeUp
+from env.simulator import Decision, Preempt, View, WakeUp
 from schedulers.preemptive import allocate
 
 THRESHOLDS_GPU_S = (3250.0, 7200.0)  # authors' simulator, jobs.py `_TFJobs.queue_limit` (3 queues)
@@ -59,31 +59,39 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
         def promoted(i: int, since_s: float) -> bool:
             """Whether job i's wait (from its last preemption to `since_s`) reached the knob x executed time."""
             return bool(
-                knob and preemptions[i] and since_s - preempted_at[i] >= knob * attained[i] / demand[i]
+                knob and preemptions[i] and since_s >= preempted_at[i] + knob * attained[i] / demand[i]
             )
 
         def waiting_service(i: int) -> float:
             return 0.0 if promoted(i, now) else attained[i]
 
+        def run_base(i: int) -> float:
+            """Service counted at the start of running job i's current run."""
+            return 0.0 if promoted(i, run_start[i]) else attained[i]
+
         def running_service(i: int) -> float:
-            got = (now - run_start[i]) * demand[i]
-            return got if promoted(i, run_start[i]) else got + attained[i]
+            return (now - run_start[i]) * demand[i] + run_base(i)
 
         def level(service: float) -> int:
             return bisect_right(thresholds, service + _EPS_GPU_S)
 
         queued = sorted(((level(waiting_service(i)), i), i) for i in view.queue)
-        running = sorted((level(running_service(v)), v) for _, v in view.running)
-        run_levels = [lv for lv, _ in running]
+        cache: list = []
+
+        def running() -> list[tuple[int, int]]:
+            """(level, job) of the running jobs, sorted: computed only when a decision needs it."""
+            if not cache:
+                ranked = sorted((level(running_service(v)), v) for _, v in view.running)
+                cache.extend((ranked, [lv for lv, _ in ranked]))
+            return cache[0]
 
         def lower(key) -> list[int]:
-            return [v for _, v in reversed(running[bisect_right(run_levels, key[0]) :])]
+            ranked = running()
+            return [v for _, v in reversed(ranked[bisect_right(cache[1], key[0]) :])]
 
-        plan = allocate(view, queued, lower)
+        plan = allocate(view, queued, lower, lambda v: (level(view.attained_now(v)), v))
         decisions = plan.decisions
-        wake = _next_wakeup(
-            view, decisions, queued, running, waiting_service, running_service, thresholds, knob
-        )
+        wake = _next_wakeup(view, decisions, queued, running, waiting_service, run_base, thresholds, knob)
         if wake is not None:
             decisions.append(WakeUp(wake))
         return decisions
@@ -91,36 +99,51 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
     return tiresias
 
 
-def _next_wakeup(view, decisions, queued, running, waiting_service, running_service, thresholds, knob):
+def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, thresholds, knob):
     """The earliest instant after now at which a demotion or a promotion could change this policy's decisions,
-    or None: only while some job still waits after these decisions."""
-    started = {d.job for d in decisions if hasattr(d, "placement")}
-    preempted = {d.job for d in decisions if not hasattr(d, "placement")}
-    waiting_levels = [lv for (lv, i), _ in queued if i not in started]
-    waiting_levels += [lv for lv, v in running if v in preempted]
-    if not waiting_levels:
-        return None
-    top_waiting = min(waiting_levels)
+    or None: only while some job still waits after these decisions. A running job's demotion into level l'
+    matters only if a job of level < l' waits (it may then preempt it): the first such crossing is watched
+    (levels of running jobs only grow, those of waiting ones change only by promotion, also watched)."""
     now = view.now_s
     demand = view.jobs.gpu_demand
-    best = float("inf")
+    started = {d.job for d in decisions if type(d) is Decision}
+    preempted = {d.job for d in decisions if type(d) is Preempt}
+    level = {i: lv for (lv, i), _ in queued}
+    waiting = [i for i in level if i not in started] + [v for v in preempted if v not in started]
+    if not waiting:
+        return None
+
+    def requeued_service(v: int) -> float:  # a job preempted now: its whole attained service counts
+        return view.attained_now(v)
+
+    for v in preempted:
+        level[v] = bisect_right(thresholds, requeued_service(v) + _EPS_GPU_S)
+    top_waiting = min(level[i] for i in waiting)
     k_last = len(thresholds)
-    # a running job at level l moving to l + 1 can be preempted by a waiting job of level <= l
-    for lv, v in running:
-        if v not in preempted and top_waiting <= lv < k_last:
-            best = min(best, now + max(thresholds[lv] - running_service(v), _EPS_GPU_S) / demand[v])
-    for (lv, j), _ in queued:
-        if j in started and top_waiting <= lv < k_last:
-            best = min(best, now + max(thresholds[lv] - waiting_service(j), _EPS_GPU_S) / demand[j])
+    best = float("inf")
+    # (level, job, start of its current run, service counted at that start): the crossing instant is computed
+    # from the run's start, not from now, so it does not depend on when the policy was consulted
+    run_start = view.run_start_s
+    after = [(lv, v, run_start[v], run_base(v)) for lv, v in running()]
+    after = [a for a in after if a[1] not in preempted]
+    after += [
+        (level[j], j, now, requeued_service(j) if j in preempted else waiting_service(j)) for j in started
+    ]
+    for lv, v, start, base in after:
+        watch = max(lv, top_waiting)  # its first crossing into a level below which some job waits
+        if watch < k_last:
+            best = min(
+                best, max(start + (thresholds[watch] - base) / demand[v], now + _EPS_GPU_S / demand[v])
+            )
     if knob:
-        attained, preempted_at = view.attained_gpu_s, view.preempted_at_s
-        for (lv, i), _ in queued:
-            if lv > 0 and i not in started and view.preemptions[i]:
-                best = min(best, max(preempted_at[i] + knob * attained[i] / demand[i], now + _EPS_GPU_S))
-        for v in preempted:
-            got = view.attained_now(v)
-            if got > 0:
-                best = min(best, now + knob * got / demand[v])
+        for i in waiting:
+            if i in preempted:
+                got = requeued_service(i)
+                if got > 0:
+                    best = min(best, now + knob * got / demand[i])
+            elif level[i] > 0 and view.preemptions[i]:
+                at = view.preempted_at_s[i] + knob * view.attained_gpu_s[i] / demand[i]
+                best = min(best, max(at, now + _EPS_GPU_S))
     return best if best < float("inf") else None
 
 

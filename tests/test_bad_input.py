@@ -258,6 +258,28 @@ CASES = [
     (["--mode", "compare", "--seeds", "0,-2"], {}, "--seeds must be >= 0"),
     (["--mode", "compare", "--seeds", ","], {}, "--seeds lists no seed"),
     (["--mode", "compare", "--algos", "fcfs,sjf,fcfs"], {}, "--algos names fcfs more than once"),
+    # --- preemption (issue 10) ---------------------------------------------------------------------------------
+    (
+        ["--algo", "srtf", "--preempt_overhead_s", "-1"],
+        {},
+        "--preempt_overhead_s must be between 0 and 86400",
+    ),
+    (["--algo", "tiresias", "--preempt_overhead_s", "nan"], {}, "--preempt_overhead_s must be between 0 and"),
+    (
+        ["--algo", "srtf", "--preempt_overhead_s", "1e9"],
+        {},
+        "--preempt_overhead_s must be between 0 and 86400",
+    ),
+    (
+        ["--algo", "easy", "--preempt_overhead_s", "30"],
+        {},
+        "--preempt_overhead_s has no effect on this run (only the preemptive policies (srtf, tiresias) preempt",
+    ),
+    (
+        ["--mode", "compare", "--algos", "fcfs,sjf", "--preempt_overhead_s", "30"],
+        {},
+        "this run has fcfs, sjf",
+    ),
     # --- empty strings that used to fall back to a default silently ---------------------------------------------
     (["--cluster", ""], {}, "empty --cluster; expected COUNTxTYPE:GPUS_PER_NODE"),
     ([*CSV, "--cluster_path", ""], {"jobs.csv": JOBS}, "--cluster_path is empty"),

@@ -60,7 +60,7 @@ def test_preempted_job_keeps_its_progress_and_pays_the_restore_overhead():
     r = sim.result("scripted", 0)
     assert (r.start_s[0], r.end_s[0], r.status[0]) == (0.0, 130.0, "completed")
     assert r.runtime_actual_s[0] == 110.0
-    assert r.preemptions.tolist() == [1] and r.overhead_gpu_s.tolist() == [10.0]
+    assert r.preemptions.tolist() == [1] and r.overhead_s.tolist() == [10.0]
     assert sim.attained_gpu_s[0] == 110.0 and sim.progress_s[0] == 100.0
     assert r.runs.job.tolist() == [0, 0]
     assert r.runs.start_s.tolist() == [0.0, 50.0] and r.runs.end_s.tolist() == [30.0, 130.0]
@@ -89,7 +89,7 @@ def test_preempt_then_start_another_at_the_same_instant():
         (20.0, 30.0),
         (30.0, 115.0),
     ]
-    assert r.preemptions.tolist() == [1, 0] and r.overhead_gpu_s.tolist() == [5.0, 0.0]
+    assert r.preemptions.tolist() == [1, 0] and r.overhead_s.tolist() == [5.0, 0.0]
 
 
 def test_migration_to_a_faster_type_and_the_stale_completion_is_ignored():
@@ -224,3 +224,52 @@ def test_non_preemptive_runs_have_one_run_per_started_job():
     assert r.runs.job.tolist() == order.tolist()
     assert np.array_equal(r.runs.start_s, r.start_s[order]) and np.array_equal(r.runs.end_s, r.end_s[order])
     assert r.runs.placement == tuple(r.placement[i] for i in order)
+
+
+def test_preemption_columns_in_jobs_and_summary_csv(tmp_path):
+    # a (2 GPUs, 100 s): runs 0..30, preempted, restarted at 50 with a 10 s restore -> ends 130. overhead_s 10,
+    # overhead_gpu_s 10 x 2 = 20; runtime_s = held 30 + 80 = 110. b (1 GPU, 5 s) is never preempted.
+    from metrics.summary import summarize
+    from metrics.writers import write_jobs_csv, write_runs_csv, write_summary_csv
+
+    sim = _sim("1xA100-80GB:2", [job("a", 0, 100, 2), job("b", 200, 5)], overhead_s=10.0)
+    policy = scripted(
+        {
+            0.0: lambda v: [Decision(0, on_node(v, 0, 0)), WakeUp(30.0)],
+            30.0: lambda v: [Preempt(0), WakeUp(50.0)],
+            50.0: lambda v: [Decision(0, on_node(v, 0, 0))],
+            200.0: lambda v: [Decision(1, on_node(v, 1, 0))],
+        }
+    )
+    sim.run(policy)
+    r = sim.result("scripted", 0, preemptive=True)
+    jobs = write_jobs_csv(r, tmp_path / "jobs.csv").read_text().splitlines()
+    assert jobs[0].endswith(",trace_status,reject_reason,preemptions,overhead_s,overhead_gpu_s")
+    assert jobs[1] == "a,0,0,130,2,A100-80GB,n0/0;n0/1,0,130,110,1.18181818182,completed,0,1000,0,,,1,10,20"
+    assert jobs[2].endswith(",completed,0,1000,0,,,0,0,0")
+    runs = write_runs_csv(r, tmp_path / "runs.csv").read_text()
+    assert runs == (
+        "job_id,start_time,end_time,placement,gpu_type\n"
+        "a,0,30,n0/0;n0/1,A100-80GB\na,50,130,n0/0;n0/1,A100-80GB\nb,200,205,n0/0,A100-80GB\n"
+    )
+    row = summarize(r)
+    assert (row.preemptions, row.overhead_gpu_s) == (1, 20.0)
+    plain = summarize(sim.result("scripted", 0))  # preempted jobs mark a result preemptive whatever it says
+    assert plain.preemptions == 1
+    summary = write_summary_csv([row], tmp_path / "summary.csv").read_text().splitlines()
+    assert summary[0].endswith(",avg_jct_s_prio0,preemptions,overhead_gpu_s") and summary[1].endswith(",1,20")
+
+
+def test_a_preemptive_policy_that_never_preempts_still_writes_the_columns(tmp_path):
+    """Columns depend on the policy, not on the data: srtf on an idle cluster has them, all zero."""
+    from metrics.summary import summarize
+    from metrics.writers import write_jobs_csv, write_summary_csv
+    from schedulers import POLICIES
+
+    sim = _sim("1xA100-80GB:2", [job("a", 0, 10), job("b", 0, 10)])
+    sim.run(POLICIES["srtf"])
+    r = sim.result("srtf", 0, preemptive=True)
+    assert write_jobs_csv(r, tmp_path / "j.csv").read_text().splitlines()[1].endswith(",0,0,0")
+    assert write_summary_csv([summarize(r)], tmp_path / "s.csv").read_text().splitlines()[1].endswith(",0,0")
+    non = sim.result("srtf", 0)
+    assert "preemptions" not in write_jobs_csv(non, tmp_path / "n.csv").read_text().splitlines()[0]
