@@ -81,7 +81,14 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
         def running() -> list[tuple[int, int]]:
             """(level, job) of the running jobs, sorted: computed only when a decision needs it."""
             if not cache:
-                ranked = sorted((level(running_service(v)), v) for _, v in view.running)
+                if knob:
+                    ranked = sorted((level(running_service(v)), v) for _, v in view.running)
+                else:  # running_service inlined: the hot loop of a loaded cluster
+                    eps = _EPS_GPU_S
+                    ranked = sorted(
+                        (bisect_right(thresholds, attained[v] + (now - run_start[v]) * demand[v] + eps), v)
+                        for _, v in view.running
+                    )
                 cache.extend((ranked, [lv for lv, _ in ranked]))
             return cache[0]
 
@@ -130,8 +137,9 @@ def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, th
     # (level, job, start of its current run, service counted at that start): the crossing instant is computed
     # from the run's start, not from now, so it does not depend on when the policy was consulted
     run_start = view.run_start_s
-    after = [(lv, v, run_start[v], run_base(v)) for lv, v in running()]
-    after = [a for a in after if a[1] not in preempted]
+    attained = view.attained_gpu_s
+    base_of = run_base if knob else attained.__getitem__
+    after = [(lv, v, run_start[v], base_of(v)) for lv, v in running() if lv < k_last and v not in preempted]
     after += [
         (level[j], j, now, requeued_service(j) if j in preempted else waiting_service(j)) for j in started
     ]
