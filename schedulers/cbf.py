@@ -117,12 +117,16 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
                 k, frac = 1, True
             k_min = min(k_min, k)
             need_k[x], any_frac[x] = k_min, frac
+    unreservable = False
     for x, i in enumerate(todo):
         if not (want_reservations or stateful) and int(prof.free[:, 0].sum()) < need_k[x]:
             free = plan.free
             if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
                 break
         r, p = prof.reserve(i, plan)
+        if r is None:  # capacity it needs is powered off: it waits; the schedule is rebuilt next instant
+            unreservable = True
+            continue
         if p is not None:
             plan.add(i, p)
             prof.started_now(i, p)
@@ -131,7 +135,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             later.append(r)
         if want_reservations:
             reservations.append(r)
-    if stateful and later:
+    if stateful and later and not unreservable:
         _KEPT.clear()  # one run at a time is kept
         _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs)
     return plan.decisions, reservations
@@ -207,6 +211,9 @@ class _Kept:
                 later.append(r)
         for i in arrivals:
             r, p = prof.reserve(i, plan)
+            if r is None:  # capacity it needs is powered off: forget the kept schedule, rebuild next instant
+                _KEPT.clear()
+                return plan.decisions
             if p is not None:
                 plan.add(i, p)
                 started.append((r.end_s, i))
@@ -400,8 +407,9 @@ class _Profile:
 
     # -- reservations ------------------------------------------------------------------------------------
 
-    def reserve(self, i: int, plan: Plan) -> tuple[Reservation, Placement | None]:
-        """Job i's reservation (taken from the profile) and its placement if it starts now."""
+    def reserve(self, i: int, plan: Plan) -> tuple[Reservation | None, Placement | None]:
+        """Job i's reservation (taken from the profile) and its placement if it starts now; (None, None) when no
+        option of the job ever frees in the profile (nodes that are powered off hold their GPUs out)."""
         view = self.view
         jt = view.jobs
         elig, k, milli, mem_mb, pace = jt.shape[i]
@@ -429,6 +437,8 @@ class _Profile:
             if shared is not None:
                 p, end = shared
                 return Reservation(i, now, end, p.type_idx, p.nodes, True), p
+        if best is None:  # no option frees in the profile (its nodes are off): no reservation this instant
+            return None, None
         end, start, kind, data, t, d = best
         if kind < 0:
             n = data

@@ -21,6 +21,10 @@ from workloads.job import Workload
 
 MODEL = PowerModel(boot_s=260.0, shutdown_s=60.0)
 
+# every scheduler but Gavel, whose LP rounds make one Hypothesis example take seconds (Gavel keeps to ON nodes
+# by the same FreeState rule; its own properties are in tests/test_gavel.py)
+SCHEDULERS = sorted(set(POLICIES) - {"gavel", "gavel_agnostic"})
+
 
 def _sim(cluster: str, jobs, initial=None, model=MODEL) -> Simulator:
     layout = ClusterLayout(parse_cluster_spec(cluster))
@@ -174,7 +178,7 @@ def _check_only_on_nodes(sim: Simulator) -> None:
 @given(
     cluster=clusters(),
     workload=workloads(),
-    algo=st.sampled_from(sorted(POLICIES)),
+    algo=st.sampled_from(SCHEDULERS),
     seed=st.integers(0, 2**16),
     boot_s=st.sampled_from([0.0, 5.0, 260.0]),
 )
@@ -208,7 +212,7 @@ def test_no_job_runs_on_a_node_that_is_not_on(cluster, workload, algo, seed, boo
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cluster=clusters(), workload=workloads(), algo=st.sampled_from(sorted(POLICIES)))
+@given(cluster=clusters(), workload=workloads(), algo=st.sampled_from(SCHEDULERS))
 def test_always_on_power_model_changes_no_job_record(cluster, workload, algo):
     layout = ClusterLayout(cluster)
     plain = Simulator(workload, layout)
@@ -222,7 +226,7 @@ def test_always_on_power_model_changes_no_job_record(cluster, workload, algo):
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cluster=clusters(), workload=workloads(), algo=st.sampled_from(sorted(POLICIES)))
+@given(cluster=clusters(), workload=workloads(), algo=st.sampled_from(SCHEDULERS))
 def test_idle_off_is_deterministic_and_completes_every_job(cluster, workload, algo):
     runs = []
     for _ in range(2):
@@ -250,7 +254,7 @@ def test_decision_dispatch_starts_jobs():
 @given(
     cluster=clusters(),
     workload=workloads(),
-    algo=st.sampled_from(sorted(POLICIES)),
+    algo=st.sampled_from(SCHEDULERS),
     idle_s=st.sampled_from([0.0, 3.0, 40.0]),
     reserve=st.integers(0, 2),
 )
