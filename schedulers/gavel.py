@@ -19,8 +19,9 @@ Throughput of job i on type j: its speed there (env/placement.py's `effective_sp
 speed with --job_types, else the catalog type speed), 0 on a type it cannot use.
 
 Deviations (README, Schedulers): the fraction of time run is over the job's whole stay and all types (View's
-attained service), where Gavel keeps it per type since the last allocation change; X is recomputed from the
-active set each round (memoised while the set is unchanged); no space sharing (packing) of jobs on a GPU.
+attained service), where Gavel keeps it per type since the last allocation change; no space sharing (packing)
+of jobs on a GPU. X is solved only for an active set not solved before in the run (memoised), which is Gavel's
+own rule (scheduler.py recomputes when `_need_to_update_allocation`, set on a job's arrival or completion).
 """
 
 from __future__ import annotations

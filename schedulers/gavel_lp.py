@@ -14,7 +14,8 @@ number of GPUs of type j (a job of scale k holds k GPUs while it runs).
 Deviation: a max-min LP only pins the minimum, so a solver may leave capacity unallocated to jobs above it; a
 second LP keeps the minimum (to a 1e-6 relative tolerance) and maximises the sum of the same objective terms,
 so spare GPU time goes to whoever can use it (Gavel's water-filling variant refines this further; not done).
-Solved with scipy.optimize.linprog (HiGHS).
+Solved with HiGHS as scipy.optimize.linprog(method="highs") solves it, calling scipy's HiGHS core directly
+(`_solver`: same answers, without linprog's per-call overhead).
 """
 
 from __future__ import annotations
