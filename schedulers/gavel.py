@@ -19,8 +19,9 @@ Throughput of job i on type j: its speed there (env/placement.py's `effective_sp
 speed with --job_types, else the catalog type speed), 0 on a type it cannot use.
 
 Deviations (README, Schedulers): the fraction of time run is over the job's whole stay and all types (View's
-attained service), where Gavel keeps it per type since the last allocation change; X is recomputed from the
-active set each round (memoised while the set is unchanged); no space sharing (packing) of jobs on a GPU.
+attained service), where Gavel keeps it per type since the last allocation change; no space sharing (packing)
+of jobs on a GPU. X is solved only for an active set not solved before in the run (memoised), which is Gavel's
+own rule (scheduler.py recomputes when `_need_to_update_allocation`, set on a job's arrival or completion).
 """
 
 from __future__ import annotations
@@ -80,22 +81,22 @@ def _round(view: View, aware: bool) -> list:
     prio = np.where(x > 1e-9, prio, 0.0)
     placements = view.placements
     left = list(layout.type_num_gpus)
+    ids = np.asarray(active)
+    on_type = np.array([placements[i].type_idx if i in running else -1 for i in active])
+    num_gpus = jt.num_gpus
     chosen: dict[int, int] = {}  # job -> type, in the order chosen
     for t in range(num_types):
-        entries = sorted(
-            (
-                (-prio[r, t], -x[r, t], 0 if i in running and placements[i].type_idx == t else 1, i)
-                for r, i in enumerate(active)
-                if thr[r, t] > 0
-            )
-        )
-        for *_, i in entries:
+        # by priority, ties -> larger X, then a job already running on this type, then arrival order (the
+        # index; `active` is sorted so row order is index order)
+        rows = np.flatnonzero(thr[:, t] > 0)
+        rows = rows[np.lexsort((on_type[rows] != t, -x[rows, t], -prio[rows, t]))]
+        for i in ids[rows].tolist():
             if left[t] == 0:
                 break
-            if i in chosen or jt.num_gpus[i] > left[t]:
+            if i in chosen or num_gpus[i] > left[t]:
                 continue
             chosen[i] = t
-            left[t] -= jt.num_gpus[i]
+            left[t] -= num_gpus[i]
     plan = Plan(view.free)
     for i in running:
         if chosen.get(i) != placements[i].type_idx:

@@ -14,7 +14,8 @@ number of GPUs of type j (a job of scale k holds k GPUs while it runs).
 Deviation: a max-min LP only pins the minimum, so a solver may leave capacity unallocated to jobs above it; a
 second LP keeps the minimum (to a 1e-6 relative tolerance) and maximises the sum of the same objective terms,
 so spare GPU time goes to whoever can use it (Gavel's water-filling variant refines this further; not done).
-Solved with scipy.optimize.linprog (HiGHS).
+Solved with HiGHS as scipy.optimize.linprog(method="highs") solves it, calling scipy's HiGHS core directly
+(`_solver`: same answers, without linprog's per-call overhead).
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ def max_min_fair(
 ) -> np.ndarray:
     """X (jobs x types) maximising min_i sum_j coef[i, j] X[i, j] (then their sum, keeping that minimum), with
     sum_j X[i, j] <= 1, sum_i scale[i] X[i, j] <= gpus[j], 0 <= X <= 1 and X = 0 where not runnable."""
-    from scipy.optimize import linprog  # imported here: the other policies never need scipy
-    from scipy.sparse import coo_matrix
+    from scipy.sparse import coo_matrix  # imported here: the other policies never need scipy
 
     num_jobs, num_types = coef_JT.shape
     if num_jobs == 0:
@@ -38,25 +38,29 @@ def max_min_fair(
     type_of = np.tile(np.arange(num_types), num_jobs)
     var = np.arange(n)
     # rows: t - sum_j coef[i, j] x[i, j] <= 0 (job i); sum_j x[i, j] <= 1 (job i); sum_i scale[i] x[i, j] <=
-    # gpus[j] (type j); the last column is t
+    # gpus[j] (type j); the last column is t. Built once, shared by both stages.
     row = np.concatenate([job_of, np.arange(num_jobs), num_jobs + job_of, 2 * num_jobs + type_of])
     col = np.concatenate([var, np.full(num_jobs, n), var, var])
     val = np.concatenate([-coef_JT.ravel(), np.ones(num_jobs), np.ones(n), np.repeat(scale_J, num_types)])
-    a_ub = coo_matrix((val, (row, col)), shape=(2 * num_jobs + num_types, n + 1)).tocsr()
+    a_ub = coo_matrix((val, (row, col)), shape=(2 * num_jobs + num_types, n + 1)).tocsc()
     b_ub = np.concatenate([np.zeros(num_jobs), np.ones(num_jobs), np.asarray(gpus_T, dtype=float)])
     upper = np.where(runnable_JT, 1.0, 0.0).ravel()
     bounds = np.column_stack([np.zeros(n + 1), np.append(upper, np.inf)])
     c = np.zeros(n + 1)
     c[-1] = -1.0
-    first = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-    if first.status != 0:
-        raise RuntimeError(f"Gavel's max-min LP failed: {first.message}")
-    t_star = first.x[-1]
+    solve = _solver(a_ub, b_ub)
+    first = solve(c, bounds)
+    if first is None:
+        from scipy.optimize import linprog  # the failure, with scipy's message
+
+        failed = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+        raise RuntimeError(f"Gavel's max-min LP failed: {failed.message}")
+    t_star = first[-1]
     # second stage: keep every job at >= the optimal minimum, maximise the sum of the objective terms
     bounds[-1] = (t_star * (1 - 1e-6), np.inf)
     c2 = np.append(-coef_JT.ravel(), 0.0)
-    second = linprog(c2, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-    x = (second.x if second.status == 0 else first.x)[:-1]
+    second = solve(c2, bounds)
+    x = (second if second is not None else first)[:-1]
     return np.clip(x.reshape(num_jobs, num_types), 0.0, 1.0)
 
 
@@ -84,3 +88,68 @@ def aware_allocation(throughput_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.
     iso = np.where(iso > 0, iso, 1.0)  # a job that can run nowhere gets nothing anyway
     coef = throughput_JT / iso[:, None] * scale_J[:, None]
     return max_min_fair(coef, scale_J, gpus_T, runnable)
+
+
+def _solver(a_ub, b_ub):
+    """`solve(c, bounds) -> x or None` for min c.x s.t. a_ub x <= b_ub: scipy's HiGHS core called as
+    `linprog(method="highs")` calls it (same model, same options, same result check), without linprog's
+    per-call input cleaning and option validation (most of an allocation's time on small LPs); None where
+    linprog would report a status other than 0. Falls back to `linprog` itself if scipy's internals moved."""
+    try:
+        import scipy.optimize._highspy._core as hc
+        from scipy.optimize._linprog_util import _check_result
+    except ImportError:  # pragma: no cover - scipy is pinned; kept for a future layout change
+        hc = None
+    if hc is None or not hasattr(hc, "_Highs") or not hasattr(hc, "simplex_constants"):  # pragma: no cover
+        from scipy.optimize import linprog
+
+        def plain(c, bounds):
+            r = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+            return r.x if r.status == 0 else None
+
+        return plain
+    num_rows, num_cols = a_ub.shape
+    lhs = np.full(num_rows, -hc.kHighsInf)
+    rhs = np.asarray(b_ub, dtype=float)
+    no_eq = np.empty(0)
+    options = hc.HighsOptions()
+    options.presolve = "on"
+    options.highs_debug_level = int(hc.HighsDebugLevel.kHighsDebugLevelNone)
+    options.log_to_console = False
+    options.output_flag = False
+    options.simplex_strategy = int(hc.simplex_constants.SimplexStrategy.kSimplexStrategyDual)
+
+    def solve(c, bounds):
+        lp = hc.HighsLp()
+        lp.num_col_ = num_cols
+        lp.num_row_ = num_rows
+        lp.a_matrix_.num_col_ = num_cols
+        lp.a_matrix_.num_row_ = num_rows
+        lp.a_matrix_.format_ = hc.MatrixFormat.kColwise
+        lp.col_cost_ = c
+        lb, ub = bounds.T.copy()
+        for v in (lb, ub):  # as linprog: an infinite bound becomes HiGHS' infinity
+            infs = np.isinf(v)
+            v[infs] = np.sign(v[infs]) * hc.kHighsInf
+        lp.col_lower_ = lb
+        lp.col_upper_ = ub
+        lp.row_lower_ = lhs
+        lp.row_upper_ = rhs
+        lp.a_matrix_.start_ = a_ub.indptr
+        lp.a_matrix_.index_ = a_ub.indices
+        lp.a_matrix_.value_ = a_ub.data
+        highs = hc._Highs()
+        if highs.passOptions(options) == hc.HighsStatus.kError:
+            return None
+        if highs.passModel(lp) == hc.HighsStatus.kError or highs.run() == hc.HighsStatus.kError:
+            return None
+        if highs.getModelStatus() != hc.HighsModelStatus.kOptimal:
+            return None
+        solution = highs.getSolution()
+        x = np.array(solution.col_value)
+        slack = rhs - np.asarray(solution.row_value)
+        info = highs.getInfo()
+        status, _ = _check_result(x, info.objective_function_value, 0, slack, no_eq, bounds, 1e-9, "", None)
+        return x if status == 0 else None
+
+    return solve

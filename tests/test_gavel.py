@@ -13,7 +13,7 @@ from env.cluster_spec import parse_cluster_spec
 from env.placement import effective_speed
 from env.simulator import Simulator
 from schedulers import POLICIES
-from schedulers.gavel_lp import agnostic_allocation, aware_allocation, equal_share, max_min_fair
+from schedulers.gavel_lp import _solver, agnostic_allocation, aware_allocation, equal_share, max_min_fair
 from tests.helpers import job
 from tests.test_invariants import clusters, workloads
 from workloads.job import Workload
@@ -66,6 +66,27 @@ def test_scale_counts_gpus_held():
 def _sim(cluster: str, jobs, overhead_s: float = 0.0) -> Simulator:
     layout = ClusterLayout(parse_cluster_spec(cluster))
     return Simulator(Workload("t", tuple(jobs)), layout, None, 1.2, overhead_s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_direct_highs_call_gives_linprogs_exact_answer(seed):
+    # the allocation calls scipy's HiGHS core directly (no per-call input cleaning); it must return exactly
+    # what scipy.optimize.linprog(method="highs") returns, bit for bit, and None where linprog's status != 0
+    from scipy.optimize import linprog
+    from scipy.sparse import random as sparse_random
+
+    rng = np.random.default_rng(seed)
+    m, n = (int(v) for v in rng.integers(1, 30, size=2))
+    a = sparse_random(m, n, density=0.4, random_state=rng, format="csc")
+    b = rng.uniform(-1, 5, m)  # negative right-hand sides make some LPs infeasible
+    c = rng.normal(size=n)
+    bounds = np.column_stack([np.zeros(n), np.where(rng.random(n) < 0.5, 1.0, np.inf)])
+    want = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs")
+    got = _solver(a, b)(c, bounds.copy())
+    assert (got is not None) == (want.status == 0)
+    if got is not None:
+        assert np.array_equal(got, want.x)
 
 
 def test_gavel_rounds_time_share_one_gpu():

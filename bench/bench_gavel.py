@@ -1,0 +1,48 @@
+"""Benchmark: wall time of one Gavel run (scenario built as `main.py --mode eval` builds it), with a fingerprint of
+its outputs so that a speed change can be checked to leave the schedule unchanged.
+
+python bench/bench_gavel.py                                   # 10,000 jobs on 1,024 GPUs (the issue 10 target)
+python bench/bench_gavel.py --num_jobs 2000 --cluster 8xV100:8,8xP100:8,8xK80:8 --algo gavel_agnostic
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from env.scenario import build_scenario  # noqa: E402
+from main import build_parser, config_from_args  # noqa: E402
+from runner import run_heuristic  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--num_jobs", type=int, default=10_000)
+    p.add_argument("--cluster", default="43xV100:8,43xP100:8,42xK80:8")
+    p.add_argument("--algo", default="gavel", choices=("gavel", "gavel_agnostic"))
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    argv = ["--mode", "eval", "--algo", a.algo, "--job_types", "gavel", "--cluster", a.cluster]
+    argv += ["--num_jobs", str(a.num_jobs), "--seed", str(a.seed), "--no_progress"]
+    cfg = config_from_args(build_parser().parse_args(argv))
+    sc = build_scenario(cfg, a.seed)
+    t0 = time.perf_counter()
+    r = run_heuristic(sc, a.algo)
+    wall_s = time.perf_counter() - t0
+    h = hashlib.sha256()
+    for arr in (r.start_s, r.end_s, r.runtime_actual_s):
+        h.update(arr.tobytes())
+    h.update(repr((r.gpu_type, r.placement, r.status, r.runs)).encode())
+    print(
+        f"{a.algo}: {a.num_jobs} jobs on {a.cluster}: {wall_s:.1f} s simulated run, "
+        f"{int(r.preemptions.sum())} preemptions, outputs sha256 {h.hexdigest()[:16]}"
+    )
+
+
+if __name__ == "__main__":
+    main()
