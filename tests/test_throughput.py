@@ -114,7 +114,7 @@ def test_unmeasured_types_take_the_catalog_speed_and_zero_throughput_is_unaccept
     assert got["first"][3] == "V100-16GB" and got["r"][3] == "V100-16GB"
     assert got["r"][0] == pytest.approx(200.0)  # after "first" (100 / 0.5 = 200 s)
     layout = ClusterLayout(parse_cluster_spec("1xK80:4"))
-    sim = Simulator(Workload("t", (job("r", 0, 100, 4, job_type=big),)), layout, None, 1.2, m)
+    sim = Simulator(Workload("t", (job("r", 0, 100, 4, job_type=big),)), layout, None, 1.2, throughput=m)
     assert sim.result("x", 0).status[0] == "rejected"
     assert (
         sim.reject_reason[0]
@@ -388,7 +388,10 @@ def test_easy_with_typed_jobs_equals_the_plain_scan(data):
     spec = data.draw(typed_clusters())
     wl = data.draw(typed_workloads(m.models))
     layout = ClusterLayout(spec)
-    fast, plain = Simulator(wl, layout, None, 1.2, m), Simulator(wl, layout, None, 1.2, m)
+    fast, plain = (
+        Simulator(wl, layout, None, 1.2, throughput=m),
+        Simulator(wl, layout, None, 1.2, throughput=m),
+    )
     fast.run(POLICIES["easy"])
     plain.run(easy_reference)
     assert fast.placements == plain.placements
