@@ -53,6 +53,23 @@ _DAY_S = 86_400.0
 REWARDS = ("jct", "jct_at_start", "delay", "slowdown", "utilization")
 
 
+def reset_scenario(config: RunConfig, options: dict | None, np_random: np.random.Generator) -> Scenario:
+    """The scenario of an env's `reset(options={"scenario_seed": s})` (drawn from the reset seed when absent);
+    ValueError for any other key or a seed that is not an integer >= 0. Shared by every env over the simulator."""
+    unknown = sorted(set(options or {}) - {"scenario_seed"})
+    if unknown:
+        raise ValueError(
+            f"reset(options=...): unknown key(s) {', '.join(map(repr, unknown))}; the only option is "
+            "'scenario_seed' (an integer >= 0; default: drawn from the reset seed)"
+        )
+    sc_seed = (options or {}).get("scenario_seed")
+    if sc_seed is None:
+        sc_seed = int(np_random.integers(0, 2**31 - 1))
+    elif isinstance(sc_seed, (bool, np.bool_)) or not isinstance(sc_seed, (int, np.integer)) or sc_seed < 0:
+        raise ValueError(f"reset(options=...): 'scenario_seed' must be an integer >= 0, got {sc_seed!r}")
+    return build_scenario(config, int(sc_seed))
+
+
 class GPUClusterEnv(gym.Env):
     """Schedule the jobs of a GPU cluster, one start decision at a time.
 
@@ -155,27 +172,7 @@ class GPUClusterEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        if self._fixed is not None:
-            sc = self._fixed
-        else:
-            unknown = sorted(set(options or {}) - {"scenario_seed"})
-            if unknown:
-                raise ValueError(
-                    f"reset(options=...): unknown key(s) {', '.join(map(repr, unknown))}; the only option is "
-                    "'scenario_seed' (an integer >= 0; default: drawn from the reset seed)"
-                )
-            sc_seed = (options or {}).get("scenario_seed")
-            if sc_seed is None:
-                sc_seed = int(self.np_random.integers(0, 2**31 - 1))
-            elif (
-                isinstance(sc_seed, (bool, np.bool_))
-                or not isinstance(sc_seed, (int, np.integer))
-                or sc_seed < 0
-            ):
-                raise ValueError(
-                    f"reset(options=...): 'scenario_seed' must be an integer >= 0, got {sc_seed!r}"
-                )
-            sc = build_scenario(self.config, int(sc_seed))
+        sc = self._fixed if self._fixed is not None else reset_scenario(self.config, options, self.np_random)
         self.scenario = sc
         self.sim = sc.simulator()
         self._prepare_scenario(sc)

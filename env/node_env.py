@@ -18,7 +18,7 @@ import numpy as np
 
 from config import RunConfig
 from env.cluster import FULL, FreeState, Placement
-from env.gym_env import as_action
+from env.gym_env import as_action, reset_scenario
 from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, PowerOff, PowerOn
 from env.scenario import Scenario, build_scenario
 from env.simulator import Simulator
@@ -191,27 +191,7 @@ class NodeManagerEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        if self._fixed is not None:
-            sc = self._fixed
-        else:
-            unknown = sorted(set(options or {}) - {"scenario_seed"})
-            if unknown:
-                raise ValueError(
-                    f"reset(options=...): unknown key(s) {', '.join(map(repr, unknown))}; the only option is "
-                    "'scenario_seed' (an integer >= 0)"
-                )
-            sc_seed = (options or {}).get("scenario_seed")
-            if sc_seed is None:
-                sc_seed = int(self.np_random.integers(0, 2**31 - 1))
-            elif (
-                isinstance(sc_seed, (bool, np.bool_))
-                or not isinstance(sc_seed, (int, np.integer))
-                or sc_seed < 0
-            ):
-                raise ValueError(
-                    f"reset(options=...): 'scenario_seed' must be an integer >= 0, got {sc_seed!r}"
-                )
-            sc = build_scenario(self.config, int(sc_seed))
+        sc = self._fixed if self._fixed is not None else reset_scenario(self.config, options, self.np_random)
         if tuple(sc.layout.type_names) != self.type_names:
             raise ValueError(
                 f"scenario cluster types {sc.layout.type_names} differ from the env's {self.type_names}: the "
