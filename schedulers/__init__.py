@@ -14,6 +14,7 @@ from schedulers.gavel import gavel, gavel_agnostic
 from schedulers.sjf import sjf
 from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
 from schedulers.srtf import srtf
+from schedulers.themis import themis
 from schedulers.tiresias import tiresias
 
 Policy = Callable[[View], list[Decision | Preempt | WakeUp]]
@@ -28,10 +29,11 @@ POLICIES: dict[str, Policy] = {
     "tiresias": tiresias,
     "gavel": gavel,
     "gavel_agnostic": gavel_agnostic,
+    "themis": themis,
     "sjf_gate": sjf_gate,
     "ect": ect,
 }
-PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic"})
+PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic", "themis"})
 """policies that may preempt: their runs write the preemption columns (README, Preemption)"""
 
 

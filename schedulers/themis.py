@@ -1,0 +1,132 @@
+"""Themis' finish-time-fairness allocation (Mahajan et al., "Themis: Fair and Efficient GPU Cluster Scheduling",
+NSDI'20, §3), without its auction: GPUs go to the jobs whose estimated finish-time fairness rho is worst, and a
+running job gives its GPUs up only at the end of a lease.
+
+rho of job i now (the paper's T_shared / T_id, estimated as the authors' arbiter does while a job runs):
+    rho_i = (now - arrival_i + remaining_i) / (known_i x max(1, N x d_i / G))
+with remaining_i = known runtime - work done (`View.progress_now`, reference seconds, restore overhead not
+counted, as srtf), N the jobs in the system now (waiting and running), d_i the job's GPU demand and G the
+cluster's GPUs: the denominator is the time alone on a 1/N share of the cluster, the same T_independent that
+metrics/fairness.py uses (with N counted now instead of at arrival). A job of 0 known runtime has rho = inf.
+
+Rule, at every instant the policy is consulted:
+- Priority: larger rho first; on equal rho a running job ranks first, then the earlier job.
+- The filter (the paper's fairness knob f): only the jobs among the ceil((1 - f) x N) worst rho (every job whose
+  rho reaches the rho of the last of them, so ties are all in) may take GPUs from a running job.
+- A running job's lease ends every `lease_s` seconds after its run started (run_start + k x lease_s, k >= 1); only
+  at such an instant may it be preempted, and only for a considered waiting job of strictly larger rho that then
+  starts (schedulers/preemptive.py's rule: the fewest victims, lowest priority first; never for a tie). A lease
+  not taken away is renewed for another `lease_s`.
+- Free GPUs go to the waiting jobs in priority order whatever the filter (work conserving: Themis hands leftover
+  resources to the remaining apps too), on the placement rule's placement (env/placement.py).
+The policy asks for a wake-up at the next lease end of a running job while some job waits; between lease ends
+and events (arrivals, completions) nothing can change.
+
+Simplifications (README, Schedulers): no auction (no bids, no partial allocations, no placement-sensitive
+valuations): a considered job's bid is its rho, and it gets the placement rule's placement or nothing; one job
+per app; rho is estimated from the known runtime (oracle or estimate, `--runtime_info`).
+Defaults: LEASE_S = 300 s and FAIRNESS_KNOB = 0.2 are the defaults of the authors' YARN prototype
+(`ThemisConfiguration`: `themis.lease.mins` 5.0, `themis.fairness.knob` 0.2); the knob's meaning (1 - f of the
+apps, those of worst rho, see the offer) is the paper's §3.3. Neither value was checked against the paper's text
+in this project (README, Schedulers).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+
+from env.simulator import Decision, Preempt, View, WakeUp
+from schedulers.preemptive import allocate
+
+LEASE_S = 300.0  # authors' YARN prototype, ThemisConfiguration `themis.lease.mins` = 5.0
+FAIRNESS_KNOB = 0.2  # same file, `themis.fairness.knob`: the worst 1 - f of the jobs may preempt
+_EPS_S = 1e-6  # an instant within this of a lease end is that lease end (float rounding of wake-ups)
+
+
+def lease_ended(now: float, run_start: float, lease_s: float) -> bool:
+    """Whether `now` is a lease end of a run started at `run_start` (run_start + k x lease_s, k >= 1)."""
+    k = round((now - run_start) / lease_s)
+    return k >= 1 and abs(now - (run_start + k * lease_s)) <= _EPS_S
+
+
+def next_lease_end(now: float, run_start: float, lease_s: float) -> float:
+    """The first lease end of that run strictly after `now` (by more than the float slack)."""
+    k = math.floor((now - run_start) / lease_s) + 1
+    t = run_start + k * lease_s
+    while t <= now + _EPS_S:
+        k += 1
+        t = run_start + k * lease_s
+    return t
+
+
+def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
+    """A Themis policy with this lease (seconds) and fairness knob f in [0, 1)."""
+    lease_s = float(lease_s)
+    f = float(fairness_knob)
+    if not lease_s > 0:
+        raise ValueError(f"lease_s must be > 0, got {lease_s}")
+    if not 0.0 <= f < 1.0:
+        raise ValueError(f"fairness_knob must be in [0, 1), got {fairness_knob}")
+
+    def themis(view: View) -> list:
+        now = view.now_s
+        jt = view.jobs
+        known, arrival, demand = jt.known_runtime_s, jt.arrival_s, jt.gpu_demand
+        done, work_from, speed, run_start = (
+            view.progress_s,
+            view.run_work_start_s,
+            view.run_speed,
+            view.run_start_s,
+        )
+        running = [v for _, v in view.running]
+        queue = list(view.queue)
+        n = len(queue) + len(running)
+        if not n:
+            return []
+        share = n / view.layout.num_gpus
+
+        def rho(i: int, progress: float) -> float:
+            t_id = known[i] * max(1.0, share * demand[i])
+            if t_id <= 0:
+                return math.inf
+            return (now - arrival[i] + max(known[i] - progress, 0.0)) / t_id
+
+        rho_wait = {i: rho(i, done[i]) for i in queue}
+        rho_run = {
+            v: rho(v, min(done[v] + max(0.0, now - work_from[v]) * speed[v], jt.runtime_s[v]))
+            for v in running
+        }
+        ranked = sorted([*rho_wait.values(), *rho_run.values()], reverse=True)
+        rho_considered = ranked[max(1, math.ceil((1.0 - f) * n - 1e-9)) - 1]
+        # expired running jobs, lowest priority first: smallest rho, then the later job
+        expired = sorted(
+            ((rho_run[v], -v) for v in running if lease_ended(now, run_start[v], lease_s)),
+        )
+        exp_rho = [r for r, _ in expired]
+
+        def lower(key) -> list[int]:
+            r = -key[0]
+            if r < rho_considered:
+                return []
+            return [-mv for _, mv in expired[: bisect_left(exp_rho, r)]]
+
+        queued = sorted(((-r, 1, i), i) for i, r in rho_wait.items())
+        decisions = allocate(view, queued, lower, lambda v: (-rho_run[v], 1, v)).decisions
+        started = {d.job for d in decisions if type(d) is Decision}
+        preempted = {d.job for d in decisions if type(d) is Preempt}
+        if all(i in started for i in queue) and preempted <= started:
+            return decisions
+        wake = min(
+            [next_lease_end(now, run_start[v], lease_s) for v in running if v not in preempted]
+            + [now + lease_s for v in started],
+            default=None,
+        )
+        if wake is not None:
+            decisions.append(WakeUp(wake))
+        return decisions
+
+    return themis
+
+
+themis = make_themis()
