@@ -85,31 +85,40 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
         if not n:
             return []
         share = n / view.layout.num_gpus
-
-        def rho(i: int, progress: float) -> float:
-            t_id = known[i] * max(1.0, share * demand[i])
-            if t_id <= 0:
-                return math.inf
-            return (now - arrival[i] + max(known[i] - progress, 0.0)) / t_id
-
-        rho_wait = {i: rho(i, done[i]) for i in queue}
-        rho_run = {
-            v: rho(v, min(done[v] + max(0.0, now - work_from[v]) * speed[v], jt.runtime_s[v]))
-            for v in running
-        }
+        inf = math.inf
+        # rho (see the module docstring), inlined: the hot loop of a loaded cluster
+        rho_wait = {}
+        for i in queue:
+            k = known[i]
+            x = share * demand[i]
+            t_id = k * x if x > 1.0 else k * 1.0
+            left = k - done[i]
+            rho_wait[i] = (now - arrival[i] + (left if left > 0.0 else 0.0)) / t_id if t_id > 0 else inf
+        rho_run = {}
+        runtime = jt.runtime_s
+        for v in running:
+            k = known[v]
+            x = share * demand[v]
+            t_id = k * x if x > 1.0 else k * 1.0
+            ran = now - work_from[v]
+            progress = done[v] + (ran if ran > 0.0 else 0.0) * speed[v]
+            if progress > runtime[v]:
+                progress = runtime[v]
+            left = k - progress
+            rho_run[v] = (now - arrival[v] + (left if left > 0.0 else 0.0)) / t_id if t_id > 0 else inf
         ranked = sorted([*rho_wait.values(), *rho_run.values()], reverse=True)
         rho_considered = ranked[max(1, math.ceil((1.0 - f) * n - 1e-9)) - 1]
-        # expired running jobs, lowest priority first: smallest rho, then the later job
-        expired = sorted(
-            ((rho_run[v], -v) for v in running if lease_ended(now, run_start[v], lease_s)),
-        )
-        exp_rho = [r for r, _ in expired]
+        cache: list = []
 
         def lower(key) -> list[int]:
             r = -key[0]
             if r < rho_considered:
                 return []
-            return [-mv for _, mv in expired[: bisect_left(exp_rho, r)]]
+            if not cache:  # expired running jobs, lowest priority first: smallest rho, then the later job
+                expired = sorted((rho_run[v], -v) for v in running if lease_ended(now, run_start[v], lease_s))
+                cache.extend(([x for x, _ in expired], [-mv for _, mv in expired]))
+            exp_rho, exp_jobs = cache
+            return exp_jobs[: bisect_left(exp_rho, r)]
 
         queued = sorted(((-r, 1, i), i) for i, r in rho_wait.items())
         decisions = allocate(view, queued, lower, lambda v: (-rho_run[v], 1, v)).decisions
@@ -117,12 +126,18 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
         preempted = {d.job for d in decisions if type(d) is Preempt}
         if all(i in started for i in queue) and preempted <= started:
             return decisions
-        wake = min(
-            [next_lease_end(now, run_start[v], lease_s) for v in running if v not in preempted]
-            + [now + lease_s for v in started],
-            default=None,
-        )
-        if wake is not None:
+        wake = now + lease_s if started else inf
+        floor = math.floor
+        for v in running:
+            if v in preempted:
+                continue
+            s = run_start[v]
+            t = s + (floor((now - s) / lease_s) + 1) * lease_s
+            if t <= now + _EPS_S:
+                t = next_lease_end(now, s, lease_s)
+            if t < wake:
+                wake = t
+        if wake < inf:
             decisions.append(WakeUp(wake))
         return decisions
 
