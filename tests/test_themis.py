@@ -123,3 +123,26 @@ def test_themis_equals_the_plain_reference(spec, workload, knobs, overhead_s, se
     fast.run(make_themis(*knobs))
     plain.run(themis_reference(*knobs))
     assert _same(fast, plain)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    clusters(),
+    workloads(),
+    st.sampled_from([(20.0, 0.0), (50.0, 0.5), (300.0, 0.2)]),
+    st.sampled_from([0.0, 5.0]),
+)
+def test_preemptions_happen_only_at_lease_ends(spec, workload, knobs, overhead_s):
+    """Every run but a job's last ends by preemption, so it lasted a whole number (>= 1) of leases."""
+    lease_s = knobs[0]
+    sim = Simulator(workload, ClusterLayout(spec), None, 1.2, overhead_s)
+    sim.run(make_themis(*knobs))
+    r = sim.result("themis", 0)
+    runs: dict[int, list[tuple[float, float]]] = {}
+    for i, s, e in zip(r.runs.job.tolist(), r.runs.start_s.tolist(), r.runs.end_s.tolist(), strict=True):
+        runs.setdefault(i, []).append((s, e))
+    for i, spans in runs.items():
+        for s, e in spans[:-1]:
+            k = round((e - s) / lease_s)
+            assert k >= 1 and abs(e - (s + k * lease_s)) <= 1e-6, (i, s, e)
+        assert r.preemptions[i] == len(spans) - 1
