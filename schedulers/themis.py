@@ -2,7 +2,7 @@
 NSDI'20, §3), without its auction: GPUs go to the jobs whose estimated finish-time fairness rho is worst, and a
 running job gives its GPUs up only at the end of a lease.
 
-rho of job i now (the paper's T_shared / T_id, estimated as the authors' arbiter does while a job runs):
+rho of job i now (the paper's T_shared / T_id, estimated from the known runtime):
     rho_i = (now - arrival_i + remaining_i) / (known_i x max(1, N x d_i / G))
 with remaining_i = known runtime - work done (`View.progress_now`, reference seconds, restore overhead not
 counted, as srtf), N the jobs in the system now (waiting and running), d_i the job's GPU demand and G the
@@ -17,8 +17,9 @@ Rule, at every instant the policy is consulted:
   at such an instant may it be preempted, and only for a considered waiting job of strictly larger rho that then
   starts (schedulers/preemptive.py's rule: the fewest victims, lowest priority first; never for a tie). A lease
   not taken away is renewed for another `lease_s`.
-- Free GPUs go to the waiting jobs in priority order whatever the filter (work conserving: Themis hands leftover
-  resources to the remaining apps too), on the placement rule's placement (env/placement.py).
+- Free GPUs go to the waiting jobs in priority order whatever the filter (work conserving, this project's choice:
+  the filter only limits who may take GPUs from a running job), on the placement rule's placement
+  (env/placement.py).
 The policy asks for a wake-up at the next lease end of a running job while some job waits; between lease ends
 and events (arrivals, completions) nothing can change.
 
