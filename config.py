@@ -290,9 +290,20 @@ class PPOConfig:
     """minibatch (SB3 default 64): a rollout of 4 envs x 512 steps is 8 minibatches"""
     n_epochs: int = 4
     """passes over each rollout (SB3 default 10; 4 keeps the update cost below the env's on one core)"""
-    gamma: float = 0.99
-    """discount per env step (decision or WAIT), as D3QN/SAC"""
+    gamma: float = 0.9
+    """discount per `discount_tau_s` seconds of simulated time, as D3QNConfig/SACConfig (issue 11: PPO's former
+    0.99 per env step priced 20 starts at one instant like 20 hours, and 4 of 5 training seeds collapsed to
+    holding jobs back; README, PPO)"""
+    discount_tau_s: float = 3600.0
+    """a step that took dt simulated seconds (info["elapsed_s"]) is discounted by gamma^(dt / discount_tau_s) in
+    GAE's TD errors and traces; 0 = per env step (gamma each: SB3's own GAE, as before issue 11's fix)"""
     gae_lambda: float = 0.95
+    """GAE's lambda (Schulman et al. 2016, GAE), applied once per env step on top of each step's discount"""
+    normalize_reward: bool = True
+    """divide every reward by a running standard deviation of the time-discounted return (SB3's VecNormalize
+    reward scaling; Engstrom et al. 2020, "Implementation Matters in Deep Policy Gradients", sec. 3): the raw
+    values of thousands of job-hours made the value loss dominate the clipped gradient (max_grad_norm), so the
+    policy never moved from its near-uniform start (approx. KL ~1e-5 per update; BENCHMARKS.md, RL study)"""
     clip_range: float = 0.2
     ent_coef: float = 0.01
     """entropy bonus (SB3 default 0.0; a small bonus keeps WAIT and slot choices explored with masked logits)"""

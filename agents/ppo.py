@@ -5,6 +5,11 @@ scenarios of each vectorized env (`EpisodeStream`), a per-slot scoring actor (`S
 D3QN and SAC use), checkpoints in agents/checkpoint.py's layout (`algo: "ppo"`), validation of each checkpoint,
 Ctrl-C (`_interrupted.pt`) and `--resume`.
 
+Discounting is by simulated time, as for D3QN and SAC: a step that took dt seconds (info["elapsed_s"]) is
+discounted by gamma^(dt / discount_tau_s) in GAE (`time_discounted_gae`, run by `_rollout_buffer_class`'s buffer,
+which the training callback fills with each step's discount); discount_tau_s = 0 is SB3's per-step GAE. Rewards
+are divided by a running std of that discounted return (`RewardScaler`) so the value loss stays near 1.
+
 Random numbers: SB3 draws actions from torch's global generator and shuffles minibatches with numpy's global one.
 Both are seeded from the run's seed inside `_isolated_global_rngs`, which restores the caller's global states
 afterwards (nothing outside the run sees them change), and their states are stored in every checkpoint, so a run
@@ -35,7 +40,7 @@ from agents.checkpoint import (
     new_run_id,
     save_checkpoint,
 )
-from agents.networks import ObsSpec, SlotScorer, masked_argmax
+from agents.networks import ObsSpec, SlotScorer
 from agents.policy import AgentPolicy
 from config import PPOConfig
 
@@ -119,6 +124,24 @@ class SlotActorCritic(nn.Module):
         return self.critic(features_BD)
 
 
+def start_or_wait(logits_BA: torch.Tensor, mask_BA: torch.Tensor) -> torch.Tensor:
+    """WAIT (the last action) where the policy is more likely to wait than to start any job, i.e. where WAIT's
+    logit exceeds the logsumexp of the legal slots' logits (P(WAIT) > 1/2), or where no slot is legal; else the
+    most likely legal slot.
+
+    Not the argmax of the K + 1 logits: the per-slot scorer spreads the probability of starting over similar
+    jobs, so a policy that starts a job with probability 0.9 but gives no single job more than WAIT's 0.1 had
+    an argmax of WAIT in most states, held every job back and scored ~2.6 million s where its sampled
+    behaviour scored like SJF (issue 11's PPO "collapse"; BENCHMARKS.md, RL study). This is the mode of the
+    two-stage choice start-or-wait, then which job."""
+    slot_mask_BK = mask_BA[:, :-1]
+    lowest = torch.finfo(logits_BA.dtype).min
+    start_BK = torch.where(slot_mask_BK, logits_BA[:, :-1], lowest)
+    start_B = torch.logsumexp(start_BK, dim=-1)
+    wait_B = mask_BA[:, -1] & ((logits_BA[:, -1] > start_B) | ~slot_mask_BK.any(dim=-1))
+    return torch.where(wait_B, logits_BA.shape[1] - 1, start_BK.argmax(dim=-1))
+
+
 def _policy_class():
     """SlotPolicy, defined on first use so that importing this module does not import sb3-contrib."""
     global _SLOT_POLICY
@@ -147,8 +170,8 @@ def _policy_class():
             )
 
         def greedy(self, obs_BD: torch.Tensor, mask_BA: torch.Tensor) -> torch.Tensor:
-            """Masked argmax of the logits (AgentPolicy's interface)."""
-            return masked_argmax(
+            """The deterministic action (AgentPolicy's interface): `start_or_wait` of the logits."""
+            return start_or_wait(
                 self.mlp_extractor.forward_actor(self.pi_features_extractor(obs_BD)), mask_BA
             )
 
@@ -157,6 +180,131 @@ def _policy_class():
 
 
 _SLOT_POLICY = None
+
+
+def step_discounts(elapsed_s: list[float | None], gamma: float, discount_tau_s: float) -> np.ndarray:
+    """Each env's discount for the step just taken: gamma^(elapsed_s / discount_tau_s), or gamma per step when
+    discount_tau_s is 0 (then elapsed_s is not needed). float64, one per env."""
+    if discount_tau_s == 0:
+        return np.full(len(elapsed_s), gamma, dtype=np.float64)
+    for dt in elapsed_s:
+        if dt is None or not dt >= 0:
+            raise ValueError(
+                f"time-based discounting (discount_tau_s={discount_tau_s}) needs each step's elapsed simulated "
+                f"seconds (info['elapsed_s'] >= 0), got {dt!r}"
+            )
+    return gamma ** (np.asarray(elapsed_s, dtype=np.float64) / discount_tau_s)
+
+
+def time_discounted_gae(
+    rewards_TN: np.ndarray,
+    values_TN: np.ndarray,
+    discounts_TN: np.ndarray,
+    episode_starts_TN: np.ndarray,
+    last_values_N: np.ndarray,
+    dones_N: np.ndarray,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(advantages_TN, returns_TN) of a rollout of T steps in N envs: GAE with a discount per step.
+
+    delta_t = r_t + d_t V(s_t+1) (1 - done_t) - V(s_t) and A_t = delta_t + d_t lambda (1 - done_t) A_t+1, where d_t
+    is step t's discount (gamma^(elapsed_s / tau) for time-based discounting) and lambda applies once per step;
+    returns = A + V (the TD(lambda) return). With every d_t = gamma this is SB3's
+    RolloutBuffer.compute_returns_and_advantage operation for operation, in float32 as SB3 (tested equal).
+    """
+    advantages_TN = np.zeros_like(rewards_TN, dtype=np.float32)
+    discount_TN = discounts_TN.astype(np.float32)
+    trace_TN = (discounts_TN * gae_lambda).astype(np.float32)
+    last_gae_N = np.zeros(rewards_TN.shape[1], dtype=np.float32)
+    for t in reversed(range(rewards_TN.shape[0])):
+        if t == rewards_TN.shape[0] - 1:
+            next_non_terminal_N = 1.0 - dones_N.astype(np.float32)
+            next_values_N = last_values_N
+        else:
+            next_non_terminal_N = 1.0 - episode_starts_TN[t + 1]
+            next_values_N = values_TN[t + 1]
+        delta_N = rewards_TN[t] + discount_TN[t] * next_values_N * next_non_terminal_N - values_TN[t]
+        last_gae_N = delta_N + trace_TN[t] * next_non_terminal_N * last_gae_N
+        advantages_TN[t] = last_gae_N
+    return advantages_TN, advantages_TN + values_TN
+
+
+def _rollout_buffer_class():
+    """TimeDiscountedRolloutBuffer, defined on first use (imports sb3-contrib)."""
+    global _BUFFER
+    if _BUFFER is not None:
+        return _BUFFER
+    from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
+
+    class TimeDiscountedRolloutBuffer(MaskableRolloutBuffer):
+        """MaskableRolloutBuffer with each step's discount (`discounts[pos]`, written by the training callback
+        before SB3 adds the step; gamma where nothing was written) and GAE by `time_discounted_gae`."""
+
+        def reset(self) -> None:
+            self.discounts = np.full((self.buffer_size, self.n_envs), self.gamma, dtype=np.float64)
+            super().reset()
+
+        def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
+            self.advantages, self.returns = time_discounted_gae(
+                self.rewards,
+                self.values,
+                self.discounts,
+                self.episode_starts,
+                last_values.clone().cpu().numpy().flatten(),
+                dones,
+                self.gae_lambda,
+            )
+
+    _BUFFER = TimeDiscountedRolloutBuffer
+    return TimeDiscountedRolloutBuffer
+
+
+_BUFFER = None
+
+
+def ppo_config_from_dict(config: Mapping[str, Any]) -> PPOConfig:
+    """The PPOConfig a checkpoint stores; one written before issue 11's PPO fix (no `discount_tau_s`) discounted
+    per env step and used raw rewards, so it gets discount_tau_s = 0, normalize_reward = False and keeps its gamma."""
+    return PPOConfig(**(LEGACY_PPO_FIELDS | dict(config)))
+
+
+LEGACY_PPO_FIELDS = {"discount_tau_s": 0.0, "normalize_reward": False}
+"""PPOConfig fields a checkpoint from before time-based discounting lacks, with the values that run used"""
+
+
+class RewardScaler:
+    """Divides rewards by the running standard deviation of each env's time-discounted return
+    G <- d_prev G + r (reset at every episode's end), as SB3's VecNormalize does with a per-step gamma (same
+    running-moments update, epsilon 1e-8, no clipping: a clipped reward would make a long WAIT look cheap).
+    The moments go into checkpoints; a resume restarts the returns with its fresh episodes."""
+
+    EPSILON = 1e-8
+
+    def __init__(self, num_envs: int, state: Mapping[str, float] | None = None):
+        from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+        self.moments = RunningMeanStd(shape=())
+        if state is not None:
+            self.moments.mean = np.float64(state["mean"])
+            self.moments.var = np.float64(state["var"])
+            self.moments.count = float(state["count"])
+        self.returns_N = np.zeros(num_envs)
+        self.prev_discount_N = np.zeros(num_envs)
+
+    def scale(self, rewards_N: np.ndarray, discounts_N: np.ndarray, dones_N: np.ndarray) -> np.ndarray:
+        """The rewards of one vector step divided by the updated running std (the running returns advance)."""
+        self.returns_N = self.prev_discount_N * self.returns_N + rewards_N
+        self.moments.update(self.returns_N)
+        self.prev_discount_N = np.where(dones_N, 0.0, discounts_N)
+        self.returns_N[dones_N] = 0.0
+        return rewards_N / np.sqrt(self.moments.var + self.EPSILON)
+
+    def state(self) -> dict[str, float]:
+        return {
+            "mean": float(self.moments.mean),
+            "var": float(self.moments.var),
+            "count": float(self.moments.count),
+        }
 
 
 def make_ppo_policy(cfg: PPOConfig, spec: ObsSpec) -> nn.Module:
@@ -245,10 +393,12 @@ def train_ppo(
     if resumed is not None:
         if resumed["algo"] != "ppo":
             raise ValueError(f"{resume} holds a {resumed['algo']} agent, not ppo")
-        ppo_cfg = PPOConfig(**resumed["config"])
+        ppo_cfg = ppo_config_from_dict(resumed["config"])
         seed, run_id = resumed["seed"], resumed.get("run_id") or run_id
     run_id = run_id or new_run_id()
     total_steps = total_steps if total_steps is not None else ppo_cfg.total_steps
+    if not ppo_cfg.discount_tau_s >= 0:
+        raise ValueError(f"discount_tau_s must be >= 0 seconds (0 = per step), got {ppo_cfg.discount_tau_s}")
     if ppo_cfg.vec_env not in VEC_ENVS:
         raise ValueError(f"vec_env must be one of {', '.join(VEC_ENVS)}, got {ppo_cfg.vec_env!r}")
     dev = resolve_device(device)
@@ -293,6 +443,7 @@ def train_ppo(
             n_epochs=ppo_cfg.n_epochs,
             gamma=ppo_cfg.gamma,
             gae_lambda=ppo_cfg.gae_lambda,
+            rollout_buffer_class=_rollout_buffer_class(),
             clip_range=ppo_cfg.clip_range,
             ent_coef=ppo_cfg.ent_coef,
             vf_coef=ppo_cfg.vf_coef,
@@ -309,6 +460,10 @@ def train_ppo(
             model.num_timesteps = resumed["global_step"]
             model._n_updates = resumed["agent"]["schedule"]["num_updates"]
             _set_global_rng_state(resumed["rng"])
+
+        scaler = None
+        if ppo_cfg.normalize_reward:
+            scaler = RewardScaler(n, None if resumed is None else resumed["agent"]["reward_scale"])
 
         def save(path: Path, validate: bool = True) -> None:
             next_episode = [int(x) for x in vec_env.get_attr("next_index")]
@@ -329,6 +484,7 @@ def train_ppo(
                         "networks": {"policy": model.policy.state_dict()},
                         "optimizers": {"policy": model.policy.optimizer.state_dict()},
                         "schedule": {"num_updates": int(model._n_updates)},
+                        "reward_scale": None if scaler is None else scaler.state(),
                     },
                     "schedule_values": {},
                     "rng": _global_rng_state(),
@@ -367,6 +523,29 @@ def train_ppo(
             """Counts episodes, logs, writes periodic checkpoints between updates, stops on Ctrl-C."""
 
             def _on_step(self) -> bool:
+                infos = self.locals["infos"]
+                discounts = step_discounts(
+                    [info.get("elapsed_s") for info in infos], ppo_cfg.gamma, ppo_cfg.discount_tau_s
+                )
+                buffer = self.model.rollout_buffer
+                buffer.discounts[buffer.pos] = discounts
+                rewards = self.locals["rewards"]  # the array SB3 then stores: changed in place
+                if scaler is not None:
+                    # float32 first, as the buffer stores them: dummy (float32) and subproc (float64) envs agree
+                    raw = rewards.astype(np.float32).astype(np.float64)
+                    rewards[:] = scaler.scale(raw, discounts, self.locals["dones"]).astype(np.float32)
+                if ppo_cfg.discount_tau_s:
+                    # SB3 adds gamma x V(last obs) to the reward of a truncated step; make it that step's discount
+                    for i, (info, done) in enumerate(zip(infos, self.locals["dones"], strict=True)):
+                        if (
+                            done
+                            and info.get("TimeLimit.truncated")
+                            and info.get("terminal_observation") is not None
+                        ):
+                            obs = self.model.policy.obs_to_tensor(info["terminal_observation"])[0]
+                            with torch.no_grad():
+                                value = float(self.model.policy.predict_values(obs)[0])
+                            rewards[i] += (discounts[i] - self.model.gamma) * value
                 for info, done in zip(self.locals["infos"], self.locals["dones"], strict=True):
                     if done:
                         state["episodes"] += 1

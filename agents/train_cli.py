@@ -175,7 +175,11 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
         )
         saved = cfg
     # checkpoints written before demonstrations existed were pure RL runs
-    agent_cfg = config_cls(**({"demo_policy": ""} | checkpoint["config"]))
+    # and PPO checkpoints written before time-based discounting discounted per env step
+    from agents.ppo import LEGACY_PPO_FIELDS
+
+    legacy = {"demo_policy": ""} | (LEGACY_PPO_FIELDS if algo == "ppo" else {})
+    agent_cfg = config_cls(**(legacy | checkpoint["config"]))
     saved = dataclasses.replace(saved, **{"algo": algo, "seed": checkpoint["seed"], algo: agent_cfg})
 
     conflicts = []

@@ -10,13 +10,26 @@ import shlex
 import signal
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_agents import assert_same_networks, shortest_job_rate_and_return, toy_env
 
 from agents.checkpoint import load_checkpoint
 from agents.policy import AgentPolicy, load_policy
-from agents.ppo import EpisodeStream, train_ppo
+from agents.ppo import (
+    EpisodeStream,
+    RewardScaler,
+    _rollout_buffer_class,
+    ppo_config_from_dict,
+    start_or_wait,
+    step_discounts,
+    time_discounted_gae,
+    train_ppo,
+)
 from agents.trainer import training_episode_seed
 from config import PPOConfig
 from env.gym_env import GPUClusterEnv
@@ -166,3 +179,183 @@ def test_ppo_ctrl_c_writes_a_checkpoint_and_its_resume_command_finishes_the_run(
     final = load_checkpoint(tmp_path / "models" / "ppo_seed2_final.pt")
     assert final["global_step"] >= 1024 and final["run_id"] == interrupted["run_id"]
     assert not (tmp_path / "models" / "ppo_seed2_interrupted.pt").exists()
+
+
+# --- time-based discounting in GAE (issue 11) ---
+
+
+def test_time_discounted_gae_on_a_hand_computed_three_step_rollout():
+    # gamma 0.9 per 3,600 s; the steps took 0 s (a start), 1 h and 2 h: discounts 1, 0.9, 0.81
+    discounts = step_discounts([0.0, 3600.0, 7200.0], 0.9, 3600.0)
+    np.testing.assert_allclose(discounts, [1.0, 0.9, 0.81], rtol=1e-15)
+    rewards = np.array([[-1.0], [-2.0], [-3.0]], dtype=np.float32)
+    values = np.array([[-10.0], [-8.0], [-4.0]], dtype=np.float32)
+    starts, last_value = np.zeros((3, 1), dtype=np.float32), np.array([-2.0], dtype=np.float32)
+    not_done = np.array([False])
+    adv, ret = time_discounted_gae(rewards, values, discounts[:, None], starts, last_value, not_done, 0.5)
+    # delta2 = -3 + 0.81 x -2 + 4 = -0.62                  A2 = -0.62
+    # delta1 = -2 + 0.9 x -4 + 8 = 2.4                     A1 = 2.4 + 0.9 x 0.5 x -0.62 = 2.121
+    # delta0 = -1 + 1 x -8 + 10 = 1                        A0 = 1 + 1 x 0.5 x 2.121 = 2.0605
+    np.testing.assert_allclose(adv[:, 0], [2.0605, 2.121, -0.62], rtol=1e-6)
+    np.testing.assert_allclose(ret[:, 0], [2.0605 - 10, 2.121 - 8, -0.62 - 4], rtol=1e-6)
+    # lambda 1: the return is the time-discounted sum of rewards plus the discounted bootstrap:
+    # R2 = -3 + 0.81 x -2 = -4.62, R1 = -2 + 0.9 x -4.62 = -6.158, R0 = -1 + 1 x -6.158 = -7.158
+    _, mc = time_discounted_gae(rewards, values, discounts[:, None], starts, last_value, not_done, 1.0)
+    np.testing.assert_allclose(mc[:, 0], [-7.158, -6.158, -4.62], rtol=1e-6)
+    # step 2 starts a new episode: step 1 ended its episode, so nothing after it counts:
+    # A1 = delta1 = -2 - (-8) = 6, A0 = 1 + 0.5 x 6 = 4
+    starts[2] = 1.0
+    adv, _ = time_discounted_gae(rewards, values, discounts[:, None], starts, last_value, not_done, 0.5)
+    np.testing.assert_allclose(adv[:, 0], [4.0, 6.0, -0.62], rtol=1e-6)
+    # the rollout's last step ended its episode: no bootstrap from last_value: A2 = -3 + 4 = 1
+    adv, _ = time_discounted_gae(
+        rewards, values, discounts[:, None], starts, last_value, np.array([True]), 0.5
+    )
+    assert adv[2, 0] == 1.0
+
+
+def plain_gae(rewards, values, discounts, starts, last_values, dones, lam):
+    """A second, plain implementation: per env, A_t = sum_k (prod_{j<k} d_{t+j} lam) delta_{t+k} over the steps
+    of t's episode inside the rollout, with delta_t = r_t + d_t V(s_t+1) [not the episode's end] - V(s_t)."""
+    T, N = rewards.shape
+    adv = np.zeros((T, N))
+    for n in range(N):
+        ends = [t == T - 1 and bool(dones[n]) or t < T - 1 and bool(starts[t + 1, n]) for t in range(T)]
+        nxt = [last_values[n] if t == T - 1 else values[t + 1, n] for t in range(T)]
+        delta = [
+            rewards[t, n] + (0.0 if ends[t] else discounts[t, n] * nxt[t]) - values[t, n] for t in range(T)
+        ]
+        for t in range(T):
+            weight, k = 1.0, t
+            while True:
+                adv[t, n] += weight * delta[k]
+                if ends[k] or k == T - 1:
+                    break
+                weight *= discounts[k, n] * lam
+                k += 1
+    return adv, adv + values
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 3), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
+def test_time_discounted_gae_equals_a_plain_sum_over_each_episode(T, N, lam, seed):
+    rng = np.random.default_rng(seed)
+    rewards = rng.normal(size=(T, N)).astype(np.float32)
+    values = rng.normal(size=(T, N)).astype(np.float32)
+    elapsed = rng.choice([0.0, 30.0, 3600.0, 50_000.0], size=(T, N))
+    discounts = 0.9 ** (elapsed / 3600.0)
+    starts = (rng.random((T, N)) < 0.3).astype(np.float32)
+    last, dones = rng.normal(size=N).astype(np.float32), rng.random(N) < 0.3
+    adv, ret = time_discounted_gae(rewards, values, discounts, starts, last, dones, lam)
+    want_adv, want_ret = plain_gae(rewards, values, discounts, starts, last, dones, lam)
+    np.testing.assert_allclose(adv, want_adv, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ret, want_ret, rtol=1e-4, atol=1e-4)
+
+
+def test_per_step_discounting_is_exactly_sb3s_gae():
+    from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
+
+    rng = np.random.default_rng(7)
+    space = gym.spaces.Box(0.0, 1.0, (3,), np.float32)
+    sb3 = MaskableRolloutBuffer(16, space, gym.spaces.Discrete(4), n_envs=3, gamma=0.99, gae_lambda=0.95)
+    ours = _rollout_buffer_class()(16, space, gym.spaces.Discrete(4), n_envs=3, gamma=0.99, gae_lambda=0.95)
+    for buffer in (sb3, ours):
+        buffer.reset()
+    for name in ("rewards", "values"):
+        data = rng.normal(scale=100.0, size=(16, 3)).astype(np.float32)
+        setattr(sb3, name, data.copy())
+        setattr(ours, name, data.copy())
+    sb3.episode_starts = ours.episode_starts = (rng.random((16, 3)) < 0.2).astype(np.float32)
+    last, dones = torch.tensor(rng.normal(size=(3, 1)), dtype=torch.float32), np.array([True, False, False])
+    # discount_tau_s 0: every step's discount is gamma, which the buffer holds where nothing was written
+    ours.discounts[:] = step_discounts([None] * 3, 0.99, 0.0)
+    sb3.compute_returns_and_advantage(last, dones)
+    ours.compute_returns_and_advantage(last, dones)
+    assert np.array_equal(sb3.advantages, ours.advantages) and np.array_equal(sb3.returns, ours.returns)
+
+
+def test_the_rollout_buffer_gets_each_steps_time_discount(tmp_path, monkeypatch):
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    buffer_class = _rollout_buffer_class()
+    real = buffer_class.compute_returns_and_advantage
+
+    def record(self, last_values, dones):
+        seen.append((self.discounts.copy(), self.rewards.copy()))
+        return real(self, last_values, dones)
+
+    elapsed: list[float] = []
+    real_step = EpisodeStream.step
+
+    def step(self, action):
+        result = real_step(self, action)
+        elapsed.append(result[4]["elapsed_s"])
+        return result
+
+    monkeypatch.setattr(buffer_class, "compute_returns_and_advantage", record)
+    monkeypatch.setattr(EpisodeStream, "step", step)
+    cfg = PPOConfig(n_steps=32, batch_size=32, n_epochs=1, num_envs=1, discount_tau_s=60.0)
+    toy_run(tmp_path, cfg, 32)
+    assert len(seen) == 1 and len(elapsed) == 32 and max(elapsed) > 0 and min(elapsed) == 0
+    np.testing.assert_array_equal(seen[0][0][:, 0], 0.9 ** (np.array(elapsed) / 60.0))
+
+
+def test_time_discounting_needs_elapsed_seconds_and_a_tau_of_at_least_zero(tmp_path):
+    with pytest.raises(ValueError, match="elapsed simulated seconds"):
+        step_discounts([3.0, None], 0.9, 3600.0)
+    with pytest.raises(ValueError, match="discount_tau_s must be >= 0"):
+        toy_run(tmp_path, PPOConfig(discount_tau_s=-1.0), 32)
+
+
+def test_a_checkpoint_from_before_time_discounting_keeps_discounting_per_step():
+    old = {k: v for k, v in dataclasses.asdict(PPOConfig(gamma=0.99)).items() if k != "discount_tau_s"}
+    assert ppo_config_from_dict(old) == PPOConfig(gamma=0.99, discount_tau_s=0.0)
+    assert ppo_config_from_dict(dataclasses.asdict(PPOConfig())) == PPOConfig()
+
+
+def test_the_deterministic_action_waits_only_where_waiting_is_likelier_than_starting_any_job():
+    logits = torch.tensor([[1.0, 1.0, 1.0, 2.0]] * 4)
+    mask = torch.tensor([[True, True, True, True], [True, True, False, True], [True, False, True, False],
+                         [False, False, False, True]])  # fmt: skip
+    # row 0: P(WAIT) = e^2 / (3e + e^2) = 7.389 / 15.544 = 0.475 < 1/2: start the likeliest job (slot 0, first of
+    #        the tie), although WAIT is the argmax; row 1: 2 legal slots, e^2 / (2e + e^2) = 0.576 > 1/2: WAIT;
+    # row 2: WAIT illegal: the likeliest legal slot; row 3: no slot legal: WAIT
+    assert start_or_wait(logits, mask).tolist() == [0, 3, 0, 3]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_the_deterministic_action_matches_a_plain_probability_rule(K, seed):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(scale=3.0, size=(16, K + 1))
+    mask = rng.random((16, K + 1)) < 0.6
+    mask[~mask.any(-1), -1] = True
+    got = start_or_wait(torch.tensor(logits, dtype=torch.float32), torch.tensor(mask)).tolist()
+    for row, action in enumerate(got):
+        legal = np.flatnonzero(mask[row])
+        probs = np.exp(logits[row, legal] - logits[row, legal].max())
+        probs /= probs.sum()
+        p_wait = probs[-1] if legal[-1] == K else 0.0
+        slots = legal[legal < K]
+        if abs(p_wait - 0.5) < 1e-5:
+            continue  # a tie within float32 rounding
+        if p_wait > 0.5 or len(slots) == 0:
+            assert action == K
+        else:
+            assert action == slots[np.argmax(logits[row, slots])]
+
+
+def test_rewards_are_divided_by_the_running_std_of_the_time_discounted_return():
+    from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+    scaler, reference = RewardScaler(2), RunningMeanStd(shape=())
+    # step 1: rewards -1, -2; env 0's step took half a discount, env 1's episode ends: returns G = [-1, -2]
+    first = scaler.scale(np.array([-1.0, -2.0]), np.array([0.5, 1.0]), np.array([False, True]))
+    reference.update(np.array([-1.0, -2.0]))
+    np.testing.assert_array_equal(first, np.array([-1.0, -2.0]) / np.sqrt(reference.var + 1e-8))
+    # step 2: env 0: G = 0.5 x -1 + -4 = -4.5; env 1 starts over: G = -3
+    second = scaler.scale(np.array([-4.0, -3.0]), np.array([1.0, 1.0]), np.array([False, False]))
+    reference.update(np.array([-4.5, -3.0]))
+    np.testing.assert_array_equal(second, np.array([-4.0, -3.0]) / np.sqrt(reference.var + 1e-8))
+    # a checkpoint's moments give the same scale after a resume (the returns restart with fresh episodes)
+    resumed = RewardScaler(2, scaler.state())
+    assert resumed.state() == scaler.state() and not resumed.returns_N.any()
