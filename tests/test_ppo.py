@@ -359,3 +359,48 @@ def test_rewards_are_divided_by_the_running_std_of_the_time_discounted_return():
     # a checkpoint's moments give the same scale after a resume (the returns restart with fresh episodes)
     resumed = RewardScaler(2, scaler.state())
     assert resumed.state() == scaler.state() and not resumed.returns_N.any()
+
+
+def test_a_truncated_step_bootstraps_with_its_own_time_discount(tmp_path, monkeypatch):
+    from sb3_contrib import MaskablePPO
+
+    from agents.toy_env import ToySJFEnv
+
+    models, stored, steps = [], [], []
+    real_collect, real_step = MaskablePPO.collect_rollouts, EpisodeStream.step
+    buffer_class = _rollout_buffer_class()
+    real_gae = buffer_class.compute_returns_and_advantage
+
+    def collect(self, *args, **kwargs):
+        models.append(self)
+        return real_collect(self, *args, **kwargs)
+
+    def gae(self, last_values, dones):
+        obs = torch.tensor(np.stack([s[1] for s in steps]), dtype=torch.float32)
+        with torch.no_grad():
+            values = models[0].policy.predict_values(obs)[:, 0].numpy()
+        stored.append((self.rewards[:, 0].copy(), values))
+        return real_gae(self, last_values, dones)
+
+    def step(self, action):
+        result = real_step(self, action)
+        steps.append((result[1], result[0], result[3], result[4]["elapsed_s"]))
+        return result
+
+    monkeypatch.setattr(MaskablePPO, "collect_rollouts", collect)
+    monkeypatch.setattr(buffer_class, "compute_returns_and_advantage", gae)
+    monkeypatch.setattr(EpisodeStream, "step", step)
+    cfg = PPOConfig(
+        n_steps=8, batch_size=8, n_epochs=1, num_envs=1, discount_tau_s=60.0, normalize_reward=False
+    )
+    train_ppo(lambda seed: ToySJFEnv(window=4, max_steps=3), cfg, seed=0, total_steps=8,
+              models_dir=str(tmp_path / "m"), run_dir=str(tmp_path / "r"), progress=False, device="cpu")  # fmt: skip
+    rewards, values = stored[0]
+    truncated = [i for i, s in enumerate(steps) if s[2]]
+    assert truncated == [2, 5]  # episodes of 3 steps
+    for i, (raw, _, trunc, elapsed) in enumerate(steps):
+        # stored = raw reward + (a truncated step only) its discount 0.9^(elapsed / 60 s) x V(last observation)
+        want = raw + (0.9 ** (elapsed / 60.0) * values[i] if trunc else 0.0)
+        assert rewards[i] == pytest.approx(want, rel=1e-5, abs=1e-6)
+    # and SB3's own gamma x V would have differed: the correction was exercised
+    assert any(abs((0.9 ** (steps[i][3] / 60.0) - 0.9) * values[i]) > 1e-4 for i in truncated)
