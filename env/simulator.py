@@ -13,8 +13,8 @@ fires (each run of a job owns its own timeout object).
 from __future__ import annotations
 
 import bisect
-from heapq import heappush
 from collections.abc import Mapping, Sequence
+from heapq import heappush
 from typing import NamedTuple
 
 import numpy as np
@@ -139,7 +139,14 @@ class JobTable:
         self.start_row = [
             (m, k, mem, e._node_set, s, r, speeds[id(pc)])
             for m, k, mem, e, s, r, pc in zip(
-                self.milli, self.num_gpus, self.mem_mb, self.elig, self.shape, self.runtime_s, self.pace, strict=True
+                self.milli,
+                self.num_gpus,
+                self.mem_mb,
+                self.elig,
+                self.shape,
+                self.runtime_s,
+                self.pace,
+                strict=True,
             )
         ]
 
