@@ -192,9 +192,12 @@ def alternative_placement(free: FreeState, o: _Option, node: int, num_free: int,
 
 def _too_few_whole(type_whole: list[int], elig: Eligible, k: int) -> bool:
     """Fewer than k whole GPUs free over all acceptable types (the cheap test that rejects most shapes)."""
-    if len(elig.types) == 1:
-        return type_whole[elig.types[0]] < k
-    return sum(map(type_whole.__getitem__, elig.types)) < k
+    types = elig.types
+    if len(types) == 1:
+        return type_whole[types[0]] < k
+    if len(types) == 2:
+        return type_whole[types[0]] + type_whole[types[1]] < k
+    return sum(map(type_whole.__getitem__, types)) < k
 
 
 def _type_has(free: FreeState, t: int, pools: tuple[int, ...], k: int) -> bool:

@@ -348,8 +348,10 @@ class Simulator:
     # -- SimPy processes and callbacks -------------------------------------------------------------------
 
     def _schedule_arrivals(self, accepted: list[int]) -> None:
-        """One SimPy timeout per distinct arrival instant, all scheduled from t=0 so that each fires exactly at
-        its arrival time (chaining delays would accumulate float rounding)."""
+        """One SimPy event per distinct arrival instant, each at exactly its arrival time. All are built (and
+        numbered, SimPy's tie order) now, as if scheduled at t=0, but each enters SimPy's event heap only when the
+        previous one fires: the heap then holds the running jobs' completions and one arrival, not every future
+        arrival, and pops the same events in the same order."""
         arrival = self.jobs.arrival_s
         groups: list[list[int]] = []
         last = None
@@ -360,18 +362,29 @@ class Simulator:
                 groups.append([i])
                 last = arrival[i]
         env = self.env
+        entries = []
         for g in groups:
-            env.timeout(arrival[g[0]], value=g).callbacks.append(self._on_arrival)
+            ev = simpy.Event(env)
+            ev.callbacks.append(self._on_arrival)
+            ev._value = g
+            ev._ok = True
+            entries.append((env._now + arrival[g[0]], NORMAL, next(env._eid), ev))  # as env.timeout(arrival)
+        entries.reverse()
+        self._later_arrivals = entries  # the next one last
+        if entries:
+            heappush(env._queue, entries.pop())
 
     def _on_arrival(self, event: simpy.Event) -> None:
         """Enqueue the jobs of one arrival instant."""
+        if self._later_arrivals:
+            heappush(self.env._queue, self._later_arrivals.pop())
         known = self._qkey
         queue = self.queue
         qbr = self.queue_by_runtime
         by_shape = self.queue_by_shape
         by_shape_runtime = self.queue_by_shape_runtime
         shape = self.jobs.shape
-        jobs = event.value
+        jobs = event._value
         for i in jobs:
             queue[i] = None
             bisect.insort(qbr, (known[i], i))
@@ -567,7 +580,7 @@ class Simulator:
     def view(self) -> View:
         """The policy's snapshot now. Every field but the time is a live object the simulator only mutates in
         place, so the tail is built once (`_view_tail`) and a view costs one tuple."""
-        return _tuple_new(View, (self.env.now, *self._view_tail))
+        return _tuple_new(View, (self.env._now, *self._view_tail))
 
     def _build_view_tail(self) -> tuple:
         return (

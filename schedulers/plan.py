@@ -10,6 +10,8 @@ from env.cluster import FreeState, Placement
 from env.placement import alternative_slots, alternatives, fit_type, place
 from env.simulator import Decision, Preempt
 
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
+
 
 class Plan:
     __slots__ = ("_free", "_pending", "_copied", "decisions", "_no_fit")
@@ -68,8 +70,9 @@ class Plan:
         return free
 
     def add(self, job: int, p: Placement) -> None:
-        self.free  # noqa: B018 -- apply the previous pending placement first
-        self.decisions.append(Decision(job, p))
+        if self._pending is not None:
+            self.free  # noqa: B018 -- apply the previous pending placement first
+        self.decisions.append(_tuple_new(Decision, (job, p)))
         self._pending = p
 
     def preempt(self, job: int, p: Placement) -> None:
