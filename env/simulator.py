@@ -340,6 +340,7 @@ class Simulator:
         # with a power model: make `advance` return when a node falls idle (run() sets it while a manager runs)
         self.wake_on_idle = False
         self.node_power: NodePower | None = None
+        self._complete_cb = self._on_complete  # bound once: start() hands it to every completion
         if power is not None:
             self._enable_power(power, initial_power)
         self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
@@ -454,8 +455,8 @@ class Simulator:
             if state != ON:
                 self.free.take(self.layout.whole_node(n))
         # completions and preemptions also note when a node falls idle; instance attributes, so the path without
-        # a power model is unchanged (start() appends self._on_complete, preempt() calls self._release)
-        self._on_complete = self._on_complete_power
+        # a power model is unchanged (start() hands on self._complete_cb, preempt() calls self._release)
+        self._on_complete = self._complete_cb = self._on_complete_power
         self._release = self._release_power
 
     def _on_complete_power(self, event: simpy.Event) -> None:
@@ -670,7 +671,7 @@ class Simulator:
         self._busy_tflops_x10k += share * self.layout.type_tflops_x10[t]
         if duration < 0:
             raise ValueError(f"Negative delay {duration}")
-        self._event[i] = _Timer(env, now + duration, i, self._on_complete)
+        self._event[i] = _Timer(env, now + duration, i, self._complete_cb)
 
     def preempt(self, d: Preempt) -> None:
         """Suspend running job `d.job` now (see `Preempt`); raises ValueError if it is not running."""
