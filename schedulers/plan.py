@@ -26,7 +26,7 @@ class Plan:
     def place(self, shape: tuple) -> Placement | None:
         """`place(free, *shape)` on the capacity left, remembering shapes that did not fit: capacity only
         shrinks while a plan grows, so such a shape cannot fit later in the same plan."""
-        if shape in self._no_fit:
+        if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
             return None
         p = place(self.free, *shape)
         if p is None:
@@ -35,7 +35,7 @@ class Plan:
 
     def fit_type(self, shape: tuple) -> int:
         """`fit_type(free, *shape)` on the capacity left (-1: does not fit), sharing `place`'s no-fit memo."""
-        if shape in self._no_fit:
+        if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
             return -1
         t = fit_type(self.free, *shape)
         if t < 0:
