@@ -4,10 +4,11 @@ Drive it with `while sim.advance(): for d in policy(sim.view()): sim.apply(d)`. 
 event of the next instant at which a queued job exists or a policy asked to be woken up (arrivals, completions
 and wake-ups are SimPy events), so a policy is consulted once per such instant and may return any number of
 decisions then: starts (`Decision`), suspensions of running jobs (`Preempt`) and wake-up requests (`WakeUp`),
-applied in order. Completions are SimPy timeouts with a callback rather than one process per job, and arrivals
-one timeout per distinct arrival instant: the same semantics as generator processes at half the per-job
-overhead. A preempted job's completion timeout cannot be cancelled; it stays scheduled and is ignored when it
-fires (each run of a job owns its own timeout object).
+applied in order. Completions are SimPy timeouts with a callback rather than one process per job (`_Timer`:
+a timeout built in one call), and arrivals one event per distinct arrival instant, entering SimPy's event heap
+when the previous one fires: the same semantics as generator processes at a fraction of the per-job overhead.
+A preempted job's completion timeout cannot be cancelled; it stays scheduled and is ignored when it fires (each
+run of a job owns its own timeout object).
 """
 
 from __future__ import annotations
