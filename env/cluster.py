@@ -69,8 +69,11 @@ class ClusterLayout:
             gpu_node.extend([i] * n.num_gpus)
         self.num_gpus = len(gpu_node)
         self.gpu_node = gpu_node  # python list: scalar lookups on the hot path
+        # each GPU's bit in its node's free-GPU mask (FreeState.node_free_bits) and its memory, as python ints
+        self.gpu_bit = [1 << (g - self.node_first_gpu[gpu_node[g]]) for g in range(len(gpu_node))]
+        self.gpu_mem_mb = [self.node_mem_mb[n] for n in gpu_node]
         self.gpu_node_np = np.asarray(gpu_node, dtype=np.int64)
-        self.gpu_mem_mb_np = np.asarray([self.node_mem_mb[n] for n in gpu_node], dtype=np.int64)
+        self.gpu_mem_mb_np = np.asarray(self.gpu_mem_mb, dtype=np.int64)
         speeds = sorted({n.speed for n in self.nodes}, reverse=True)
         self.gpu_speed_np = np.asarray([self.nodes[n].speed for n in gpu_node], dtype=float)
         # fractional best fit key: speed rank first (fastest = 0), then free share
@@ -205,8 +208,9 @@ class Eligible:
 class FreeState:
     """Free capacity per GPU plus counters that make placement fast; copy() gives a scratch version.
 
-    `node_whole[n]` counts node n's completely free GPUs; `pool_free[q][c]` is the set of nodes of pool q with
-    exactly c completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes).
+    `node_whole[n]` counts node n's completely free GPUs and `node_free_bits[n]` says which they are (bit j:
+    the node's j-th GPU, `layout.gpu_bit`); `pool_free[q][c]` is the set of nodes of pool q with exactly c
+    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes).
     """
 
     __slots__ = (
@@ -214,6 +218,7 @@ class FreeState:
         "free_milli",
         "free_mem_mb",
         "node_whole",
+        "node_free_bits",
         "type_whole",
         "free_milli_total",
         "pool_free",
@@ -225,6 +230,7 @@ class FreeState:
             self.free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
             self.free_mem_mb = layout.gpu_mem_mb_np.copy()
             self.node_whole = list(layout.node_num_gpus)
+            self.node_free_bits = [(1 << k) - 1 for k in layout.node_num_gpus]
             self.type_whole = list(layout.type_num_gpus)
             self.free_milli_total = FULL * layout.num_gpus
             self.pool_free = [[set() for _ in range(m + 1)] for m in layout.pool_max_gpus]
@@ -234,6 +240,7 @@ class FreeState:
             self.free_milli = _copy_from.free_milli.copy()
             self.free_mem_mb = _copy_from.free_mem_mb.copy()
             self.node_whole = list(_copy_from.node_whole)
+            self.node_free_bits = list(_copy_from.node_free_bits)
             self.type_whole = list(_copy_from.type_whole)
             self.free_milli_total = _copy_from.free_milli_total
             self.pool_free = [[s.copy() for s in by_c] for by_c in _copy_from.pool_free]
@@ -248,29 +255,61 @@ class FreeState:
         by_c[old + delta].add(n)
         self.node_whole[n] = old + delta
 
+    def free_gpus_on(self, node: int, k: int) -> list[int]:
+        """The k lowest-indexed completely free GPUs of `node` (it has them), ascending."""
+        a = self.layout.node_first_gpu[node]
+        m = self.node_free_bits[node]
+        gpus = []
+        for _ in range(k):
+            low = m & -m
+            gpus.append(a + low.bit_length() - 1)
+            m ^= low
+        return gpus
+
     # -- ownership changes -------------------------------------------------------------------------------
+    # A whole-GPU placement's GPUs are range(first, first + len(gpus)) when `first` >= 0, else `gpus`: fits,
+    # take and give all read them so. Per-GPU numpy stores are scalar ones for small placements (a numpy slice
+    # store costs as much as about eight scalar ones); the free-GPU bits follow the numpy state GPU by GPU.
 
     def take(self, p: Placement) -> None:
         """Allocate `p` (caller has checked that it fits)."""
         fm = self.free_milli
-        gpu_node = self.layout.gpu_node
+        layout = self.layout
+        gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
+        k = len(p.gpus)
         if p.milli == FULL:
-            idx = slice(p.first, p.first + len(p.gpus)) if p.first >= 0 else list(p.gpus)
-            fm[idx] = 0
-            self.free_mem_mb[idx] = 0
+            mem = self.free_mem_mb
+            gpus = range(p.first, p.first + k) if p.first >= 0 else p.gpus
+            if k <= _SCALAR_MAX:
+                for g in gpus:
+                    fm[g] = 0
+                    mem[g] = 0
+                    bits[gpu_node[g]] &= ~gpu_bit[g]
+            else:
+                idx = slice(p.first, p.first + k) if p.first >= 0 else list(gpus)
+                fm[idx] = 0
+                mem[idx] = 0
+                for g in gpus:
+                    bits[gpu_node[g]] &= ~gpu_bit[g]
             if len(p.nodes) == 1:
-                self._add_whole(p.nodes[0], -len(p.gpus))
+                n = p.nodes[0]
+                old = self.node_whole[n]
+                by_c = self.pool_free[layout.node_pool[n]]
+                by_c[old].discard(n)
+                by_c[old - k].add(n)
+                self.node_whole[n] = old - k
             else:
                 for n, c in zip(p.nodes, p.node_counts, strict=True):
                     self._add_whole(n, -c)
-            self.type_whole[p.type_idx] -= len(p.gpus)
-            self.free_milli_total -= FULL * len(p.gpus)
+            self.type_whole[p.type_idx] -= k
+            self.free_milli_total -= FULL * k
         else:
             g = p.gpus[0]
             before = int(fm[g])
             fm[g] = before - p.milli
             self.free_mem_mb[g] -= p.mem_mb
             if before == FULL:
+                bits[gpu_node[g]] &= ~gpu_bit[g]
                 self._add_whole(gpu_node[g], -1)
                 self.type_whole[p.type_idx] -= 1
             self.free_milli_total -= p.milli
@@ -278,33 +317,57 @@ class FreeState:
     def give(self, p: Placement) -> None:
         """Release `p`."""
         fm = self.free_milli
-        gpu_node = self.layout.gpu_node
+        layout = self.layout
+        gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
+        k = len(p.gpus)
         if p.milli == FULL:
-            idx = slice(p.first, p.first + len(p.gpus)) if p.first >= 0 else list(p.gpus)
-            fm[idx] = FULL
-            self.free_mem_mb[idx] = self.layout.gpu_mem_mb_np[idx]
+            mem = self.free_mem_mb
+            gpus = range(p.first, p.first + k) if p.first >= 0 else p.gpus
+            if k <= _SCALAR_MAX:
+                gpu_mem_mb = layout.gpu_mem_mb
+                for g in gpus:
+                    fm[g] = FULL
+                    mem[g] = gpu_mem_mb[g]
+                    bits[gpu_node[g]] |= gpu_bit[g]
+            else:
+                idx = slice(p.first, p.first + k) if p.first >= 0 else list(gpus)
+                fm[idx] = FULL
+                mem[idx] = layout.gpu_mem_mb_np[idx]
+                for g in gpus:
+                    bits[gpu_node[g]] |= gpu_bit[g]
             if len(p.nodes) == 1:
-                self._add_whole(p.nodes[0], len(p.gpus))
+                n = p.nodes[0]
+                old = self.node_whole[n]
+                by_c = self.pool_free[layout.node_pool[n]]
+                by_c[old].discard(n)
+                by_c[old + k].add(n)
+                self.node_whole[n] = old + k
             else:
                 for n, c in zip(p.nodes, p.node_counts, strict=True):
                     self._add_whole(n, c)
-            self.type_whole[p.type_idx] += len(p.gpus)
-            self.free_milli_total += FULL * len(p.gpus)
+            self.type_whole[p.type_idx] += k
+            self.free_milli_total += FULL * k
         else:
             g = p.gpus[0]
             after = int(fm[g]) + p.milli
             fm[g] = after
             self.free_mem_mb[g] += p.mem_mb
             if after == FULL:
+                bits[gpu_node[g]] |= gpu_bit[g]
                 self._add_whole(gpu_node[g], 1)
                 self.type_whole[p.type_idx] += 1
             self.free_milli_total += p.milli
 
     def fits(self, p: Placement) -> bool:
         """Whether `p` can be taken now."""
-        if p.milli == FULL:
-            if p.first >= 0:
-                return min(self.free_milli[p.first : p.first + len(p.gpus)].tolist()) == FULL
-            return min(self.free_milli[list(p.gpus)].tolist()) == FULL
+        if p.milli == FULL:  # every GPU completely free: its bit is set
+            bits, gpu_node, gpu_bit = self.node_free_bits, self.layout.gpu_node, self.layout.gpu_bit
+            for g in range(p.first, p.first + len(p.gpus)) if p.first >= 0 else p.gpus:
+                if not bits[gpu_node[g]] & gpu_bit[g]:
+                    return False
+            return True
         g = p.gpus[0]
         return self.free_milli[g] >= p.milli and self.free_mem_mb[g] >= p.mem_mb
+
+
+_SCALAR_MAX = 4  # placements of up to this many GPUs update the numpy arrays GPU by GPU

@@ -32,6 +32,7 @@ import numpy as np
 from env.cluster import FULL, Eligible, FreeState, Placement
 
 _BIG = np.iinfo(np.int64).max
+_tuple_new = tuple.__new__  # Placement(...) without the NamedTuple constructor's extra call (hot path)
 
 
 class Pace(NamedTuple):
@@ -191,9 +192,12 @@ def alternative_placement(free: FreeState, o: _Option, node: int, num_free: int,
 
 def _too_few_whole(type_whole: list[int], elig: Eligible, k: int) -> bool:
     """Fewer than k whole GPUs free over all acceptable types (the cheap test that rejects most shapes)."""
-    if len(elig.types) == 1:
-        return type_whole[elig.types[0]] < k
-    return sum(map(type_whole.__getitem__, elig.types)) < k
+    types = elig.types
+    if len(types) == 1:
+        return type_whole[types[0]] < k
+    if len(types) == 2:
+        return type_whole[types[0]] + type_whole[types[1]] < k
+    return sum(map(type_whole.__getitem__, types)) < k
 
 
 def _type_has(free: FreeState, t: int, pools: tuple[int, ...], k: int) -> bool:
@@ -250,20 +254,23 @@ def fit_type(
 
 
 def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placement:
+    """The node's k lowest-indexed free GPUs."""
     layout = free.layout
-    a = layout.node_first_gpu[node]
-    n = layout.node_num_gpus[node]
-    if num_free == n:
-        return Placement(tuple(range(a, a + k)), (node,), FULL, 0, layout.node_type[node], a)
-    gpus = [a + g for g, m in enumerate(free.free_milli[a : a + n].tolist()) if m == FULL][:k]
+    t = layout.node_type[node]
+    if num_free == layout.node_num_gpus[node]:
+        a = layout.node_first_gpu[node]
+        return _tuple_new(Placement, (tuple(range(a, a + k)), (node,), FULL, 0, t, a, ()))
+    m = free.node_free_bits[node]
+    if k == 1:
+        g = layout.node_first_gpu[node] + (m & -m).bit_length() - 1
+        return _tuple_new(Placement, ((g,), (node,), FULL, 0, t, g, ()))
+    gpus = free.free_gpus_on(node, k)
     first = gpus[0] if gpus[-1] - gpus[0] == k - 1 else -1
-    return Placement(tuple(gpus), (node,), FULL, 0, layout.node_type[node], first)
+    return _tuple_new(Placement, (tuple(gpus), (node,), FULL, 0, t, first, ()))
 
 
 def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -> Placement:
     """k GPUs on the nodes of `pools` (acceptable pools of type t, which have them: `_type_has`)."""
-    layout = free.layout
-    fm = free.free_milli
     by_cs = [free.pool_free[q] for q in pools]
     gpus: list[int] = []
     nodes: list[int] = []
@@ -272,13 +279,8 @@ def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -
     for c in range(max(len(by_c) for by_c in by_cs) - 1, 0, -1):
         same = sorted(n for by_c in by_cs if c < len(by_c) for n in by_c[c])
         for n in same:
-            a = layout.node_first_gpu[n]
             take = min(c, k - len(gpus))
-            gpus.extend(
-                [a + g for g, m in enumerate(fm[a : a + layout.node_num_gpus[n]].tolist()) if m == FULL][
-                    :take
-                ]
-            )
+            gpus.extend(free.free_gpus_on(n, take))
             nodes.append(n)
             counts.append(take)
             if len(gpus) == k:

@@ -4,20 +4,23 @@ Drive it with `while sim.advance(): for d in policy(sim.view()): sim.apply(d)`. 
 event of the next instant at which a queued job exists or a policy asked to be woken up (arrivals, completions
 and wake-ups are SimPy events), so a policy is consulted once per such instant and may return any number of
 decisions then: starts (`Decision`), suspensions of running jobs (`Preempt`) and wake-up requests (`WakeUp`),
-applied in order. Completions are SimPy timeouts with a callback rather than one process per job, and arrivals
-one timeout per distinct arrival instant: the same semantics as generator processes at half the per-job
-overhead. A preempted job's completion timeout cannot be cancelled; it stays scheduled and is ignored when it
-fires (each run of a job owns its own timeout object).
+applied in order. Completions are SimPy timeouts with a callback rather than one process per job (`_Timer`:
+a timeout built in one call), and arrivals one event per distinct arrival instant, entering SimPy's event heap
+when the previous one fires: the same semantics as generator processes at a fraction of the per-job overhead.
+A preempted job's completion timeout cannot be cancelled; it stays scheduled and is ignored when it fires (each
+run of a job owns its own timeout object).
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
+from heapq import heappush
 from typing import NamedTuple
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
 from env.placement import Pace, effective_speed
@@ -29,6 +32,19 @@ from workloads.load import offered_load_factor
 
 _INF = float("inf")
 _tuple_new = tuple.__new__
+
+
+class _Timer(simpy.Event):
+    """A SimPy timeout at an absolute time `at_s` with one callback: what `env.timeout(delay, value)` plus
+    `callbacks.append` build, in one call (a completion is built per job run). Scheduled like any timeout
+    (normal priority, next event id), so SimPy processes it exactly as it would a Timeout."""
+
+    def __init__(self, env: simpy.Environment, at_s: float, value, callback):
+        self.env = env
+        self.callbacks = [callback]
+        self._value = value
+        self._ok = True
+        heappush(env._queue, (at_s, NORMAL, next(env._eid), self))
 
 
 class Decision(NamedTuple):
@@ -107,10 +123,31 @@ class JobTable:
             layout.eligible(t, gb_to_mb(j.gpu_mem_gb)) for t, j in zip(types, jobs, strict=True)
         ]
         # (eligible nodes, GPUs, share, memory, pace): the arguments of place(); equal shapes place identically
+        # equal shapes are one tuple object: the queue indexes' dict lookups then match by identity
+        canonical: dict[tuple, tuple] = {}
         self.shape = [
-            (e, k, m, mem, pc)
-            for e, k, m, mem, pc in zip(
-                self.elig, self.num_gpus, self.milli, self.mem_mb, self.pace, strict=True
+            canonical.setdefault(s, s)
+            for s in zip(self.elig, self.num_gpus, self.milli, self.mem_mb, self.pace, strict=True)
+        ]
+        # what Simulator.start reads per job, in one tuple: (milli, GPUs, memory, eligible node set, shape,
+        # runtime, effective speeds by 2 * type index + spans nodes); the speeds are effective_speed's, per Pace
+        speeds: dict[int, tuple[float, ...]] = {}
+        for pc in self.pace:
+            if id(pc) not in speeds:
+                speeds[id(pc)] = tuple(
+                    effective_speed(v, spans, pc) for v in layout.type_speed for spans in (False, True)
+                )
+        self.start_row = [
+            (m, k, mem, e._node_set, s, r, speeds[id(pc)])
+            for m, k, mem, e, s, r, pc in zip(
+                self.milli,
+                self.num_gpus,
+                self.mem_mb,
+                self.elig,
+                self.shape,
+                self.runtime_s,
+                self.pace,
+                strict=True,
             )
         ]
 
@@ -304,6 +341,7 @@ class Simulator:
         # with a power model: make `advance` return when a node falls idle (run() sets it while a manager runs)
         self.wake_on_idle = False
         self.node_power: NodePower | None = None
+        self._complete_cb = self._on_complete  # bound once: start() hands it to every completion
         if power is not None:
             self._enable_power(power, initial_power)
         self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
@@ -312,8 +350,10 @@ class Simulator:
     # -- SimPy processes and callbacks -------------------------------------------------------------------
 
     def _schedule_arrivals(self, accepted: list[int]) -> None:
-        """One SimPy timeout per distinct arrival instant, all scheduled from t=0 so that each fires exactly at
-        its arrival time (chaining delays would accumulate float rounding)."""
+        """One SimPy event per distinct arrival instant, each at exactly its arrival time. All are built (and
+        numbered, SimPy's tie order) now, as if scheduled at t=0, but each enters SimPy's event heap only when the
+        previous one fires: the heap then holds the running jobs' completions and one arrival, not every future
+        arrival, and pops the same events in the same order."""
         arrival = self.jobs.arrival_s
         groups: list[list[int]] = []
         last = None
@@ -324,18 +364,29 @@ class Simulator:
                 groups.append([i])
                 last = arrival[i]
         env = self.env
+        entries = []
         for g in groups:
-            env.timeout(arrival[g[0]], value=g).callbacks.append(self._on_arrival)
+            ev = simpy.Event(env)
+            ev.callbacks.append(self._on_arrival)
+            ev._value = g
+            ev._ok = True
+            entries.append((env._now + arrival[g[0]], NORMAL, next(env._eid), ev))  # as env.timeout(arrival)
+        entries.reverse()
+        self._later_arrivals = entries  # the next one last
+        if entries:
+            heappush(env._queue, entries.pop())
 
     def _on_arrival(self, event: simpy.Event) -> None:
         """Enqueue the jobs of one arrival instant."""
+        if self._later_arrivals:
+            heappush(self.env._queue, self._later_arrivals.pop())
         known = self._qkey
         queue = self.queue
         qbr = self.queue_by_runtime
         by_shape = self.queue_by_shape
         by_shape_runtime = self.queue_by_shape_runtime
         shape = self.jobs.shape
-        jobs = event.value
+        jobs = event._value
         for i in jobs:
             queue[i] = None
             bisect.insort(qbr, (known[i], i))
@@ -350,20 +401,21 @@ class Simulator:
         self.num_arrived += len(jobs)
 
     def _on_complete(self, event: simpy.Event) -> None:
-        i = event.value
-        if self._event[i] is not event:
+        i = event._value
+        runs = self._event
+        if runs[i] is not event:
             return  # the timeout of a run that was preempted
-        self._event[i] = None
+        runs[i] = None
         p = self.placements[i]  # _release inlined: this is the hot path
         self.free.give(p)
         running = self.running
         k = bisect.bisect_left(running, (self._est_end[i], i))
-        running.pop(k)
-        self.running_whole_gpus.pop(k)
+        del running[k]
+        del self.running_whole_gpus[k]
         share = p.milli * len(p.gpus)
         self._busy_milli -= share
         self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
-        now = self.env.now
+        now = self.env._now
         self.end_s[i] = now
         self.num_completed += 1
         if self.preemptions[i]:
@@ -404,8 +456,8 @@ class Simulator:
             if state != ON:
                 self.free.take(self.layout.whole_node(n))
         # completions and preemptions also note when a node falls idle; instance attributes, so the path without
-        # a power model is unchanged (start() appends self._on_complete, preempt() calls self._release)
-        self._on_complete = self._on_complete_power
+        # a power model is unchanged (start() hands on self._complete_cb, preempt() calls self._release)
+        self._on_complete = self._complete_cb = self._on_complete_power
         self._release = self._release_power
 
     def _on_complete_power(self, event: simpy.Event) -> None:
@@ -485,13 +537,16 @@ class Simulator:
         The run is over when no event remains (every job done, or queued jobs left that nothing will start).
         """
         env = self.env
-        peek, step, tl = env.peek, env.step, self._timeline
-        tl.append((env.now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
+        heap, step, tl = env._queue, env.step, self._timeline  # heap[0][0]: env.peek() without the call
+        tl.append((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
         while True:
-            t = peek()
+            if not heap:
+                return False
+            t = heap[0][0]
             if t == _INF:
                 return False
-            while peek() == t:
+            step()
+            while heap and heap[0][0] == t:
                 step()
             if self.queue:
                 self._woken = False
@@ -527,7 +582,7 @@ class Simulator:
     def view(self) -> View:
         """The policy's snapshot now. Every field but the time is a live object the simulator only mutates in
         place, so the tail is built once (`_view_tail`) and a view costs one tuple."""
-        return _tuple_new(View, (self.env.now, *self._view_tail))
+        return _tuple_new(View, (self.env._now, *self._view_tail))
 
     def _build_view_tail(self) -> tuple:
         return (
@@ -555,58 +610,69 @@ class Simulator:
     def start(self, d: Decision) -> None:
         """Start queued job `d.job` on `d.placement` now; raises ValueError if that is not possible."""
         i, p = d
-        jt = self.jobs
-        if i not in self.queue:
+        queue = self.queue
+        if i not in queue:
             raise ValueError(f"job {i} is not waiting")
+        milli, k, mem_mb, node_set, s, runtime_s, speeds = self.jobs.start_row[i]
+        gpus = p.gpus
+        nodes = p.nodes
+        free = self.free
         if (
-            p.milli != jt.milli[i]
-            or len(p.gpus) != jt.num_gpus[i]
-            or p.mem_mb != jt.mem_mb[i]
-            or not jt.elig[i].accepts(p.nodes)
-            or not self.free.fits(p)
+            p.milli != milli
+            or len(gpus) != k
+            or p.mem_mb != mem_mb
+            or not node_set.issuperset(nodes)
+            or not free.fits(p)
         ):
             raise ValueError(f"placement {p} is not free or does not match job {i}'s request")
-        self.free.take(p)
-        del self.queue[i]
+        free.take(p)
+        del queue[i]
         known = self._qkey[i]
         qbr = self.queue_by_runtime
-        qbr.pop(bisect.bisect_left(qbr, (known, i)))
-        s = jt.shape[i]
-        members = self.queue_by_shape[s]
+        if len(qbr) == 1:
+            qbr.clear()
+        else:
+            qbr.pop(bisect.bisect_left(qbr, (known, i)))
+        by_shape = self.queue_by_shape
+        members = by_shape[s]
         if len(members) == 1:
-            del self.queue_by_shape[s]
+            del by_shape[s]
             del self.queue_by_shape_runtime[s]
         else:
             members.pop(bisect.bisect_left(members, i))
             by_runtime = self.queue_by_shape_runtime[s]
             by_runtime.pop(bisect.bisect_left(by_runtime, (known, i)))
-        now = self.env.now
-        speed = effective_speed(self.layout.type_speed[p.type_idx], len(p.nodes) > 1, jt.pace[i])
+        env = self.env
+        now = env._now
+        t = p.type_idx
+        speed = speeds[2 * t + (len(nodes) > 1)]
         self.placements[i] = p
         self.run_start_s[i] = now
         self.run_speed[i] = speed
         if self.preemptions[i]:  # a restart: restore first, then the remaining work
             overhead = self.restore_overhead_s
             self.run_work_start_s[i] = now + overhead
-            duration = overhead + max(jt.runtime_s[i] - self.progress_s[i], 0.0) / speed
+            duration = overhead + max(runtime_s - self.progress_s[i], 0.0) / speed
             self.duration_s[i] = self._held_s[i] + duration
             est_end = now + overhead + known / speed
         else:
             self.run_work_start_s[i] = now
-            duration = jt.runtime_s[i] / speed
+            duration = runtime_s / speed
             self.start_s[i] = now
             self.duration_s[i] = duration
             est_end = now + known / speed
         self._est_end[i] = est_end
-        k = bisect.bisect_right(self.running, (est_end, i))
-        self.running.insert(k, (est_end, i))
-        self.running_whole_gpus.insert(k, len(p.gpus) if p.milli == FULL else 0)
-        share = p.milli * len(p.gpus)
+        running = self.running
+        entry = (est_end, i)
+        k = bisect.bisect_right(running, entry)
+        running.insert(k, entry)
+        self.running_whole_gpus.insert(k, len(gpus) if milli == FULL else 0)
+        share = milli * len(gpus)
         self._busy_milli += share
-        self._busy_tflops_x10k += share * self.layout.type_tflops_x10[p.type_idx]
-        ev = self.env.timeout(duration, value=i)
-        ev.callbacks.append(self._on_complete)
-        self._event[i] = ev
+        self._busy_tflops_x10k += share * self.layout.type_tflops_x10[t]
+        if duration < 0:
+            raise ValueError(f"Negative delay {duration}")
+        self._event[i] = _Timer(env, now + duration, i, self._complete_cb)
 
     def preempt(self, d: Preempt) -> None:
         """Suspend running job `d.job` now (see `Preempt`); raises ValueError if it is not running."""

@@ -10,6 +10,8 @@ from env.cluster import FreeState, Placement
 from env.placement import alternative_slots, alternatives, fit_type, place
 from env.simulator import Decision, Preempt
 
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
+
 
 class Plan:
     __slots__ = ("_free", "_pending", "_copied", "decisions", "_no_fit")
@@ -24,7 +26,7 @@ class Plan:
     def place(self, shape: tuple) -> Placement | None:
         """`place(free, *shape)` on the capacity left, remembering shapes that did not fit: capacity only
         shrinks while a plan grows, so such a shape cannot fit later in the same plan."""
-        if shape in self._no_fit:
+        if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
             return None
         p = place(self.free, *shape)
         if p is None:
@@ -33,7 +35,7 @@ class Plan:
 
     def fit_type(self, shape: tuple) -> int:
         """`fit_type(free, *shape)` on the capacity left (-1: does not fit), sharing `place`'s no-fit memo."""
-        if shape in self._no_fit:
+        if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
             return -1
         t = fit_type(self.free, *shape)
         if t < 0:
@@ -68,8 +70,9 @@ class Plan:
         return free
 
     def add(self, job: int, p: Placement) -> None:
-        self.free  # noqa: B018 -- apply the previous pending placement first
-        self.decisions.append(Decision(job, p))
+        if self._pending is not None:
+            self.free  # noqa: B018 -- apply the previous pending placement first
+        self.decisions.append(_tuple_new(Decision, (job, p)))
         self._pending = p
 
     def preempt(self, job: int, p: Placement) -> None:

@@ -125,6 +125,33 @@ def test_invariants_hold_for_every_policy(spec, workload, policy, factor):
     check_invariants(sim, layout, workload, factor)
 
 
+def check_free_state(free, layout: ClusterLayout) -> None:
+    """The free state's counters agree with its per-GPU shares: a GPU's bit in its node's mask is set exactly
+    when the GPU is completely free, and each node's count of such GPUs is the number of set bits."""
+    whole = free.free_milli == FULL
+    for n in range(layout.num_nodes):
+        a, k = layout.node_first_gpu[n], layout.node_num_gpus[n]
+        expected = sum(1 << g for g in range(k) if whole[a + g])
+        assert free.node_free_bits[n] == expected, n
+        assert free.node_whole[n] == bin(expected).count("1"), n
+        assert n in free.pool_free[layout.node_pool[n]][free.node_whole[n]]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.sampled_from(sorted(POLICIES)))
+def test_free_gpu_bits_follow_the_per_gpu_shares_at_every_instant(spec, workload, policy):
+    # every policy, preemptive ones included (their preemptions give GPUs back mid-run)
+    layout = ClusterLayout(spec)
+    sim = Simulator(workload, layout, None, 1.2, 30.0)
+    decide = POLICIES[policy]
+    while sim.advance():
+        check_free_state(sim.free, layout)
+        for d in decide(sim.view()):
+            sim.apply(d)
+            check_free_state(sim.free, layout)
+    check_free_state(sim.free, layout)
+
+
 @settings(max_examples=30, deadline=None)
 @given(clusters(), workloads(), st.sampled_from(NON_PREEMPTIVE), st.integers(0, 2**32 - 1))
 def test_invariants_hold_with_noisy_estimates(spec, workload, policy, seed):

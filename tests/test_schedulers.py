@@ -330,3 +330,41 @@ def test_easy_asked_again_after_each_start_gives_the_rest_with_spread_backfills(
     for t, ds, again in instants:  # fails at t=2: decisions [a1], asked again after a1: [j on n1 and n2]
         for n, rest in enumerate(again):
             assert rest == ds[n + 1 :], (t, _ids(jobs, ds), n, _ids(jobs, rest))
+
+
+def test_start_refuses_a_placement_that_is_taken_or_does_not_match_the_job():
+    # 2 nodes: n0 = A100 x 4 (GPUs 0-3), n1 = V100 x 2 (GPUs 4-5). At t=0 a (2 GPUs) and b (1 GPU, A100 only),
+    # c (half a GPU) wait. The simulator must reject every wrong start with the same ValueError, change
+    # nothing, and still accept the right ones afterwards.
+    from env.cluster import FULL, Placement
+    from env.simulator import Decision
+
+    jobs = [
+        job("a", 0, 10, 2),
+        job("b", 0, 10, 1, gpu_types=("A100-80GB",)),
+        job("c", 0, 10, 1, gpu_milli=500, gpu_mem_gb=4),
+    ]
+    sim = Simulator(Workload("t", tuple(jobs)), ClusterLayout(parse_cluster_spec("1xA100:4,1xV100:2")))
+    assert sim.advance()
+    whole = Placement((0, 1), (0,), FULL, 0, 0, 0)
+    sim.start(Decision(0, whole))
+    free_before = (sim.free.free_milli.tolist(), list(sim.free.node_whole), list(sim.free.node_free_bits))
+    bad = {
+        "GPU 1 is a's": Decision(1, Placement((1,), (0,), FULL, 0, 0, 1)),
+        "GPU 1 is a's (listed, not a range)": Decision(1, Placement((1,), (0,), FULL, 0, 0, -1)),
+        "2 GPUs for a 1-GPU job": Decision(1, Placement((2, 3), (0,), FULL, 0, 0, 2)),
+        "a V100 node for an A100-only job": Decision(1, Placement((4,), (1,), FULL, 0, 1, 4)),
+        "a whole GPU for a half-GPU job": Decision(2, Placement((2,), (0,), FULL, 0, 0, 2)),
+        "half a GPU of a's": Decision(2, Placement((0,), (0,), 500, 4000, 0)),
+        "a is not waiting": Decision(0, Placement((2, 3), (0,), FULL, 0, 0, 2)),
+    }
+    for why, d in bad.items():
+        message = "job 0 is not waiting" if d.job == 0 else "is not free or does not match"
+        with pytest.raises(ValueError, match=message):
+            sim.start(d)
+        now = (sim.free.free_milli.tolist(), list(sim.free.node_whole), list(sim.free.node_free_bits))
+        assert now == free_before, why
+    sim.start(Decision(1, Placement((3,), (0,), FULL, 0, 0, 3)))
+    sim.start(Decision(2, Placement((2,), (0,), 500, 4000, 0)))
+    # GPUs 0, 1, 3 whole-taken and GPU 2 half-taken: node 0 has no completely free GPU left (bits 0)
+    assert sim.free.free_milli.tolist()[:4] == [0, 0, 500, 0] and sim.free.node_free_bits == [0, 0b11]
