@@ -30,7 +30,9 @@ can start now on its fastest option gets that reservation without the profile be
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_right, insort
+from heapq import heapify, heappop, heappush
+from math import nextafter
 from typing import NamedTuple
 
 import numpy as np
@@ -41,6 +43,9 @@ from env.simulator import Decision, View
 from schedulers.plan import Plan
 
 _AFTER_ALL = 1 << 62  # larger than any job index
+_INF = float("inf")
+_min_acc = np.minimum.accumulate
+_min_red = np.minimum.reduce
 
 
 class Reservation(NamedTuple):
@@ -142,9 +147,17 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
 
 
 def _has_fractional(view: View) -> bool:
+    jt = view.jobs
+    hit = _ANY_FRACTIONAL.get(id(jt))
+    if hit is None or hit[0] is not jt:
+        _ANY_FRACTIONAL.clear()  # one run at a time is remembered
+        hit = _ANY_FRACTIONAL[id(jt)] = (jt, any(m < FULL for m in jt.milli))
+    if not hit[1]:  # no fractional job in the whole workload
+        return False
     return 0 in view.running_whole_gpus or any(s[2] < FULL for s in view.queue_by_shape)
 
 
+_ANY_FRACTIONAL: dict[int, tuple[object, bool]] = {}
 _KEPT: dict[int, _Kept] = {}
 
 
@@ -158,34 +171,51 @@ class _Kept:
     arrivals come after it), and its earliest-completion search now runs over a subset of the candidates it
     had, which contains its choice (a start at an instant inside a step ranks below that step's start). So
     only the new arrivals get new reservations. Anything else rebuilds (tested against tests/cbf_reference.py).
+
+    Per instant it costs O(log queue) per reservation that starts or is made, plus C-speed list comparisons of
+    the queue and running lists: the future reservations are a dict in queue order and a heap by start time.
     """
 
     def __init__(
         self, view: View, prof: _Profile, later: list[Reservation], started: list[tuple[float, int]]
     ):
         self.jobs = view.jobs
-        self.now = view.now_s
         self.prof = prof
-        self.later = later  # future reservations, in queue order
-        self.order = [r.job for r in later]
-        self.first_start_s = min(r.start_s for r in later)
-        self.expected = sorted([*view.running, *started])  # running jobs once this instant's starts apply
+        self.res = {r.job: r for r in later}  # future reservations, in queue order
+        self.starts = [(r.start_s, r.job) for r in later]  # a heap: the next reservation to start first
+        heapify(self.starts)
+        self._expect(view, started)
+
+    def _expect(self, view: View, started: list[tuple[float, int]]) -> None:
+        """Remember this instant and the running jobs once its starts apply (a copy of `view.running`: its
+        entries are the simulator's own tuples, so the next comparison is mostly identity checks)."""
+        self.now = view.now_s
+        exp = self.expected = list(view.running)
+        for e in started:
+            insort(exp, e)
 
     def arrivals_if_valid(self, view: View) -> list[int] | None:
-        """The jobs that arrived since, if the kept schedule is still the rebuilt one; else None."""
+        """The jobs that arrived since, if the kept schedule is still the rebuilt one; else None (the kept
+        object is then spoilt: it is dropped)."""
         now = view.now_s
-        if now < self.now or self.first_start_s < now:
+        if now < self.now or self.starts[0][0] < now:
             return None
         exp = self.expected
         # while jobs wait the policy is called at every completion, so every job estimated to end since the
         # last call must have ended right now, and nothing else may have changed
         if exp and exp[0][0] < now:
             return None  # it ended off its estimate (an early end would have called us before)
-        if view.running != exp[bisect_right(exp, (now, _AFTER_ALL)) :]:
+        k = bisect_right(exp, (now, _AFTER_ALL))
+        running = view.running
+        if len(running) != len(exp) - k:
+            return None
+        del exp[:k]
+        if running != exp:
             return None  # a job ended before its estimate, or the decisions were not applied
         queue = list(view.queue)
-        n = len(self.order)
-        if queue[:n] != self.order:
+        res = self.res
+        n = len(res)
+        if queue[:n] != list(res):
             return None
         return queue[n:]
 
@@ -196,10 +226,15 @@ class _Kept:
         prof.move_to(view)
         plan = Plan(view.free)
         started: list[tuple[float, int]] = []
-        later: list[Reservation] = []
-        for r in self.later:
-            if r.start_s == now:
-                i = r.job
+        res = self.res
+        starts = self.starts
+        if starts[0][0] == now:
+            due = []
+            while starts and starts[0][0] == now:
+                due.append(heappop(starts)[1])
+            due.sort()  # queue order (the queue is in job index order): the GPUs each one gets depend on it
+            for i in due:
+                r = res.pop(i)
                 k = jt.num_gpus[i]
                 if len(r.nodes) == 1:
                     p = _on_node(plan.free, r.nodes[0], k, FULL, 0)
@@ -207,8 +242,6 @@ class _Kept:
                     p = _spread_placement(plan.free, list(r.nodes), list(r.counts), r.type_idx)
                 plan.add(i, p)
                 started.append((r.end_s, i))
-            else:
-                later.append(r)
         for i in arrivals:
             r, p = prof.reserve(i, plan)
             if r is None:  # capacity it needs is powered off: forget the kept schedule, rebuild next instant
@@ -218,9 +251,10 @@ class _Kept:
                 plan.add(i, p)
                 started.append((r.end_s, i))
             else:
-                later.append(r)
-        if later:
-            self.__init__(view, prof, later, started)
+                res[i] = r
+                heappush(starts, (r.start_s, i))
+        if res:
+            self._expect(view, started)
             _KEPT.clear()
             _KEPT[id(jt)] = self
         return plan.decisions
@@ -229,19 +263,19 @@ class _Kept:
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
 
 
-def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> np.ndarray:
-    """The nodes of `pools`, ascending (cached per layout); `_rows(nodes)` selects their profile rows."""
+def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> tuple[np.ndarray, slice | np.ndarray]:
+    """The nodes of `pools`, ascending, and `_rows` of them, which selects their profile rows (cached per
+    layout)."""
     hit = _POOL_NODES.get(id(layout))
     if hit is None or hit[0] is not layout:
         hit = _POOL_NODES[id(layout)] = (layout, {})
     cache = hit[1]
-    nodes = cache.get(pools)
-    if nodes is None:
+    got = cache.get(pools)
+    if got is None:
         want = set(pools)
-        nodes = cache[pools] = np.array(
-            [n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64
-        )
-    return nodes
+        nodes = np.array([n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64)
+        got = cache[pools] = (nodes, _rows(nodes))
+    return got
 
 
 def _rows(nodes: np.ndarray):
@@ -293,7 +327,8 @@ class _Profile:
             self.t = np.full((num_nodes, 2), np.inf)
             self.t[:, 0] = now
             self.free = np.repeat(whole[:, None], 2, axis=1)
-            self.count = np.ones(num_nodes, dtype=np.int64)
+            self.count = [1] * num_nodes
+            self.width = 1
             return
         # an end at or before now (an overrun) is assumed to come right after now
         rel = np.array(releases, dtype=float)
@@ -315,16 +350,17 @@ class _Profile:
         delta[:, 0] = whole
         delta[n_u, rank + 1] = c_u
         self.free = np.cumsum(delta, axis=1)
-        self.count = per_node + 1
+        self.count = (per_node + 1).tolist()
+        self.width = width - 4  # every row's step count is at most this (columns beyond are unused)
 
     def move_to(self, view: View) -> None:
         """Drop the steps before `view.now_s` (a kept profile, see _Kept)."""
         now = view.now_s
         self.view = view
         t, f, count = self.t, self.free, self.count
-        for n in np.flatnonzero(t[:, 1] <= now).tolist():
-            c = int(count[n])
-            j = int(np.searchsorted(t[n, :c], now, side="right")) - 1
+        for n in (t[:, 1] <= now).nonzero()[0].tolist():
+            c = count[n]
+            j = int(t[n, :c].searchsorted(now, side="right")) - 1
             t[n, : c - j] = t[n, j:c].copy()
             t[n, c - j :] = np.inf
             f[n, : c - j] = f[n, j:c].copy()
@@ -334,25 +370,30 @@ class _Profile:
 
     # -- the profile -------------------------------------------------------------------------------------
 
-    def _one_node(self, nodes: np.ndarray, k: int, dur_s: float, before_s: float) -> tuple[float, int] | None:
+    def _one_node(
+        self, nodes: np.ndarray, sel: slice | np.ndarray, k: int, dur_s: float, before_s: float
+    ) -> tuple[float, int] | None:
         """(start, node) of the earliest run on one of `nodes` with k GPUs free all along that ends before
         `before_s`; best fit at the start (ties -> lower node index). None if none.
 
         On one node the earliest start is where one of its own steps begins, so each node is checked at its
-        steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end."""
-        sel = _rows(nodes)
-        t = self.t[sel]
-        f = self.free[sel]
+        steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end.
+        `sel` is `_rows(nodes)`; only the first `width` columns hold steps."""
+        w = self.width
+        t = self.t[sel, :w]
+        f = self.free[sel, :w]
         ok = f >= k
-        bad_t = np.where(ok, np.inf, t)
-        next_bad = np.minimum.accumulate(bad_t[:, ::-1], axis=1)[:, ::-1]
+        bad_t = np.where(ok, _INF, t)
+        next_bad = _min_acc(bad_t[:, ::-1], axis=1)[:, ::-1]
         end = t + dur_s
-        fits = ok & (end <= next_bad) & (end < before_s)
-        start = np.where(fits, t, np.inf).min(axis=1)
-        s = start.min()
-        if s == np.inf:
+        fits = ok & (end <= next_bad)
+        if before_s != _INF:  # (an unused column has t = inf: it never yields a start either way)
+            fits &= end < before_s
+        start = _min_red(np.where(fits, t, _INF), axis=1)
+        s = _min_red(start)
+        if s == _INF:
             return None
-        cand = np.flatnonzero(start == s)
+        cand = (start == s).nonzero()[0]
         if len(cand) == 1:
             return float(s), int(nodes[cand[0]])
         j = fits[cand].argmax(axis=1)
@@ -364,8 +405,9 @@ class _Profile:
     ) -> tuple[float, np.ndarray] | None:
         """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
         that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none."""
-        t = self.t[nodes]
-        f = self.free[nodes]
+        w = self.width
+        t = self.t[nodes, :w]
+        f = self.free[nodes, :w]
         t_next = np.empty_like(t)
         t_next[:, :-1] = t[:, 1:]
         t_next[:, -1] = np.inf
@@ -380,9 +422,9 @@ class _Profile:
 
     def _split(self, n: int, x: float) -> int:
         """Index of node n's step starting at x (x > now), splitting the step that holds x if needed."""
-        c = int(self.count[n])
+        c = self.count[n]
         row = self.t[n]
-        j = int(np.searchsorted(row[:c], x, side="left"))
+        j = int(row[:c].searchsorted(x))
         if j < c and row[j] == x:
             return j
         if c == row.shape[0]:
@@ -394,14 +436,17 @@ class _Profile:
         t[j] = x
         f[j] = f[j - 1]
         self.count[n] = c + 1
+        if c >= self.width:
+            self.width = c + 1
         return j
 
     def _take(self, start_s: float, end_s: float, nodes, counts) -> None:
         """Remove counts[x] GPUs of node nodes[x] during [start_s, end_s) (a zero-length run holds them
         during [start_s, the next instant))."""
         end_s = max(end_s, _after(start_s))
+        now = self.view.now_s  # every row's first step starts now
         for n, c in zip(nodes, counts, strict=True):
-            a = self._split(n, start_s) if start_s > self.t[n, 0] else 0
+            a = self._split(n, start_s) if start_s > now else 0
             b = self._split(n, end_s)
             self.free[n, a:b] -= c
 
@@ -423,12 +468,12 @@ class _Profile:
             if now + d >= bound:  # cannot complete before the best option so far even if it started now
                 continue
             if o.multi_type < 0:
-                hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
+                hit = self._one_node(*_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
                     a, n = hit
                     best = (a + d, a, -1, n, layout.node_type[n], d)
             else:
-                hit = self._spread(_nodes_of(layout, o.pools), k, d, bound)
+                hit = self._spread(_nodes_of(layout, o.pools)[0], k, d, bound)
                 if hit is not None:
                     a, avail = hit
                     best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
@@ -451,7 +496,7 @@ class _Profile:
                 p = _on_node(free, n, k, milli, mem_mb)
         else:
             pools, avail = data
-            cols = _nodes_of(layout, pools)
+            cols = _nodes_of(layout, pools)[0]
             order = sorted(range(len(cols)), key=lambda x: (-int(avail[x]), int(cols[x])))
             take_n, take_c = [], []
             left = k
@@ -512,7 +557,7 @@ class _Profile:
 
 def _after(t: float) -> float:
     """The next instant after t (the next float): where an overrunning job is assumed to end."""
-    return float(np.nextafter(t, np.inf))
+    return nextafter(t, _INF)
 
 
 def _on_node(free: FreeState, n: int, k: int, milli: int, mem_mb: int) -> Placement:
