@@ -70,7 +70,8 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     jt = view.jobs
     now = view.now_s
     # reuse the last instant's schedule when it provably equals the rebuilt one (see _Kept)
-    stateful = not want_reservations and not _has_fractional(view)
+    whole_only = not _has_fractional(view)
+    stateful = whole_only and not want_reservations
     if stateful:
         kept = _KEPT.pop(id(jt), None)
         if kept is not None and kept.jobs is jt:
@@ -107,7 +108,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             reservations.append(Reservation(i, now, end, p.type_idx, p.nodes, True))
     if rest is None:
         return plan.decisions, reservations
-    prof = _Profile(view, plan.snapshot(), started)
+    prof = _Profile(view, plan.snapshot(), started, whole_only)
     todo = [rest, *queue]
     later: list[Reservation] = []
     if not (want_reservations or stateful):
@@ -290,8 +291,12 @@ class _Profile:
     `free[n, j]` free GPUs during [t[n, j], t[n, j + 1]) for j < count[n]; the last one lasts forever. Unused
     entries hold t = inf and the last value, so whole-array operations need no masks."""
 
-    def __init__(self, view: View, free: FreeState, started: list[tuple[float, Placement]]):
+    def __init__(
+        self, view: View, free: FreeState, started: list[tuple[float, Placement]], whole_only: bool = False
+    ):
         self.view = view
+        self.whole_only = whole_only
+        """no fractional job queued or running: each node's free capacity now is its first step"""
         self.layout = layout = view.layout
         now = view.now_s
         placements = view.placements
@@ -400,6 +405,33 @@ class _Profile:
         free_at = f[cand, j]
         return float(s), int(nodes[cand[int(free_at.argmin())]])
 
+    def _fits_now(self, free: FreeState, pools: tuple[int, ...], k: int, end_s: float) -> int:
+        """`_one_node`'s choice if some node of `pools` can run k GPUs from now until `end_s` (else -1), without
+        the whole-profile scan: with whole-GPU jobs only, every row's first step is `free.node_whole` (the free
+        capacity now, less this instant's starts), so the nodes are visited in best-fit order from the free
+        state's per-pool buckets (fewest free first, ties -> lower index) and the first whose later steps keep
+        >= k free until `end_s` is the choice."""
+        pool_free = free.pool_free
+        count = self.count
+        for c in range(k, max(len(pool_free[q]) for q in pools)):
+            nodes = [n for q in pools if c < len(pool_free[q]) for n in pool_free[q][c]]
+            if len(nodes) > 1:
+                nodes.sort()
+            for n in nodes:
+                m = count[n]
+                if m == 1:
+                    return n
+                row_t = self.t[n]
+                row_f = self.free[n]
+                for j in range(1, m):
+                    if row_t[j] >= end_s:
+                        return n
+                    if row_f[j] < k:
+                        break
+                else:
+                    return n
+        return -1
+
     def _spread(
         self, nodes: np.ndarray, k: int, dur_s: float, before_s: float
     ) -> tuple[float, np.ndarray] | None:
@@ -468,6 +500,11 @@ class _Profile:
             if now + d >= bound:  # cannot complete before the best option so far even if it started now
                 continue
             if o.multi_type < 0:
+                if best is None and self.whole_only:
+                    n = self._fits_now(plan.free, o.pools, k, now + d)
+                    if n >= 0:  # the earliest start there is: no later option can complete sooner or as soon
+                        best = (now + d, now, -1, n, layout.node_type[n], d)
+                        break
                 hit = self._one_node(*_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
                     a, n = hit
