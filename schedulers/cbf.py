@@ -30,7 +30,7 @@ can start now on its fastest option gets that reservation without the profile be
 
 from __future__ import annotations
 
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from heapq import heapify, heappop, heappush
 from math import nextafter
 from typing import NamedTuple
@@ -44,6 +44,7 @@ from schedulers.plan import Plan
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 _INF = float("inf")
+_BIG = np.iinfo(np.int64).max
 _min_acc = np.minimum.accumulate
 _min_red = np.minimum.reduce
 
@@ -72,6 +73,9 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     # reuse the last instant's schedule when it provably equals the rebuilt one (see _Kept)
     whole_only = not _has_fractional(view)
     stateful = whole_only and not want_reservations
+    # with runtime estimates the kept schedule rarely survives the next completion: build only as much of the
+    # schedule as decides this instant's starts (`_none_can_start`), keeping it only if it got built whole
+    lazy = not want_reservations and not (stateful and _exact_estimates(jt))
     if stateful:
         kept = _KEPT.pop(id(jt), None)
         if kept is not None and kept.jobs is jt:
@@ -124,10 +128,18 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             k_min = min(k_min, k)
             need_k[x], any_frac[x] = k_min, frac
     unreservable = False
+    cut = False
+    check_at = 0  # when to test whether any later job can start now: after 0, 1, 2, 4, 8 ... reservations
     for x, i in enumerate(todo):
         if not (want_reservations or stateful) and int(prof.free[:, 0].sum()) < need_k[x]:
             free = plan.free
             if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
+                cut = True
+                break
+        if lazy and whole_only and x == check_at:
+            check_at = 2 * x or 1
+            if _none_can_start(prof, todo, x):
+                cut = True
                 break
         r, p = prof.reserve(i, plan)
         if r is None:  # capacity it needs is powered off: it waits; the schedule is rebuilt next instant
@@ -141,24 +153,90 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             later.append(r)
         if want_reservations:
             reservations.append(r)
-    if stateful and later and not unreservable:
+    if stateful and later and not unreservable and not cut:
         _KEPT.clear()  # one run at a time is kept
         _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs)
     return plan.decisions, reservations
 
 
-def _has_fractional(view: View) -> bool:
+def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
+    """Whether no job of todo[x:] (whole-GPU jobs) can start now whatever the reservations before it, so that
+    this instant's starts are decided: the profile only loses capacity as reservations are added, and a job
+    starts now only where k GPUs stay free from now for at least its shortest duration (fastest option): on one
+    node (some row keeps >= k free until then), or, where some node type is too small for k GPUs, spread (the
+    rows' minima over that window sum to >= k)."""
+    view = prof.view
     jt = view.jobs
-    hit = _ANY_FRACTIONAL.get(id(jt))
+    shape = jt.shape
+    known = jt.known_runtime_s
+    w = prof.width
+    t = prof.t[:, :w]
+    f = prof.free[:, :w]
+    forever = int(_min_red(f, axis=1).max())  # some node keeps this many GPUs free from now on
+    shortest: dict[int, float] = {}  # GPUs -> shortest duration of a job left that needs that many
+    for y in todo[x:]:
+        elig, k, _, _, pace = shape[y]
+        if k <= forever:
+            return False
+        opts = _options(elig, k, pace)
+        if opts:
+            d = known[y] / opts[0].rate
+            if d < shortest.get(k, _INF):
+                shortest[k] = d
+    now = view.now_s
+    layout = prof.layout
+    for k, d in shortest.items():
+        end = now + d
+        if end <= _min_red(np.where(f < k, t, _INF), axis=1).max():
+            return False
+        if k > _smallest_max_node(layout):
+            inside = (t < end) | (t <= now)
+            if int(_min_red(np.where(inside, f, _BIG), axis=1).sum()) >= k:
+                return False
+    return True
+
+
+def _smallest_max_node(layout: ClusterLayout) -> int:
+    """The GPUs of the largest node of the type whose largest node is smallest (a job needing more can spread
+    on that type)."""
+    hit = _SMALLEST_MAX_NODE.get(id(layout))
+    if hit is None or hit[0] is not layout:
+        biggest: dict[int, int] = {}
+        for n in range(layout.num_nodes):
+            t = layout.node_type[n]
+            biggest[t] = max(biggest.get(t, 0), layout.node_num_gpus[n])
+        _SMALLEST_MAX_NODE.clear()
+        hit = _SMALLEST_MAX_NODE[id(layout)] = (layout, min(biggest.values()))
+    return hit[1]
+
+
+_SMALLEST_MAX_NODE: dict[int, tuple[ClusterLayout, int]] = {}
+
+
+def _run_facts(jt) -> tuple[bool, bool]:
+    """(some job of the run is fractional, every estimate is the true runtime), computed once per run."""
+    hit = _RUN_FACTS.get(id(jt))
     if hit is None or hit[0] is not jt:
-        _ANY_FRACTIONAL.clear()  # one run at a time is remembered
-        hit = _ANY_FRACTIONAL[id(jt)] = (jt, any(m < FULL for m in jt.milli))
-    if not hit[1]:  # no fractional job in the whole workload
+        _RUN_FACTS.clear()  # one run at a time is remembered
+        frac = any(m < FULL for m in jt.milli)
+        exact = all(a == b for a, b in zip(jt.known_runtime_s, jt.runtime_s, strict=True))
+        hit = _RUN_FACTS[id(jt)] = (jt, frac, exact)
+    return hit[1], hit[2]
+
+
+def _exact_estimates(jt) -> bool:
+    """Every job's known runtime is its true one (the oracle): jobs end exactly where the schedule expects, so
+    a kept schedule lasts (this only chooses how much to build, never a decision)."""
+    return _run_facts(jt)[1]
+
+
+def _has_fractional(view: View) -> bool:
+    if not _run_facts(view.jobs)[0]:  # no fractional job in the whole workload
         return False
     return 0 in view.running_whole_gpus or any(s[2] < FULL for s in view.queue_by_shape)
 
 
-_ANY_FRACTIONAL: dict[int, tuple[object, bool]] = {}
+_RUN_FACTS: dict[int, tuple[object, bool, bool]] = {}
 _KEPT: dict[int, _Kept] = {}
 
 
@@ -452,35 +530,40 @@ class _Profile:
                 return float(s), avail
         return None
 
-    def _split(self, n: int, x: float) -> int:
-        """Index of node n's step starting at x (x > now), splitting the step that holds x if needed."""
-        c = self.count[n]
-        row = self.t[n]
-        j = int(row[:c].searchsorted(x))
-        if j < c and row[j] == x:
-            return j
-        if c == row.shape[0]:
-            self.t = np.concatenate((self.t, np.full((self.t.shape[0], 8), np.inf)), axis=1)
-            self.free = np.concatenate((self.free, np.repeat(self.free[:, -1:], 8, axis=1)), axis=1)
-        t, f = self.t[n], self.free[n]
-        t[j + 1 : c + 1] = t[j:c].copy()
-        f[j + 1 : c + 1] = f[j:c].copy()
-        t[j] = x
-        f[j] = f[j - 1]
-        self.count[n] = c + 1
-        if c >= self.width:
-            self.width = c + 1
-        return j
-
     def _take(self, start_s: float, end_s: float, nodes, counts) -> None:
         """Remove counts[x] GPUs of node nodes[x] during [start_s, end_s) (a zero-length run holds them
-        during [start_s, the next instant))."""
+        during [start_s, the next instant)). Each row gains a step at start_s (if after now) and at end_s
+        unless it has one there; the new step copies the value of the step it splits."""
         end_s = max(end_s, _after(start_s))
         now = self.view.now_s  # every row's first step starts now
+        count = self.count
         for n, c in zip(nodes, counts, strict=True):
-            a = self._split(n, start_s) if start_s > now else 0
-            b = self._split(n, end_s)
-            self.free[n, a:b] -= c
+            m = count[n]
+            if m + 2 > self.t.shape[1]:
+                self.t = np.concatenate((self.t, np.full((self.t.shape[0], 8), np.inf)), axis=1)
+                self.free = np.concatenate((self.free, np.repeat(self.free[:, -1:], 8, axis=1)), axis=1)
+            row_t = self.t[n]
+            row_f = self.free[n]
+            tl = row_t[:m].tolist()
+            fl = row_f[:m].tolist()
+            a = 0
+            if start_s > now:
+                a = bisect_left(tl, start_s)
+                if a == len(tl) or tl[a] != start_s:
+                    tl.insert(a, start_s)
+                    fl.insert(a, fl[a - 1])
+            b = bisect_left(tl, end_s, a)
+            if b == len(tl) or tl[b] != end_s:
+                tl.insert(b, end_s)
+                fl.insert(b, fl[b - 1])
+            m = len(tl)
+            if m != count[n]:
+                row_t[:m] = tl
+                row_f[:m] = fl
+                count[n] = m
+                if m > self.width:
+                    self.width = m
+            row_f[a:b] -= c
 
     # -- reservations ------------------------------------------------------------------------------------
 
