@@ -71,11 +71,12 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     jt = view.jobs
     now = view.now_s
     # reuse the last instant's schedule when it provably equals the rebuilt one (see _Kept)
-    whole_only = not _has_fractional(view)
+    any_fractional, exact = _run_facts(jt)
+    whole_only = not (any_fractional and _has_fractional(view))
     stateful = whole_only and not want_reservations
     # with runtime estimates the kept schedule rarely survives the next completion: build only as much of the
     # schedule as decides this instant's starts (`_none_can_start`), keeping it only if it got built whole
-    lazy = not want_reservations and not (stateful and _exact_estimates(jt))
+    lazy = not want_reservations and not (stateful and exact)
     if stateful:
         kept = _KEPT.pop(id(jt), None)
         if kept is not None and kept.jobs is jt:
@@ -214,7 +215,9 @@ _SMALLEST_MAX_NODE: dict[int, tuple[ClusterLayout, int]] = {}
 
 
 def _run_facts(jt) -> tuple[bool, bool]:
-    """(some job of the run is fractional, every estimate is the true runtime), computed once per run."""
+    """(some job of the run is fractional, every estimate is the true runtime), computed once per run. With
+    exact estimates jobs end exactly where the schedule expects, so a kept schedule lasts (this only chooses
+    how much of the schedule to build, never a decision)."""
     hit = _RUN_FACTS.get(id(jt))
     if hit is None or hit[0] is not jt:
         _RUN_FACTS.clear()  # one run at a time is remembered
@@ -224,15 +227,8 @@ def _run_facts(jt) -> tuple[bool, bool]:
     return hit[1], hit[2]
 
 
-def _exact_estimates(jt) -> bool:
-    """Every job's known runtime is its true one (the oracle): jobs end exactly where the schedule expects, so
-    a kept schedule lasts (this only chooses how much to build, never a decision)."""
-    return _run_facts(jt)[1]
-
-
 def _has_fractional(view: View) -> bool:
-    if not _run_facts(view.jobs)[0]:  # no fractional job in the whole workload
-        return False
+    """A fractional job runs or waits (only asked when the workload has some)."""
     return 0 in view.running_whole_gpus or any(s[2] < FULL for s in view.queue_by_shape)
 
 
@@ -491,8 +487,11 @@ class _Profile:
         >= k free until `end_s` is the choice."""
         pool_free = free.pool_free
         count = self.count
-        for c in range(k, max(len(pool_free[q]) for q in pools)):
-            nodes = [n for q in pools if c < len(pool_free[q]) for n in pool_free[q][c]]
+        by_cs = [pool_free[q] for q in pools]
+        for c in range(k, max(map(len, by_cs))):
+            nodes = [n for by_c in by_cs if c < len(by_c) for n in by_c[c]]
+            if not nodes:
+                continue
             if len(nodes) > 1:
                 nodes.sort()
             for n in nodes:
@@ -583,10 +582,10 @@ class _Profile:
             if now + d >= bound:  # cannot complete before the best option so far even if it started now
                 continue
             if o.multi_type < 0:
-                if best is None and self.whole_only:
+                if self.whole_only:
                     n = self._fits_now(plan.free, o.pools, k, now + d)
-                    if n >= 0:  # the earliest start there is: no later option can complete sooner or as soon
-                        best = (now + d, now, -1, n, layout.node_type[n], d)
+                    if n >= 0:  # the earliest start there is (now + d < bound): no later option can complete
+                        best = (now + d, now, -1, n, layout.node_type[n], d)  # sooner or as soon
                         break
                 hit = self._one_node(*_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
