@@ -23,9 +23,16 @@ A job starts now exactly when its reservation starts now; no reservation ever de
 made on the capacity left by all earlier ones). Per-GPU identities are not reserved: GPUs of one node are
 interchangeable for whole-GPU jobs, so node counts decide feasibility exactly.
 
-Fast path (same decisions; tests/cbf_reference.py has none): while every queued job so far starts now on its
-fastest option (the reservations so far all start now, so the profile only grows with time), the next job that
-can start now on its fastest option gets that reservation without the profile being built.
+Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-check each against it):
+- while every queued job so far starts now on its fastest option (the reservations so far all start now, so
+  the profile only grows with time), the next job that can start now on its fastest option gets that
+  reservation without the profile being built;
+- the schedule is kept between instants while it provably equals the rebuilt one (`_Kept`);
+- with whole-GPU jobs only, an option on which the job can run from now for its whole duration takes its
+  best-fit node from the free state's buckets (`_Profile._fits_now`) instead of a scan of the profile;
+- when the estimates are not the true runtimes (a kept schedule would rarely last) a rebuild stops once no job
+  left can start now (`_none_can_start`): later reservations only take capacity, so they cannot change this
+  instant's starts.
 """
 
 from __future__ import annotations
