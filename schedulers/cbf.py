@@ -23,14 +23,23 @@ A job starts now exactly when its reservation starts now; no reservation ever de
 made on the capacity left by all earlier ones). Per-GPU identities are not reserved: GPUs of one node are
 interchangeable for whole-GPU jobs, so node counts decide feasibility exactly.
 
-Fast path (same decisions; tests/cbf_reference.py has none): while every queued job so far starts now on its
-fastest option (the reservations so far all start now, so the profile only grows with time), the next job that
-can start now on its fastest option gets that reservation without the profile being built.
+Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-check each against it):
+- while every queued job so far starts now on its fastest option (the reservations so far all start now, so
+  the profile only grows with time), the next job that can start now on its fastest option gets that
+  reservation without the profile being built;
+- the schedule is kept between instants while it provably equals the rebuilt one (`_Kept`);
+- with whole-GPU jobs only, an option on which the job can run from now for its whole duration takes its
+  best-fit node from the free state's buckets (`_Profile._fits_now`) instead of a scan of the profile;
+- when the estimates are not the true runtimes (a kept schedule would rarely last) a rebuild stops once no job
+  left can start now (`_none_can_start`): later reservations only take capacity, so they cannot change this
+  instant's starts.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
+from heapq import heapify, heappop, heappush
+from math import nextafter
 from typing import NamedTuple
 
 import numpy as np
@@ -41,6 +50,10 @@ from env.simulator import Decision, View
 from schedulers.plan import Plan
 
 _AFTER_ALL = 1 << 62  # larger than any job index
+_INF = float("inf")
+_BIG = np.iinfo(np.int64).max
+_min_acc = np.minimum.accumulate
+_min_red = np.minimum.reduce
 
 
 class Reservation(NamedTuple):
@@ -65,7 +78,12 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     jt = view.jobs
     now = view.now_s
     # reuse the last instant's schedule when it provably equals the rebuilt one (see _Kept)
-    stateful = not want_reservations and not _has_fractional(view)
+    any_fractional, exact = _run_facts(jt)
+    whole_only = not (any_fractional and _has_fractional(view))
+    stateful = whole_only and not want_reservations
+    # with runtime estimates the kept schedule rarely survives the next completion: build only as much of the
+    # schedule as decides this instant's starts (`_none_can_start`), keeping it only if it got built whole
+    lazy = not want_reservations and not (stateful and exact)
     if stateful:
         kept = _KEPT.pop(id(jt), None)
         if kept is not None and kept.jobs is jt:
@@ -102,7 +120,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             reservations.append(Reservation(i, now, end, p.type_idx, p.nodes, True))
     if rest is None:
         return plan.decisions, reservations
-    prof = _Profile(view, plan.snapshot(), started)
+    prof = _Profile(view, plan.snapshot(), started, whole_only)
     todo = [rest, *queue]
     later: list[Reservation] = []
     if not (want_reservations or stateful):
@@ -118,10 +136,18 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             k_min = min(k_min, k)
             need_k[x], any_frac[x] = k_min, frac
     unreservable = False
+    cut = False
+    check_at = 0  # when to test whether any later job can start now: after 0, 1, 2, 4, 8 ... reservations
     for x, i in enumerate(todo):
         if not (want_reservations or stateful) and int(prof.free[:, 0].sum()) < need_k[x]:
             free = plan.free
             if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
+                cut = True
+                break
+        if lazy and whole_only and x == check_at:
+            check_at = 2 * x or 1
+            if _none_can_start(prof, todo, x):
+                cut = True
                 break
         r, p = prof.reserve(i, plan)
         if r is None:  # capacity it needs is powered off: it waits; the schedule is rebuilt next instant
@@ -135,16 +161,85 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             later.append(r)
         if want_reservations:
             reservations.append(r)
-    if stateful and later and not unreservable:
+    if stateful and later and not unreservable and not cut:
         _KEPT.clear()  # one run at a time is kept
         _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs)
     return plan.decisions, reservations
 
 
+def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
+    """Whether no job of todo[x:] (whole-GPU jobs) can start now whatever the reservations before it, so that
+    this instant's starts are decided: the profile only loses capacity as reservations are added, and a job
+    starts now only where k GPUs stay free from now for at least its shortest duration (fastest option): on one
+    node (some row keeps >= k free until then), or, where some node type is too small for k GPUs, spread (the
+    rows' minima over that window sum to >= k)."""
+    view = prof.view
+    jt = view.jobs
+    shape = jt.shape
+    known = jt.known_runtime_s
+    w = prof.width
+    t = prof.t[:, :w]
+    f = prof.free[:, :w]
+    forever = int(_min_red(f, axis=1).max())  # some node keeps this many GPUs free from now on
+    shortest: dict[int, float] = {}  # GPUs -> shortest duration of a job left that needs that many
+    for y in todo[x:]:
+        elig, k, _, _, pace = shape[y]
+        if k <= forever:
+            return False
+        opts = _options(elig, k, pace)
+        if opts:
+            d = known[y] / opts[0].rate
+            if d < shortest.get(k, _INF):
+                shortest[k] = d
+    now = view.now_s
+    layout = prof.layout
+    for k, d in shortest.items():
+        end = now + d
+        if end <= _min_red(np.where(f < k, t, _INF), axis=1).max():
+            return False
+        if k > _smallest_max_node(layout):
+            inside = (t < end) | (t <= now)
+            if int(_min_red(np.where(inside, f, _BIG), axis=1).sum()) >= k:
+                return False
+    return True
+
+
+def _smallest_max_node(layout: ClusterLayout) -> int:
+    """The GPUs of the largest node of the type whose largest node is smallest (a job needing more can spread
+    on that type)."""
+    hit = _SMALLEST_MAX_NODE.get(id(layout))
+    if hit is None or hit[0] is not layout:
+        biggest: dict[int, int] = {}
+        for n in range(layout.num_nodes):
+            t = layout.node_type[n]
+            biggest[t] = max(biggest.get(t, 0), layout.node_num_gpus[n])
+        _SMALLEST_MAX_NODE.clear()
+        hit = _SMALLEST_MAX_NODE[id(layout)] = (layout, min(biggest.values()))
+    return hit[1]
+
+
+_SMALLEST_MAX_NODE: dict[int, tuple[ClusterLayout, int]] = {}
+
+
+def _run_facts(jt) -> tuple[bool, bool]:
+    """(some job of the run is fractional, every estimate is the true runtime), computed once per run. With
+    exact estimates jobs end exactly where the schedule expects, so a kept schedule lasts (this only chooses
+    how much of the schedule to build, never a decision)."""
+    hit = _RUN_FACTS.get(id(jt))
+    if hit is None or hit[0] is not jt:
+        _RUN_FACTS.clear()  # one run at a time is remembered
+        frac = any(m < FULL for m in jt.milli)
+        exact = all(a == b for a, b in zip(jt.known_runtime_s, jt.runtime_s, strict=True))
+        hit = _RUN_FACTS[id(jt)] = (jt, frac, exact)
+    return hit[1], hit[2]
+
+
 def _has_fractional(view: View) -> bool:
+    """A fractional job runs or waits (only asked when the workload has some)."""
     return 0 in view.running_whole_gpus or any(s[2] < FULL for s in view.queue_by_shape)
 
 
+_RUN_FACTS: dict[int, tuple[object, bool, bool]] = {}
 _KEPT: dict[int, _Kept] = {}
 
 
@@ -158,34 +253,51 @@ class _Kept:
     arrivals come after it), and its earliest-completion search now runs over a subset of the candidates it
     had, which contains its choice (a start at an instant inside a step ranks below that step's start). So
     only the new arrivals get new reservations. Anything else rebuilds (tested against tests/cbf_reference.py).
+
+    Per instant it costs O(log queue) per reservation that starts or is made, plus C-speed list comparisons of
+    the queue and running lists: the future reservations are a dict in queue order and a heap by start time.
     """
 
     def __init__(
         self, view: View, prof: _Profile, later: list[Reservation], started: list[tuple[float, int]]
     ):
         self.jobs = view.jobs
-        self.now = view.now_s
         self.prof = prof
-        self.later = later  # future reservations, in queue order
-        self.order = [r.job for r in later]
-        self.first_start_s = min(r.start_s for r in later)
-        self.expected = sorted([*view.running, *started])  # running jobs once this instant's starts apply
+        self.res = {r.job: r for r in later}  # future reservations, in queue order
+        self.starts = [(r.start_s, r.job) for r in later]  # a heap: the next reservation to start first
+        heapify(self.starts)
+        self._expect(view, started)
+
+    def _expect(self, view: View, started: list[tuple[float, int]]) -> None:
+        """Remember this instant and the running jobs once its starts apply (a copy of `view.running`: its
+        entries are the simulator's own tuples, so the next comparison is mostly identity checks)."""
+        self.now = view.now_s
+        exp = self.expected = list(view.running)
+        for e in started:
+            insort(exp, e)
 
     def arrivals_if_valid(self, view: View) -> list[int] | None:
-        """The jobs that arrived since, if the kept schedule is still the rebuilt one; else None."""
+        """The jobs that arrived since, if the kept schedule is still the rebuilt one; else None (the kept
+        object is then spoilt: it is dropped)."""
         now = view.now_s
-        if now < self.now or self.first_start_s < now:
+        if now < self.now or self.starts[0][0] < now:
             return None
         exp = self.expected
         # while jobs wait the policy is called at every completion, so every job estimated to end since the
         # last call must have ended right now, and nothing else may have changed
         if exp and exp[0][0] < now:
             return None  # it ended off its estimate (an early end would have called us before)
-        if view.running != exp[bisect_right(exp, (now, _AFTER_ALL)) :]:
+        k = bisect_right(exp, (now, _AFTER_ALL))
+        running = view.running
+        if len(running) != len(exp) - k:
+            return None
+        del exp[:k]
+        if running != exp:
             return None  # a job ended before its estimate, or the decisions were not applied
         queue = list(view.queue)
-        n = len(self.order)
-        if queue[:n] != self.order:
+        res = self.res
+        n = len(res)
+        if queue[:n] != list(res):
             return None
         return queue[n:]
 
@@ -196,10 +308,15 @@ class _Kept:
         prof.move_to(view)
         plan = Plan(view.free)
         started: list[tuple[float, int]] = []
-        later: list[Reservation] = []
-        for r in self.later:
-            if r.start_s == now:
-                i = r.job
+        res = self.res
+        starts = self.starts
+        if starts[0][0] == now:
+            due = []
+            while starts and starts[0][0] == now:
+                due.append(heappop(starts)[1])
+            due.sort()  # queue order (the queue is in job index order): the GPUs each one gets depend on it
+            for i in due:
+                r = res.pop(i)
                 k = jt.num_gpus[i]
                 if len(r.nodes) == 1:
                     p = _on_node(plan.free, r.nodes[0], k, FULL, 0)
@@ -207,8 +324,6 @@ class _Kept:
                     p = _spread_placement(plan.free, list(r.nodes), list(r.counts), r.type_idx)
                 plan.add(i, p)
                 started.append((r.end_s, i))
-            else:
-                later.append(r)
         for i in arrivals:
             r, p = prof.reserve(i, plan)
             if r is None:  # capacity it needs is powered off: forget the kept schedule, rebuild next instant
@@ -218,9 +333,10 @@ class _Kept:
                 plan.add(i, p)
                 started.append((r.end_s, i))
             else:
-                later.append(r)
-        if later:
-            self.__init__(view, prof, later, started)
+                res[i] = r
+                heappush(starts, (r.start_s, i))
+        if res:
+            self._expect(view, started)
             _KEPT.clear()
             _KEPT[id(jt)] = self
         return plan.decisions
@@ -229,19 +345,19 @@ class _Kept:
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
 
 
-def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> np.ndarray:
-    """The nodes of `pools`, ascending (cached per layout); `_rows(nodes)` selects their profile rows."""
+def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> tuple[np.ndarray, slice | np.ndarray]:
+    """The nodes of `pools`, ascending, and `_rows` of them, which selects their profile rows (cached per
+    layout)."""
     hit = _POOL_NODES.get(id(layout))
     if hit is None or hit[0] is not layout:
         hit = _POOL_NODES[id(layout)] = (layout, {})
     cache = hit[1]
-    nodes = cache.get(pools)
-    if nodes is None:
+    got = cache.get(pools)
+    if got is None:
         want = set(pools)
-        nodes = cache[pools] = np.array(
-            [n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64
-        )
-    return nodes
+        nodes = np.array([n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64)
+        got = cache[pools] = (nodes, _rows(nodes))
+    return got
 
 
 def _rows(nodes: np.ndarray):
@@ -256,8 +372,12 @@ class _Profile:
     `free[n, j]` free GPUs during [t[n, j], t[n, j + 1]) for j < count[n]; the last one lasts forever. Unused
     entries hold t = inf and the last value, so whole-array operations need no masks."""
 
-    def __init__(self, view: View, free: FreeState, started: list[tuple[float, Placement]]):
+    def __init__(
+        self, view: View, free: FreeState, started: list[tuple[float, Placement]], whole_only: bool = False
+    ):
         self.view = view
+        self.whole_only = whole_only
+        """no fractional job queued or running: each node's free capacity now is its first step"""
         self.layout = layout = view.layout
         now = view.now_s
         placements = view.placements
@@ -293,7 +413,8 @@ class _Profile:
             self.t = np.full((num_nodes, 2), np.inf)
             self.t[:, 0] = now
             self.free = np.repeat(whole[:, None], 2, axis=1)
-            self.count = np.ones(num_nodes, dtype=np.int64)
+            self.count = [1] * num_nodes
+            self.width = 1
             return
         # an end at or before now (an overrun) is assumed to come right after now
         rel = np.array(releases, dtype=float)
@@ -315,16 +436,17 @@ class _Profile:
         delta[:, 0] = whole
         delta[n_u, rank + 1] = c_u
         self.free = np.cumsum(delta, axis=1)
-        self.count = per_node + 1
+        self.count = (per_node + 1).tolist()
+        self.width = width - 4  # every row's step count is at most this (columns beyond are unused)
 
     def move_to(self, view: View) -> None:
         """Drop the steps before `view.now_s` (a kept profile, see _Kept)."""
         now = view.now_s
         self.view = view
         t, f, count = self.t, self.free, self.count
-        for n in np.flatnonzero(t[:, 1] <= now).tolist():
-            c = int(count[n])
-            j = int(np.searchsorted(t[n, :c], now, side="right")) - 1
+        for n in (t[:, 1] <= now).nonzero()[0].tolist():
+            c = count[n]
+            j = int(t[n, :c].searchsorted(now, side="right")) - 1
             t[n, : c - j] = t[n, j:c].copy()
             t[n, c - j :] = np.inf
             f[n, : c - j] = f[n, j:c].copy()
@@ -334,38 +456,74 @@ class _Profile:
 
     # -- the profile -------------------------------------------------------------------------------------
 
-    def _one_node(self, nodes: np.ndarray, k: int, dur_s: float, before_s: float) -> tuple[float, int] | None:
+    def _one_node(
+        self, nodes: np.ndarray, sel: slice | np.ndarray, k: int, dur_s: float, before_s: float
+    ) -> tuple[float, int] | None:
         """(start, node) of the earliest run on one of `nodes` with k GPUs free all along that ends before
         `before_s`; best fit at the start (ties -> lower node index). None if none.
 
         On one node the earliest start is where one of its own steps begins, so each node is checked at its
-        steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end."""
-        sel = _rows(nodes)
-        t = self.t[sel]
-        f = self.free[sel]
+        steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end.
+        `sel` is `_rows(nodes)`; only the first `width` columns hold steps."""
+        w = self.width
+        t = self.t[sel, :w]
+        f = self.free[sel, :w]
         ok = f >= k
-        bad_t = np.where(ok, np.inf, t)
-        next_bad = np.minimum.accumulate(bad_t[:, ::-1], axis=1)[:, ::-1]
+        bad_t = np.where(ok, _INF, t)
+        next_bad = _min_acc(bad_t[:, ::-1], axis=1)[:, ::-1]
         end = t + dur_s
-        fits = ok & (end <= next_bad) & (end < before_s)
-        start = np.where(fits, t, np.inf).min(axis=1)
-        s = start.min()
-        if s == np.inf:
+        fits = ok & (end <= next_bad)
+        if before_s != _INF:  # (an unused column has t = inf: it never yields a start either way)
+            fits &= end < before_s
+        start = _min_red(np.where(fits, t, _INF), axis=1)
+        s = _min_red(start)
+        if s == _INF:
             return None
-        cand = np.flatnonzero(start == s)
+        cand = (start == s).nonzero()[0]
         if len(cand) == 1:
             return float(s), int(nodes[cand[0]])
         j = fits[cand].argmax(axis=1)
         free_at = f[cand, j]
         return float(s), int(nodes[cand[int(free_at.argmin())]])
 
+    def _fits_now(self, free: FreeState, pools: tuple[int, ...], k: int, end_s: float) -> int:
+        """`_one_node`'s choice if some node of `pools` can run k GPUs from now until `end_s` (else -1), without
+        the whole-profile scan: with whole-GPU jobs only, every row's first step is `free.node_whole` (the free
+        capacity now, less this instant's starts), so the nodes are visited in best-fit order from the free
+        state's per-pool buckets (fewest free first, ties -> lower index) and the first whose later steps keep
+        >= k free until `end_s` is the choice."""
+        pool_free = free.pool_free
+        count = self.count
+        by_cs = [pool_free[q] for q in pools]
+        for c in range(k, max(map(len, by_cs))):
+            nodes = [n for by_c in by_cs if c < len(by_c) for n in by_c[c]]
+            if not nodes:
+                continue
+            if len(nodes) > 1:
+                nodes.sort()
+            for n in nodes:
+                m = count[n]
+                if m == 1:
+                    return n
+                row_t = self.t[n]
+                row_f = self.free[n]
+                for j in range(1, m):
+                    if row_t[j] >= end_s:
+                        return n
+                    if row_f[j] < k:
+                        break
+                else:
+                    return n
+        return -1
+
     def _spread(
         self, nodes: np.ndarray, k: int, dur_s: float, before_s: float
     ) -> tuple[float, np.ndarray] | None:
         """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
         that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none."""
-        t = self.t[nodes]
-        f = self.free[nodes]
+        w = self.width
+        t = self.t[nodes, :w]
+        f = self.free[nodes, :w]
         t_next = np.empty_like(t)
         t_next[:, :-1] = t[:, 1:]
         t_next[:, -1] = np.inf
@@ -378,32 +536,40 @@ class _Profile:
                 return float(s), avail
         return None
 
-    def _split(self, n: int, x: float) -> int:
-        """Index of node n's step starting at x (x > now), splitting the step that holds x if needed."""
-        c = int(self.count[n])
-        row = self.t[n]
-        j = int(np.searchsorted(row[:c], x, side="left"))
-        if j < c and row[j] == x:
-            return j
-        if c == row.shape[0]:
-            self.t = np.concatenate((self.t, np.full((self.t.shape[0], 8), np.inf)), axis=1)
-            self.free = np.concatenate((self.free, np.repeat(self.free[:, -1:], 8, axis=1)), axis=1)
-        t, f = self.t[n], self.free[n]
-        t[j + 1 : c + 1] = t[j:c].copy()
-        f[j + 1 : c + 1] = f[j:c].copy()
-        t[j] = x
-        f[j] = f[j - 1]
-        self.count[n] = c + 1
-        return j
-
     def _take(self, start_s: float, end_s: float, nodes, counts) -> None:
         """Remove counts[x] GPUs of node nodes[x] during [start_s, end_s) (a zero-length run holds them
-        during [start_s, the next instant))."""
+        during [start_s, the next instant)). Each row gains a step at start_s (if after now) and at end_s
+        unless it has one there; the new step copies the value of the step it splits."""
         end_s = max(end_s, _after(start_s))
+        now = self.view.now_s  # every row's first step starts now
+        count = self.count
         for n, c in zip(nodes, counts, strict=True):
-            a = self._split(n, start_s) if start_s > self.t[n, 0] else 0
-            b = self._split(n, end_s)
-            self.free[n, a:b] -= c
+            m = count[n]
+            if m + 2 > self.t.shape[1]:
+                self.t = np.concatenate((self.t, np.full((self.t.shape[0], 8), np.inf)), axis=1)
+                self.free = np.concatenate((self.free, np.repeat(self.free[:, -1:], 8, axis=1)), axis=1)
+            row_t = self.t[n]
+            row_f = self.free[n]
+            tl = row_t[:m].tolist()
+            fl = row_f[:m].tolist()
+            a = 0
+            if start_s > now:
+                a = bisect_left(tl, start_s)
+                if a == len(tl) or tl[a] != start_s:
+                    tl.insert(a, start_s)
+                    fl.insert(a, fl[a - 1])
+            b = bisect_left(tl, end_s, a)
+            if b == len(tl) or tl[b] != end_s:
+                tl.insert(b, end_s)
+                fl.insert(b, fl[b - 1])
+            m = len(tl)
+            if m != count[n]:
+                row_t[:m] = tl
+                row_f[:m] = fl
+                count[n] = m
+                if m > self.width:
+                    self.width = m
+            row_f[a:b] -= c
 
     # -- reservations ------------------------------------------------------------------------------------
 
@@ -423,12 +589,17 @@ class _Profile:
             if now + d >= bound:  # cannot complete before the best option so far even if it started now
                 continue
             if o.multi_type < 0:
-                hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
+                if self.whole_only:
+                    n = self._fits_now(plan.free, o.pools, k, now + d)
+                    if n >= 0:  # the earliest start there is (now + d < bound): no later option can complete
+                        best = (now + d, now, -1, n, layout.node_type[n], d)  # sooner or as soon
+                        break
+                hit = self._one_node(*_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
                     a, n = hit
                     best = (a + d, a, -1, n, layout.node_type[n], d)
             else:
-                hit = self._spread(_nodes_of(layout, o.pools), k, d, bound)
+                hit = self._spread(_nodes_of(layout, o.pools)[0], k, d, bound)
                 if hit is not None:
                     a, avail = hit
                     best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
@@ -451,7 +622,7 @@ class _Profile:
                 p = _on_node(free, n, k, milli, mem_mb)
         else:
             pools, avail = data
-            cols = _nodes_of(layout, pools)
+            cols = _nodes_of(layout, pools)[0]
             order = sorted(range(len(cols)), key=lambda x: (-int(avail[x]), int(cols[x])))
             take_n, take_c = [], []
             left = k
@@ -512,7 +683,7 @@ class _Profile:
 
 def _after(t: float) -> float:
     """The next instant after t (the next float): where an overrunning job is assumed to end."""
-    return float(np.nextafter(t, np.inf))
+    return nextafter(t, _INF)
 
 
 def _on_node(free: FreeState, n: int, k: int, milli: int, mem_mb: int) -> Placement:

@@ -3,20 +3,28 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config import RunConfig, SimConfig, WorkloadConfig
+from config import ClusterConfig, RunConfig, SimConfig, WorkloadConfig
 from env.cluster import ClusterLayout
+from env.cluster_spec import parse_cluster_spec
+from env.placement import place
 from env.scenario import build_scenario
-from env.simulator import Simulator
+from env.simulator import Decision, Simulator
 from schedulers import POLICIES
-from schedulers.cbf import cbf_schedule
+from schedulers.cbf import _none_can_start, _Profile, cbf_schedule
+from schedulers.plan import Plan
 from tests.cbf_reference import cbf_reference
 from tests.helpers import job, run, times
 from tests.test_invariants import check_invariants, clusters, workloads
+from workloads.job import Workload
+
+cbf_module = sys.modules["schedulers.cbf"]
 
 
 def _same_schedule(a: Simulator, b: Simulator) -> bool:
@@ -151,3 +159,94 @@ def test_cbf_equals_the_plain_scan_on_a_synthetic_scenario(profile, runtime_info
     fast.run(POLICIES["cbf"])
     plain.run(cbf_reference)
     assert _same_schedule(fast, plain)
+
+
+def _at_instant(cluster: str, jobs, t_s: float, started: tuple[int, ...]) -> Simulator:
+    """A simulator advanced to instant `t_s`, with jobs `started` (indices) started at their arrival."""
+    layout = ClusterLayout(parse_cluster_spec(cluster))
+    sim = Simulator(Workload("t", tuple(jobs)), layout)
+    while sim.advance():
+        for i in started:
+            if i in sim.queue:
+                sim.apply(Decision(i, place(sim.free, *sim.jobs.shape[i])))
+        if sim.now_s >= t_s:
+            return sim
+    raise AssertionError("no such instant")
+
+
+def test_none_can_start_on_one_node():
+    # 1 node x 4 GPUs. A holds 3 GPUs during [0, 100). At 1: C (4 GPUs, 10 s) is reserved [100, 110), so the
+    # free GPU stays free until 100 only. B (1 GPU, 200 s) would run until 201 > 100: it cannot start now;
+    # D (1 GPU, 50 s) ends at 51 <= 100: it can.
+    jobs = [job("A", 0, 100, 3), job("C", 1, 10, 4), job("B", 1, 200, 1), job("D", 1, 50, 1)]
+    sim = _at_instant("1xA100-80GB:4", jobs, 1, (0,))
+    view = sim.view()
+    prof = _Profile(view, view.free, [], True)
+    r, p = prof.reserve(1, Plan(view.free))
+    assert (r.start_s, r.end_s, p) == (100, 110, None)
+    assert _none_can_start(prof, [1, 2], 1)
+    assert not _none_can_start(prof, [1, 2, 3], 1)
+
+
+def test_none_can_start_spread():
+    # 2 nodes x 2 GPUs. A holds 1 GPU of n0 during [0, 100). At 1: X (4 GPUs, 10 s, spread: x 1.2) is reserved
+    # [100, 112). Y (3 GPUs, spread) runs 50 x 1.2 = 60 s: over [1, 61) n0 keeps 1 and n1 2 free, 3 in all ->
+    # it can start now. Z (3 GPUs, 100 x 1.2 = 120 s) would run into X's reservation (0 free then) -> cannot.
+    jobs = [job("A", 0, 100, 1), job("X", 1, 10, 4), job("Y", 1, 50, 3), job("Z", 1, 100, 3)]
+    sim = _at_instant("2xA100-80GB:2", jobs, 1, (0,))
+    view = sim.view()
+    prof = _Profile(view, view.free, [], True)
+    r, _ = prof.reserve(1, Plan(view.free))
+    assert (r.start_s, r.end_s) == (100, 112)
+    assert not _none_can_start(prof, [1, 2], 1)
+    assert _none_can_start(prof, [1, 3], 1)
+
+
+def test_with_estimates_cbf_builds_only_what_decides_the_instant(monkeypatch):
+    """Estimates on a loaded one-type cluster: the schedule is built only until no later job can start now. Same
+    decisions as building every reservation (the exact-runtime mode, forced here) and as the plain scan, with
+    far fewer reservations."""
+    cfg = RunConfig(
+        cluster=ClusterConfig(spec="4xA100-80GB:8"),
+        workload=WorkloadConfig(difficulty="easy", num_jobs=200, synthetic_profile="philly", load_factor=1.5),
+        sim=SimConfig(runtime_info="estimate"),
+    )
+    calls = {"n": 0}
+    reserve = _Profile.reserve
+
+    def counting(self, i, plan):
+        calls["n"] += 1
+        return reserve(self, i, plan)
+
+    monkeypatch.setattr(_Profile, "reserve", counting)
+    lazy = build_scenario(cfg, 5).simulator()
+    lazy.run(POLICIES["cbf"])
+    lazy_calls, calls["n"] = calls["n"], 0
+    full = build_scenario(cfg, 5).simulator()
+    with monkeypatch.context() as m:
+        m.setattr(cbf_module, "_run_facts", lambda jt: (any(x < 1000 for x in jt.milli), True))
+        full.run(POLICIES["cbf"])
+    plain = build_scenario(cfg, 5).simulator()
+    plain.run(cbf_reference)
+    assert _same_schedule(lazy, full) and _same_schedule(lazy, plain)
+    assert lazy_calls < calls["n"] / 2, (lazy_calls, calls["n"])  # 789 against 2,687 when written
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.integers(0, 2**32 - 1))
+def test_cbf_building_part_of_the_schedule_decides_as_building_all_of_it(spec, workload, seed):
+    """Noisy estimates: the partial build (stopped once no job left can start now) against the build of every
+    reservation (the exact-runtime mode, forced) and the plain scan."""
+    layout = ClusterLayout(spec)
+    known = np.array([j.runtime_s for j in workload.jobs])
+    known = known * np.random.default_rng(seed).lognormal(0.0, 0.8, len(workload.jobs))
+    lazy, full, plain = (Simulator(workload, layout, known, 1.2) for _ in range(3))
+    lazy.run(POLICIES["cbf"])
+    facts = cbf_module._run_facts
+    cbf_module._run_facts = lambda jt: (facts(jt)[0], True)
+    try:
+        full.run(POLICIES["cbf"])
+    finally:
+        cbf_module._run_facts = facts
+    plain.run(cbf_reference)
+    assert _same_schedule(lazy, full) and _same_schedule(lazy, plain)
