@@ -330,3 +330,30 @@ def _place_fraction(
     layout = free.layout
     node = layout.gpu_node[g]
     return Placement((g,), (node,), milli, mem_mb, layout.node_type[node])
+
+
+def fits_after_release(free: FreeState, elig: Eligible, k: int, pace: Pace, gained: dict[int, int]) -> bool:
+    """Whether `place` would find a placement for a whole-GPU shape of k GPUs on `free` once node n has gained
+    `gained[n]` whole free GPUs (released whole-GPU jobs), without building that state: the test of `place`'s
+    options (one node of the option's pools with k whole GPUs free, or k whole GPUs free over the pools of a
+    spread's type), from counts alone."""
+    node_whole = free.node_whole
+    node_pool = free.layout.node_pool
+    pool_free = free.pool_free
+    hit = elig.options_by_k.get(k)
+    opts = hit[1] if hit is not None and hit[0] is pace else _options(elig, k, pace)
+    for _, t, pools in opts:
+        if t < 0:
+            for n, g in gained.items():
+                if node_pool[n] in pools and node_whole[n] + g >= k:
+                    return True
+            if any(pool_free[q][c] for q in pools for c in range(k, len(pool_free[q]))):
+                return True
+        else:
+            have = sum(g for n, g in gained.items() if node_pool[n] in pools)
+            have += sum(
+                c * len(by_c[c]) for q in pools for by_c in (pool_free[q],) for c in range(1, len(by_c))
+            )
+            if have >= k:
+                return True
+    return False

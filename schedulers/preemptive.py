@@ -17,8 +17,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from env.cluster import FULL
-from env.placement import place
+from env.cluster import FULL, FreeState
+from env.placement import fits_after_release, place
 from env.simulator import View
 from schedulers.plan import Plan
 
@@ -45,6 +45,7 @@ def allocate(
     preempted: set[int] = set()
     hopeless: set = set()  # shapes that did not fit with every victim released (victims only shrink)
     requeued: list[tuple[object, int]] = []  # heap of jobs preempted at this instant, as waiting jobs
+    can_preempt = True  # False once a job found no victim: keys only grow, so no later job finds one
     queued = iter(queued)
     nxt = next(queued, None)
     while True:
@@ -62,10 +63,15 @@ def allocate(
             if p is not None:
                 plan.add(j, p)
                 continue
+        if not can_preempt:
+            if exhausted:
+                break
+            continue
         if s in hopeless:
             continue
         victims = [v for v in lower(key) if v not in preempted]
         if not victims:
+            can_preempt = False
             if exhausted:
                 break
             continue
@@ -90,6 +96,8 @@ def _fewest_victims(plan: Plan, s: tuple, victims: list[int], placements) -> lis
         held = sum(len(placements[v].gpus) for v in victims if placements[v].type_idx in types)
         if sum(free.type_whole[t] for t in types) + held < k:
             return None
+        if all(placements[v].milli == FULL for v in victims):
+            return _fewest_whole_victims(free, s, victims, placements)
     trial = free.copy()
     chosen: list[int] = []
     for v in victims:
@@ -105,4 +113,40 @@ def _fewest_victims(plan: Plan, s: tuple, victims: list[int], placements) -> lis
         if place(without, *s) is not None:
             trial = without
             chosen.remove(v)
+    return chosen
+
+
+def _fewest_whole_victims(free: FreeState, s: tuple, victims: list[int], placements) -> list[int] | None:
+    """`_fewest_victims` for a whole-GPU shape whose victims all hold whole GPUs: the same choice, decided from
+    the whole GPUs each release gives each node (env/placement.py's `fits_after_release`) instead of releasing
+    them on a copy of the free state; the case with every victim released is tested first (most calls fail)."""
+    elig, k, pace = s[0], s[1], s[4]
+    gains: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # per victim: (nodes, whole GPUs on each)
+    total: dict[int, int] = {}
+    for v in victims:
+        p = placements[v]
+        counts = p.node_counts if len(p.nodes) > 1 else (len(p.gpus),)
+        gains.append((p.nodes, counts))
+        for n, c in zip(p.nodes, counts, strict=True):
+            total[n] = total.get(n, 0) + c
+    if not fits_after_release(free, elig, k, pace, total):
+        return None
+    gained: dict[int, int] = {}
+    m = 0
+    while True:  # the shortest prefix that fits (the whole list does)
+        nodes, counts = gains[m]
+        for n, c in zip(nodes, counts, strict=True):
+            gained[n] = gained.get(n, 0) + c
+        if fits_after_release(free, elig, k, pace, gained):
+            break
+        m += 1
+    chosen = victims[: m + 1]
+    for j in range(m - 1, -1, -1):  # spare the higher-priority victims first
+        nodes, counts = gains[j]
+        without = dict(gained)
+        for n, c in zip(nodes, counts, strict=True):
+            without[n] -= c
+        if fits_after_release(free, elig, k, pace, without):
+            gained = without
+            chosen.remove(victims[j])
     return chosen
