@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 from env.cluster import ClusterLayout  # noqa: E402
 from env.cluster_spec import parse_cluster_spec  # noqa: E402
 from env.simulator import Simulator  # noqa: E402
-from env.throughput import load_matrix  # noqa: E402
+from env.throughput import ThroughputError, load_matrix  # noqa: E402
 from schedulers import POLICIES  # noqa: E402
 from workloads.gavel_workload import gavel_workload  # noqa: E402
 
@@ -55,6 +55,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     a.window = tuple(int(v) for v in a.window.split(","))
+    try:
+        load_matrix("gavel")
+    except ThroughputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     print(
         "| jobs/hour | avg JCT gavel (h) | gavel_agnostic (h) | agnostic / aware | CPU s (aware, agnostic) |"
     )
