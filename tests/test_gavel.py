@@ -69,8 +69,8 @@ def _sim(cluster: str, jobs, overhead_s: float = 0.0) -> Simulator:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_direct_highs_call_gives_linprogs_exact_answer(seed):
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_direct_highs_call_gives_linprogs_exact_answer(seed, presolve):
     # the allocation calls scipy's HiGHS core directly (no per-call input cleaning); it must return exactly
     # what scipy.optimize.linprog(method="highs") returns, bit for bit, and None where linprog's status != 0
     from scipy.optimize import linprog
@@ -82,8 +82,8 @@ def test_direct_highs_call_gives_linprogs_exact_answer(seed):
     b = rng.uniform(-1, 5, m)  # negative right-hand sides make some LPs infeasible
     c = rng.normal(size=n)
     bounds = np.column_stack([np.zeros(n), np.where(rng.random(n) < 0.5, 1.0, np.inf)])
-    want = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs")
-    got = _solver(a, b)(c, bounds.copy())
+    want = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs", options={"presolve": presolve})
+    got = _solver(a, b, presolve)(c, bounds.copy())
     assert (got is not None) == (want.status == 0)
     if got is not None:
         assert np.array_equal(got, want.x)
