@@ -31,15 +31,15 @@ def main() -> None:
     argv += ["--num_jobs", str(a.num_jobs), "--seed", str(a.seed), "--no_progress"]
     cfg = config_from_args(build_parser().parse_args(argv))
     sc = build_scenario(cfg, a.seed)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = run_heuristic(sc, a.algo)
-    wall_s = time.perf_counter() - t0
+    wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     h = hashlib.sha256()
     for arr in (r.start_s, r.end_s, r.runtime_actual_s):
         h.update(arr.tobytes())
     h.update(repr((r.gpu_type, r.placement, r.status, r.runs)).encode())
     print(
-        f"{a.algo}: {a.num_jobs} jobs on {a.cluster}: {wall_s:.1f} s simulated run, "
+        f"{a.algo}: {a.num_jobs} jobs on {a.cluster}: {wall_s:.1f} s simulated run ({cpu_s:.1f} s CPU), "
         f"{int(r.preemptions.sum())} preemptions, outputs sha256 {h.hexdigest()[:16]}"
     )
 

@@ -114,28 +114,24 @@ def _round(view: View, aware: bool) -> list:
 
 def _throughputs(view: View, active: list[int]) -> np.ndarray:
     """Job x type throughput: reference seconds of work per second on one node of the type (spread where the
-    job needs more GPUs than a node of the type has), 0 where the job cannot run (rows memoised per run)."""
+    job needs more GPUs than a node of the type has), 0 where the job cannot run (every job's row computed once
+    per run, then indexed)."""
     jt = view.jobs
     hit = _ROWS.get(id(jt))
     if hit is None or hit[0] is not jt:
         _ROWS.clear()
-        hit = _ROWS[id(jt)] = (jt, {})
-    rows = hit[1]
-    layout = view.layout
-    out = np.empty((len(active), len(layout.type_names)))
-    for r, i in enumerate(active):
-        row = rows.get(i)
-        if row is None:
-            elig, k, milli, _, pace = jt.shape[i]
-            row = rows[i] = [
+        layout = view.layout
+        table = np.empty((len(jt.shape), len(layout.type_names)))
+        for i, (elig, k, milli, _, pace) in enumerate(jt.shape):
+            table[i] = [
                 effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else 0.0
                 for t, v in enumerate(layout.type_speed)
             ]
-        out[r] = row
-    return out
+        hit = _ROWS[id(jt)] = (jt, table)
+    return hit[1][active]
 
 
-_ROWS: dict[int, tuple[object, dict[int, list[float]]]] = {}
+_ROWS: dict[int, tuple[object, np.ndarray]] = {}
 _MEMO: dict[tuple, tuple[object, np.ndarray]] = {}
 
 

@@ -69,8 +69,8 @@ def _sim(cluster: str, jobs, overhead_s: float = 0.0) -> Simulator:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_direct_highs_call_gives_linprogs_exact_answer(seed):
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_direct_highs_call_gives_linprogs_exact_answer(seed, presolve):
     # the allocation calls scipy's HiGHS core directly (no per-call input cleaning); it must return exactly
     # what scipy.optimize.linprog(method="highs") returns, bit for bit, and None where linprog's status != 0
     from scipy.optimize import linprog
@@ -82,8 +82,8 @@ def test_direct_highs_call_gives_linprogs_exact_answer(seed):
     b = rng.uniform(-1, 5, m)  # negative right-hand sides make some LPs infeasible
     c = rng.normal(size=n)
     bounds = np.column_stack([np.zeros(n), np.where(rng.random(n) < 0.5, 1.0, np.inf)])
-    want = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs")
-    got = _solver(a, b)(c, bounds.copy())
+    want = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs", options={"presolve": presolve})
+    got = _solver(a, b, presolve)(c, bounds.copy())
     assert (got is not None) == (want.status == 0)
     if got is not None:
         assert np.array_equal(got, want.x)
@@ -155,3 +155,56 @@ def test_gavel_conserves_work_and_never_over_commits(spec, workload, policy, ove
         for _, _, m in sorted(events):
             level += m
             assert level <= FULL
+
+
+def _per_job_max_min(coef, scale, gpus, runnable):
+    """A plain second implementation of the two-stage max-min LP, one variable per job and type (no classes),
+    with dense matrices and scipy.optimize.linprog: (optimal minimum t*, optimal sum of the terms)."""
+    from scipy.optimize import linprog
+
+    num_jobs, num_types = coef.shape
+    n = num_jobs * num_types
+    a = np.zeros((2 * num_jobs + num_types, n + 1))
+    for i in range(num_jobs):
+        for j in range(num_types):
+            v = i * num_types + j
+            a[i, v] = -coef[i, j]  # t - sum_j coef x <= 0
+            a[num_jobs + i, v] = 1.0  # sum_j x <= 1
+            a[2 * num_jobs + j, v] = scale[i]  # sum_i scale x <= gpus
+        a[i, n] = 1.0
+    b = np.concatenate([np.zeros(num_jobs), np.ones(num_jobs), gpus])
+    bounds = [(0.0, 1.0 if runnable.ravel()[v] else 0.0) for v in range(n)] + [(0.0, None)]
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    t_star = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs").x[-1]
+    bounds[-1] = (t_star * (1 - 1e-6), None)
+    second = linprog(np.append(-coef.ravel(), 0.0), A_ub=a, b_ub=b, bounds=bounds, method="highs")
+    return t_star, -second.fun
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_class_lp_has_the_per_job_lps_optimum(seed):
+    """max_min_fair solves one LP over classes of identical jobs; its allocation must reach the per-job LP's
+    optimal minimum and, keeping it, the per-job LP's optimal sum (random instances with repeated rows), be
+    feasible for the per-job constraints, and give identical jobs identical rows."""
+    rng = np.random.default_rng(seed)
+    num_types = int(rng.integers(1, 4))
+    num_cls = int(rng.integers(1, 5))
+    cls_coef = rng.choice([0.5, 1.0, 2.0, 3.0], size=(num_cls, num_types))
+    cls_run = rng.random((num_cls, num_types)) < 0.8
+    cls_run[np.arange(num_cls), rng.integers(0, num_types, num_cls)] = True  # each class runs somewhere
+    cls_scale = rng.choice([1.0, 2.0, 4.0], size=num_cls)
+    of = rng.integers(0, num_cls, size=int(rng.integers(1, 13)))  # each job's class, with repeats
+    coef = np.where(cls_run, cls_coef, 0.0)[of] * cls_scale[of, None]
+    scale, runnable = cls_scale[of], cls_run[of]
+    gpus = rng.choice([1.0, 2.0, 4.0, 8.0], size=num_types)
+    x = max_min_fair(coef, scale, gpus, runnable)
+    t_star, sum_star = _per_job_max_min(coef, scale, gpus, runnable)
+    terms = (coef * x).sum(axis=1)
+    assert terms.min() >= t_star * (1 - 2e-6) - 1e-9
+    assert np.isclose(terms.sum(), sum_star, rtol=1e-5, atol=1e-7)
+    assert (x.sum(axis=1) <= 1 + 1e-7).all() and ((scale[:, None] * x).sum(axis=0) <= gpus + 1e-7).all()
+    assert (x[~runnable] == 0).all()
+    for c in range(num_cls):
+        assert np.array_equal(x[of == c], np.repeat(x[of == c][:1], (of == c).sum(), axis=0))
