@@ -54,7 +54,15 @@ def main() -> None:
     p.add_argument("--preempt_overhead_s", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
-    a.window = tuple(int(v) for v in a.window.split(","))
+    try:
+        rates = [float(v) for v in a.rates.split(",")]
+        a.window = tuple(int(v) for v in a.window.split(","))
+    except ValueError as e:
+        p.error(f"--rates takes numbers and --window two integers: {e}")
+    if not all(r > 0 and r != float("inf") for r in rates):
+        p.error(f"--rates must be positive and finite, got {a.rates}")
+    if len(a.window) != 2 or not 0 <= a.window[0] < a.window[1] <= a.num_jobs:
+        p.error(f"--window must be LO,HI with 0 <= LO < HI <= --num_jobs ({a.num_jobs}), got {a.window}")
     try:
         load_matrix("gavel")
     except ThroughputError as e:
@@ -64,7 +72,7 @@ def main() -> None:
         "| jobs/hour | avg JCT gavel (h) | gavel_agnostic (h) | agnostic / aware | CPU s (aware, agnostic) |"
     )
     print("| --- | --- | --- | --- | --- |")
-    for rate in (float(v) for v in a.rates.split(",")):
+    for rate in rates:
         aware, cpu_a, _ = window_jct_s(a.cluster, rate, a, "gavel")
         agnostic, cpu_b, _ = window_jct_s(a.cluster, rate, a, "gavel_agnostic")
         print(
