@@ -389,20 +389,32 @@ def plot_curves(
     import matplotlib.pyplot as plt
 
     algos = sorted({p[0] for p in points})
-    fig, axes = plt.subplots(1, len(algos), figsize=(5 * len(algos), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(algos), figsize=(5.5 * len(algos), 4.2), squeeze=False)
     for ax, algo in zip(axes[0], algos, strict=True):
+        mine = [p[3] for p in points if p[0] == algo]
         for seed in sorted({p[1] for p in points if p[0] == algo}):
             xs = [p[2] for p in points if p[0] == algo and p[1] == seed]
             ys = [p[3] for p in points if p[0] == algo and p[1] == seed]
             ax.plot(xs, ys, marker=".", linewidth=1, label=f"seed {seed}")
-        for name, value in heuristics.items():
-            ax.axhline(value, linestyle="--", linewidth=0.8, color="grey")
-            ax.annotate(name, (ax.get_xlim()[0], value), fontsize=7, color="grey")
+        # Heuristics far above every learner point (FCFS is often 10x) would squash the curves: they are
+        # listed in a corner instead of drawn.
+        top = 1.5 * max(mine)
+        shown = sorted((v, name) for name, v in heuristics.items() if v <= top)
+        off = sorted((v, name) for name, v in heuristics.items() if v > top)
+        colours = plt.get_cmap("Dark2")
+        for k, (value, name) in enumerate(shown):
+            ax.axhline(
+                value, linestyle="--", linewidth=0.9, color=colours(k % 8), label=f"{name} {value:,.0f}"
+            )
+        if off:
+            text = "off scale: " + ", ".join(f"{name} {value:,.0f}" for value, name in off)
+            ax.text(0.01, 0.99, text, transform=ax.transAxes, va="top", fontsize=7, color="grey")
         ax.set_title(f"{algo}: validation avg JCT (dashed: heuristics)", fontsize=10)
-        ax.set_xlabel("training steps")
+        ax.set_xlabel("training steps (thousands)")
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}")
         ax.set_ylabel("avg JCT (s)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6, ncol=2, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
