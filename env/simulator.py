@@ -14,7 +14,6 @@ run of a job owns its own timeout object).
 from __future__ import annotations
 
 import bisect
-import gc
 from collections.abc import Mapping, Sequence
 from heapq import heappush
 from typing import NamedTuple
@@ -743,22 +742,9 @@ class Simulator:
         """Run to the end under `policy(view) -> list of decisions` (applied in order); `progress(num_completed)`
         is called now and then. `manager(view) -> decisions` (a power manager, env/power_managers.py) is
         consulted after the policy's decisions are applied, at every decision instant."""
-        self.wake_on_idle = manager is not None
-        # The job table, cluster and workload live for the whole run: park them outside the collector's
-        # generations so its full collections stop re-scanning them (8-15 % of a 100k-job run). Left alone
-        # when the caller froze objects itself, since unfreeze() would undo that too.
-        freeze = gc.get_freeze_count() == 0
-        if freeze:
-            gc.freeze()
-        try:
-            self._loop(policy, progress, manager)
-        finally:
-            if freeze:
-                gc.unfreeze()
-
-    def _loop(self, policy, progress, manager) -> None:
         n = 0
         start, apply = self.start, self.apply
+        self.wake_on_idle = manager is not None
         while self.advance():
             for d in policy(self.view()):
                 if type(d) is Decision:

@@ -252,24 +252,3 @@ def test_easy_by_shape_equals_the_plain_scan_on_the_first_ricc_jobs():
     fast.run(POLICIES["easy"])
     plain.run(easy_reference)
     assert _same_schedule(fast, plain)
-
-
-def test_run_leaves_the_garbage_collectors_frozen_set_as_it_found_it():
-    """Simulator.run freezes the long-lived objects for its duration only, and never unfreezes what the caller
-    froze (a forking server may rely on its own gc.freeze())."""
-    import gc
-
-    from tests.helpers import job, run
-
-    jobs = [job(i, 10.0 * i, 100.0, 1 + i % 2) for i in range(20)]
-    assert gc.get_freeze_count() == 0
-    _, free_run = run("1xA100:4", jobs, "easy")
-    assert gc.get_freeze_count() == 0
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        _, caller_frozen = run("1xA100:4", jobs, "easy")
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()
-    assert caller_frozen == free_run
