@@ -307,6 +307,14 @@ CASES = [
         {"jobs.csv": JOBS_TYPED.format(model="Nope"), "m.json": MATRIX_NO_K80},
         "{tmp}/m.json: unknown job type 'Nope'; the file has 'M' (job 0 of workload 'jobs.csv')",
     ),
+    (  # the p100 column lacks the job's key (the GPU type is there, the entry for this model is not)
+        [*CSV, "--cluster", "1xV100:4,1xP100:4", "--job_types", "{tmp}/m.json"],
+        {
+            "jobs.csv": JOBS_TYPED.format(model="M"),
+            "m.json": '{"v100": {"(\'M\', 1)": {"null": 2.0}}, "p100": {"(\'N\', 1)": {"null": 1.0}}}',
+        },
+        "{tmp}/m.json: worker type 'p100' has no entry \"('M', 1)\" (job 0 of workload 'jobs.csv')",
+    ),
     (
         [*CSV, "--cluster", "1xV100:4", "--job_types", "{tmp}/m.json"],
         {"jobs.csv": JOBS_TYPED.format(model="M"), "m.json": '{"v100": {"(\'M\', 2)": {"null": 2.0}}}'},

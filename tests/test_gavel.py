@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 import numpy as np
@@ -14,8 +15,11 @@ from env.placement import effective_speed
 from env.simulator import Simulator
 from schedulers import POLICIES
 from schedulers.gavel_lp import _solver, agnostic_allocation, aware_allocation, equal_share, max_min_fair
+from tests.gavel_reference import gavel_reference
 from tests.helpers import job
 from tests.test_invariants import clusters, workloads
+from tests.test_preemptive_policies import _same
+from tests.test_throughput import _gavel, needs_gavel, typed_clusters, typed_workloads
 from workloads.job import Workload
 
 ONES = np.ones(2)
@@ -208,3 +212,42 @@ def test_class_lp_has_the_per_job_lps_optimum(seed):
     assert (x[~runnable] == 0).all()
     for c in range(num_cls):
         assert np.array_equal(x[of == c], np.repeat(x[of == c][:1], (of == c).sum(), axis=0))
+
+
+def _stretch(workload: Workload) -> Workload:
+    """The workload with every runtime x 20 (20-4,000 s): jobs then outlive Gavel's 360 s rounds, so rounds
+    preempt, migrate and time-share (with the invariant tests' 1-200 s, almost no job sees a second round)."""
+    return Workload(
+        workload.name, tuple(dataclasses.replace(j, runtime_s=j.runtime_s * 20) for j in workload.jobs)
+    )
+
+
+def _same_as_reference(workload, layout, aware, overhead_s, matrix=None) -> int:
+    """Run the policy and the plain round on the same scenario; assert identical runs; return the preemptions."""
+    fast = Simulator(workload, layout, None, 1.2, overhead_s, throughput=matrix)
+    plain = Simulator(workload, layout, None, 1.2, overhead_s, throughput=matrix)
+    fast.run(POLICIES["gavel" if aware else "gavel_agnostic"])
+    plain.run(gavel_reference(aware))
+    assert _same(fast, plain)
+    return int(fast.result("x", 0, preemptive=True).preemptions.sum())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads().map(_stretch), st.booleans(), st.sampled_from([0.0, 30.0]))
+def test_gavel_equals_the_plain_reference(spec, workload, aware, overhead_s):
+    """The policy (memoised LP, numpy priority sort, lazily copied plan) must make every decision the plain
+    round of tests/gavel_reference.py makes: same runs, same starts and ends, same placements."""
+    _same_as_reference(workload, ClusterLayout(spec), aware, overhead_s)
+
+
+@needs_gavel
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_gavel_with_gavel_job_types_equals_the_plain_reference(data):
+    """The same with Gavel-typed jobs (each job its own speed per type, so the aware LP differs from the
+    agnostic one) on clusters of measured and unmeasured types."""
+    m = _gavel()[1]
+    spec = data.draw(typed_clusters())
+    wl = _stretch(data.draw(typed_workloads(m.models)))
+    aware = data.draw(st.booleans())
+    _same_as_reference(wl, ClusterLayout(spec), aware, data.draw(st.sampled_from([0.0, 60.0])), m)
