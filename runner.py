@@ -20,7 +20,7 @@ from env.records import REJECTED, RunResult
 from env.scenario import Scenario, UserError, build_scenario
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
-from metrics.fairness import fairness, write_fairness_csv
+from metrics.fairness import FairnessRow, fairness, write_fairness_csv
 from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.power_plots import plot_jct_vs_cost, plot_power
 from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
@@ -488,6 +488,7 @@ def mode_compare(cfg: RunConfig) -> Path:
     folder = open_run_folder(cfg, checkpoints)
     out = folder.path
     rows: list[SummaryRow] = []
+    fair: list[FairnessRow] = []
     sc = build_scenario(cfg, cfg.seeds[0])  # a bad input is reported before the folder is touched
     folder.resolved.append(_resolved(sc))
     powers = power_setups(cfg)
@@ -505,11 +506,13 @@ def mode_compare(cfg: RunConfig) -> Path:
                     results.append(result)
                     row, energy = summarize_run(result, power)
                     rows.append(row)
+                    fair.append(fairness(result))
                     write_run(result, sc, out / run_dir_name(algo, power, seed), [row], power, energy)
                     _print_summary(row)
             assert_same_jobs(results)
             plot_compare_cdf(results, out / f"jct_cdf_seed{seed}.png")
         write_summary_csv(rows, out / "summary.csv")
+        write_fairness_csv(fair, out / "fairness.csv")
         agg = aggregate(rows)
         write_compare_csv(agg, out / "compare.csv")
         plot_compare(rows, out)

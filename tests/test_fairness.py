@@ -70,3 +70,33 @@ def test_rho_equals_a_plain_loop(spec, workload):
     sim.run(POLICIES["easy"])
     r = sim.result("easy", 0)
     assert np.allclose(ftf_rho(r), _plain_rho(r), equal_nan=True, rtol=1e-12)
+
+
+def test_compare_writes_one_fairness_row_per_run_at_the_top(tmp_path):
+    """compare's top-level fairness.csv holds every run's row (as in its <algo>_seed<S>/fairness.csv), in the
+    order of summary.csv, so policies can be compared on fairness from one file."""
+    import pandas as pd
+
+    from main import main
+
+    out = tmp_path / "cmp"
+    argv = [
+        "--mode",
+        "compare",
+        "--algos",
+        "fcfs,srtf",
+        "--seeds",
+        "0,1",
+        "--num_jobs",
+        "60",
+        "--difficulty",
+        "hard",
+    ]
+    assert main([*argv, "--log_dir", str(out), "--no_progress"]) == 0
+    top = pd.read_csv(out / "fairness.csv")
+    summary = pd.read_csv(out / "summary.csv")
+    assert top[["scheduler", "seed"]].values.tolist() == summary[["scheduler", "seed"]].values.tolist()
+    assert len(top) == 4
+    for _, row in top.iterrows():
+        own = pd.read_csv(out / f"{row.scheduler}_seed{row.seed}" / "fairness.csv")
+        assert own.iloc[0].to_dict() == row.to_dict()
