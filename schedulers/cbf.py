@@ -139,7 +139,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     cut = False
     check_at = 0  # when to test whether any later job can start now: after 0, 1, 2, 4, 8 ... reservations
     for x, i in enumerate(todo):
-        if not (want_reservations or stateful) and int(prof.free[:, 0].sum()) < need_k[x]:
+        if not (want_reservations or stateful) and prof.free_now < need_k[x]:
             free = plan.free
             if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
                 cut = True
@@ -177,9 +177,7 @@ def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
     jt = view.jobs
     shape = jt.shape
     known = jt.known_runtime_s
-    w = prof.width
-    t = prof.t[:, :w]
-    f = prof.free[:, :w]
+    t, f = prof.arrays(range(prof.layout.num_nodes))
     forever = int(_min_red(f, axis=1).max())  # some node keeps this many GPUs free from now on
     shortest: dict[int, float] = {}  # GPUs -> shortest duration of a job left that needs that many
     for y in todo[x:]:
@@ -345,9 +343,8 @@ class _Kept:
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
 
 
-def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> tuple[np.ndarray, slice | np.ndarray]:
-    """The nodes of `pools`, ascending, and `_rows` of them, which selects their profile rows (cached per
-    layout)."""
+def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> list[int]:
+    """The nodes of `pools`, ascending (cached per layout)."""
     hit = _POOL_NODES.get(id(layout))
     if hit is None or hit[0] is not layout:
         hit = _POOL_NODES[id(layout)] = (layout, {})
@@ -355,22 +352,15 @@ def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> tuple[np.ndarray
     got = cache.get(pools)
     if got is None:
         want = set(pools)
-        nodes = np.array([n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64)
-        got = cache[pools] = (nodes, _rows(nodes))
+        got = cache[pools] = [n for n in range(layout.num_nodes) if layout.node_pool[n] in want]
     return got
 
 
-def _rows(nodes: np.ndarray):
-    """A slice (a view, no copy) when `nodes` are consecutive, as a pool's nodes usually are; else the array."""
-    if len(nodes) and nodes[-1] - nodes[0] + 1 == len(nodes):
-        return slice(int(nodes[0]), int(nodes[-1]) + 1)
-    return nodes
-
-
 class _Profile:
-    """Free whole GPUs of each node over time, one step function per node (row n of `t`/`free`): node n has
-    `free[n, j]` free GPUs during [t[n, j], t[n, j + 1]) for j < count[n]; the last one lasts forever. Unused
-    entries hold t = inf and the last value, so whole-array operations need no masks."""
+    """Free whole GPUs of each node over time, one step function per node (row n of `t`/`free`, Python lists:
+    the rows are short, a few steps to a few dozen, so walking them beats numpy's per-call cost): node n has
+    `free[n][j]` free GPUs during [t[n][j], t[n][j + 1]); the last step lasts forever. `free_now` is the sum
+    of the rows' first steps."""
 
     def __init__(
         self, view: View, free: FreeState, started: list[tuple[float, Placement]], whole_only: bool = False
@@ -410,11 +400,9 @@ class _Profile:
         num_nodes = layout.num_nodes
         whole = np.asarray(free.node_whole, dtype=np.int64)
         if not releases:
-            self.t = np.full((num_nodes, 2), np.inf)
-            self.t[:, 0] = now
-            self.free = np.repeat(whole[:, None], 2, axis=1)
-            self.count = [1] * num_nodes
-            self.width = 1
+            self.t = [[now] for _ in range(num_nodes)]
+            self.free = [[c] for c in free.node_whole]
+            self.free_now = sum(free.node_whole)
             return
         # an end at or before now (an overrun) is assumed to come right after now
         rel = np.array(releases, dtype=float)
@@ -427,73 +415,89 @@ class _Profile:
         at = np.flatnonzero(first)
         t_u, n_u, c_u = t_arr[at], n_arr[at], np.add.reduceat(c_arr, at)
         per_node = np.bincount(n_u, minlength=num_nodes)
-        width = int(per_node.max()) + 1 + 4  # room for a few reservations' breakpoints
+        width = int(per_node.max()) + 1
         rank = np.arange(len(n_u)) - np.searchsorted(n_u, n_u, side="left")
-        self.t = np.full((num_nodes, width), np.inf)
-        self.t[:, 0] = now
-        self.t[n_u, rank + 1] = t_u
+        t = np.full((num_nodes, width), np.inf)
+        t[:, 0] = now
+        t[n_u, rank + 1] = t_u
         delta = np.zeros((num_nodes, width), dtype=np.int64)
         delta[:, 0] = whole
         delta[n_u, rank + 1] = c_u
-        self.free = np.cumsum(delta, axis=1)
-        self.count = (per_node + 1).tolist()
-        self.width = width - 4  # every row's step count is at most this (columns beyond are unused)
+        count = (per_node + 1).tolist()
+        self.t = [row[:c] for row, c in zip(t.tolist(), count, strict=True)]
+        self.free = [row[:c] for row, c in zip(np.cumsum(delta, axis=1).tolist(), count, strict=True)]
+        self.free_now = int(whole.sum())
 
     def move_to(self, view: View) -> None:
         """Drop the steps before `view.now_s` (a kept profile, see _Kept)."""
         now = view.now_s
         self.view = view
-        t, f, count = self.t, self.free, self.count
-        for n in (t[:, 1] <= now).nonzero()[0].tolist():
-            c = count[n]
-            j = int(t[n, :c].searchsorted(now, side="right")) - 1
-            t[n, : c - j] = t[n, j:c].copy()
-            t[n, c - j :] = np.inf
-            f[n, : c - j] = f[n, j:c].copy()
-            f[n, c - j :] = f[n, c - 1]
-            count[n] = c - j
-        t[:, 0] = now
+        rf = self.free
+        for n, tl in enumerate(self.t):
+            if len(tl) > 1 and tl[1] <= now:
+                j = bisect_right(tl, now) - 1
+                del tl[:j]
+                del rf[n][:j]
+            tl[0] = now
+        self.free_now = sum([fl[0] for fl in rf])
+
+    def arrays(self, nodes) -> tuple[np.ndarray, np.ndarray]:
+        """(t, free) of `nodes`' rows as 2-D arrays, each row padded to the longest with t = inf and its last
+        value (so whole-array operations need no masks)."""
+        rt, rf = self.t, self.free
+        w = max([len(rt[n]) for n in nodes])
+        t = np.array([rt[n] + [_INF] * (w - len(rt[n])) for n in nodes])
+        f = np.array([rf[n] + [rf[n][-1]] * (w - len(rf[n])) for n in nodes], dtype=np.int64)
+        return t, f
 
     # -- the profile -------------------------------------------------------------------------------------
 
-    def _one_node(
-        self, nodes: np.ndarray, sel: slice | np.ndarray, k: int, dur_s: float, before_s: float
-    ) -> tuple[float, int] | None:
-        """(start, node) of the earliest run on one of `nodes` with k GPUs free all along that ends before
-        `before_s`; best fit at the start (ties -> lower node index). None if none.
+    def _one_node(self, nodes: list[int], k: int, dur_s: float, before_s: float) -> tuple[float, int] | None:
+        """(start, node) of the earliest run on one of `nodes` (ascending) with k GPUs free all along that ends
+        before `before_s`; best fit at the start (ties -> lower node index). None if none.
 
-        On one node the earliest start is where one of its own steps begins, so each node is checked at its
-        steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end.
-        `sel` is `_rows(nodes)`; only the first `width` columns hold steps."""
-        w = self.width
-        t = self.t[sel, :w]
-        f = self.free[sel, :w]
-        ok = f >= k
-        bad_t = np.where(ok, _INF, t)
-        next_bad = _min_acc(bad_t[:, ::-1], axis=1)[:, ::-1]
-        end = t + dur_s
-        fits = ok & (end <= next_bad)
-        if before_s != _INF:  # (an unused column has t = inf: it never yields a start either way)
-            fits &= end < before_s
-        start = _min_red(np.where(fits, t, _INF), axis=1)
-        s = _min_red(start)
-        if s == _INF:
+        On one node the earliest start is where one of its own steps begins, so each row is walked from its
+        first step: a step with k free fits if every later step that starts before its end keeps k free; a
+        step that drops below k rules out every start from the steps before it up to it."""
+        rt, rf = self.t, self.free
+        best_s = _INF
+        best_free = 0
+        best_n = -1
+        for n in nodes:
+            tl = rt[n]
+            fl = rf[n]
+            m = len(tl)
+            j = 0
+            while j < m:
+                if fl[j] < k:
+                    j += 1
+                    continue
+                s = tl[j]
+                if s > best_s:
+                    break
+                end = s + dur_s
+                if not end < before_s:
+                    break
+                x = j + 1
+                while x < m and fl[x] >= k and tl[x] < end:
+                    x += 1
+                if x == m or tl[x] >= end:
+                    if s < best_s or fl[j] < best_free:
+                        best_s, best_free, best_n = s, fl[j], n
+                    break
+                j = x + 1
+        if best_n < 0:
             return None
-        cand = (start == s).nonzero()[0]
-        if len(cand) == 1:
-            return float(s), int(nodes[cand[0]])
-        j = fits[cand].argmax(axis=1)
-        free_at = f[cand, j]
-        return float(s), int(nodes[cand[int(free_at.argmin())]])
+        return float(best_s), best_n
 
     def _fits_now(self, free: FreeState, pools: tuple[int, ...], k: int, end_s: float) -> int:
         """`_one_node`'s choice if some node of `pools` can run k GPUs from now until `end_s` (else -1), without
-        the whole-profile scan: with whole-GPU jobs only, every row's first step is `free.node_whole` (the free
-        capacity now, less this instant's starts), so the nodes are visited in best-fit order from the free
-        state's per-pool buckets (fewest free first, ties -> lower index) and the first whose later steps keep
-        >= k free until `end_s` is the choice."""
+        the walk over every row: with whole-GPU jobs only, every row's first step is `free.node_whole` (the
+        free capacity now, less this instant's starts), so the nodes are visited in best-fit order from the
+        free state's per-pool buckets (fewest free first, ties -> lower index) and the first whose later steps
+        keep >= k free until `end_s` is the choice."""
         pool_free = free.pool_free
-        count = self.count
+        rt, rf = self.t, self.free
         by_cs = [pool_free[q] for q in pools]
         for c in range(k, max(map(len, by_cs))):
             nodes = [n for by_c in by_cs if c < len(by_c) for n in by_c[c]]
@@ -502,11 +506,11 @@ class _Profile:
             if len(nodes) > 1:
                 nodes.sort()
             for n in nodes:
-                m = count[n]
+                row_t = rt[n]
+                m = len(row_t)
                 if m == 1:
                     return n
-                row_t = self.t[n]
-                row_f = self.free[n]
+                row_f = rf[n]
                 for j in range(1, m):
                     if row_t[j] >= end_s:
                         return n
@@ -517,13 +521,11 @@ class _Profile:
         return -1
 
     def _spread(
-        self, nodes: np.ndarray, k: int, dur_s: float, before_s: float
+        self, nodes: list[int], k: int, dur_s: float, before_s: float
     ) -> tuple[float, np.ndarray] | None:
         """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
         that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none."""
-        w = self.width
-        t = self.t[nodes, :w]
-        f = self.free[nodes, :w]
+        t, f = self.arrays(nodes)
         t_next = np.empty_like(t)
         t_next[:, :-1] = t[:, 1:]
         t_next[:, -1] = np.inf
@@ -542,34 +544,24 @@ class _Profile:
         unless it has one there; the new step copies the value of the step it splits."""
         end_s = max(end_s, _after(start_s))
         now = self.view.now_s  # every row's first step starts now
-        count = self.count
+        rt, rf = self.t, self.free
         for n, c in zip(nodes, counts, strict=True):
-            m = count[n]
-            if m + 2 > self.t.shape[1]:
-                self.t = np.concatenate((self.t, np.full((self.t.shape[0], 8), np.inf)), axis=1)
-                self.free = np.concatenate((self.free, np.repeat(self.free[:, -1:], 8, axis=1)), axis=1)
-            row_t = self.t[n]
-            row_f = self.free[n]
-            tl = row_t[:m].tolist()
-            fl = row_f[:m].tolist()
+            tl = rt[n]
+            fl = rf[n]
             a = 0
             if start_s > now:
                 a = bisect_left(tl, start_s)
                 if a == len(tl) or tl[a] != start_s:
                     tl.insert(a, start_s)
                     fl.insert(a, fl[a - 1])
+            else:
+                self.free_now -= c
             b = bisect_left(tl, end_s, a)
             if b == len(tl) or tl[b] != end_s:
                 tl.insert(b, end_s)
                 fl.insert(b, fl[b - 1])
-            m = len(tl)
-            if m != count[n]:
-                row_t[:m] = tl
-                row_f[:m] = fl
-                count[n] = m
-                if m > self.width:
-                    self.width = m
-            row_f[a:b] -= c
+            for j in range(a, b):
+                fl[j] -= c
 
     # -- reservations ------------------------------------------------------------------------------------
 
@@ -594,12 +586,12 @@ class _Profile:
                     if n >= 0:  # the earliest start there is (now + d < bound): no later option can complete
                         best = (now + d, now, -1, n, layout.node_type[n], d)  # sooner or as soon
                         break
-                hit = self._one_node(*_nodes_of(layout, o.pools), k, d, bound)
+                hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
                     a, n = hit
                     best = (a + d, a, -1, n, layout.node_type[n], d)
             else:
-                hit = self._spread(_nodes_of(layout, o.pools)[0], k, d, bound)
+                hit = self._spread(_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
                     a, avail = hit
                     best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
@@ -622,7 +614,7 @@ class _Profile:
                 p = _on_node(free, n, k, milli, mem_mb)
         else:
             pools, avail = data
-            cols = _nodes_of(layout, pools)[0]
+            cols = _nodes_of(layout, pools)
             order = sorted(range(len(cols)), key=lambda x: (-int(avail[x]), int(cols[x])))
             take_n, take_c = [], []
             left = k
