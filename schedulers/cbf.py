@@ -28,8 +28,8 @@ Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-
   the profile only grows with time), the next job that can start now on its fastest option gets that
   reservation without the profile being built;
 - the schedule is kept between instants while it provably equals the rebuilt one (`_Kept`);
-- with whole-GPU jobs only, an option on which the job can run from now for its whole duration takes its
-  best-fit node from the free state's buckets (`_Profile._fits_now`) instead of a scan of the profile;
+- with whole-GPU jobs only, an option on which the job starts now ends the search over its options (no later,
+  slower option completes sooner or as soon);
 - when the estimates are not the true runtimes (a kept schedule would rarely last) a rebuild stops once no job
   left can start now (`_none_can_start`): later reservations only take capacity, so they cannot change this
   instant's starts.
@@ -490,36 +490,6 @@ class _Profile:
             return None
         return float(best_s), best_n
 
-    def _fits_now(self, free: FreeState, pools: tuple[int, ...], k: int, end_s: float) -> int:
-        """`_one_node`'s choice if some node of `pools` can run k GPUs from now until `end_s` (else -1), without
-        the walk over every row: with whole-GPU jobs only, every row's first step is `free.node_whole` (the
-        free capacity now, less this instant's starts), so the nodes are visited in best-fit order from the
-        free state's per-pool buckets (fewest free first, ties -> lower index) and the first whose later steps
-        keep >= k free until `end_s` is the choice."""
-        pool_free = free.pool_free
-        rt, rf = self.t, self.free
-        by_cs = [pool_free[q] for q in pools]
-        for c in range(k, max(map(len, by_cs))):
-            nodes = [n for by_c in by_cs if c < len(by_c) for n in by_c[c]]
-            if not nodes:
-                continue
-            if len(nodes) > 1:
-                nodes.sort()
-            for n in nodes:
-                row_t = rt[n]
-                m = len(row_t)
-                if m == 1:
-                    return n
-                row_f = rf[n]
-                for j in range(1, m):
-                    if row_t[j] >= end_s:
-                        return n
-                    if row_f[j] < k:
-                        break
-                else:
-                    return n
-        return -1
-
     def _spread(
         self, nodes: list[int], k: int, dur_s: float, before_s: float
     ) -> tuple[float, np.ndarray] | None:
@@ -581,15 +551,12 @@ class _Profile:
             if now + d >= bound:  # cannot complete before the best option so far even if it started now
                 continue
             if o.multi_type < 0:
-                if self.whole_only:
-                    n = self._fits_now(plan.free, o.pools, k, now + d)
-                    if n >= 0:  # the earliest start there is (now + d < bound): no later option can complete
-                        best = (now + d, now, -1, n, layout.node_type[n], d)  # sooner or as soon
-                        break
                 hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
                     a, n = hit
                     best = (a + d, a, -1, n, layout.node_type[n], d)
+                    if a == now and self.whole_only:
+                        break  # the earliest start there is: no later (slower) option completes sooner or as soon
             else:
                 hit = self._spread(_nodes_of(layout, o.pools), k, d, bound)
                 if hit is not None:
