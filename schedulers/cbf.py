@@ -51,9 +51,6 @@ from schedulers.plan import Plan
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 _INF = float("inf")
-_BIG = np.iinfo(np.int64).max
-_min_acc = np.minimum.accumulate
-_min_red = np.minimum.reduce
 
 
 class Reservation(NamedTuple):
@@ -177,8 +174,8 @@ def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
     jt = view.jobs
     shape = jt.shape
     known = jt.known_runtime_s
-    t, f = prof.arrays(range(prof.layout.num_nodes))
-    forever = int(_min_red(f, axis=1).max())  # some node keeps this many GPUs free from now on
+    rt, rf = prof.t, prof.free
+    forever = max([min(fl) for fl in rf])  # some node keeps this many GPUs free from now on
     shortest: dict[int, float] = {}  # GPUs -> shortest duration of a job left that needs that many
     for y in todo[x:]:
         elig, k, _, _, pace = shape[y]
@@ -193,11 +190,20 @@ def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
     layout = prof.layout
     for k, d in shortest.items():
         end = now + d
-        if end <= _min_red(np.where(f < k, t, _INF), axis=1).max():
-            return False
+        for tl, fl in zip(rt, rf, strict=True):
+            for j, c in enumerate(fl):  # the row's first step with fewer than k free must start after `end`
+                if c < k:
+                    if end <= tl[j]:
+                        return False
+                    break
+            else:
+                return False
         if k > _smallest_max_node(layout):
-            inside = (t < end) | (t <= now)
-            if int(_min_red(np.where(inside, f, _BIG), axis=1).sum()) >= k:
+            # each row's minimum over its steps that start before `end` (the first one starts now)
+            spread = 0
+            for tl, fl in zip(rt, rf, strict=True):
+                spread += min(fl[: max(bisect_left(tl, end), 1)])
+            if spread >= k:
                 return False
     return True
 
@@ -441,15 +447,6 @@ class _Profile:
             tl[0] = now
         self.free_now = sum([fl[0] for fl in rf])
 
-    def arrays(self, nodes) -> tuple[np.ndarray, np.ndarray]:
-        """(t, free) of `nodes`' rows as 2-D arrays, each row padded to the longest with t = inf and its last
-        value (so whole-array operations need no masks)."""
-        rt, rf = self.t, self.free
-        w = max([len(rt[n]) for n in nodes])
-        t = np.array([rt[n] + [_INF] * (w - len(rt[n])) for n in nodes])
-        f = np.array([rf[n] + [rf[n][-1]] * (w - len(rf[n])) for n in nodes], dtype=np.int64)
-        return t, f
-
     # -- the profile -------------------------------------------------------------------------------------
 
     def _one_node(self, nodes: list[int], k: int, dur_s: float, before_s: float) -> tuple[float, int] | None:
@@ -492,19 +489,27 @@ class _Profile:
 
     def _spread(
         self, nodes: list[int], k: int, dur_s: float, before_s: float
-    ) -> tuple[float, np.ndarray] | None:
+    ) -> tuple[float, list[int]] | None:
         """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
         that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none."""
-        t, f = self.arrays(nodes)
-        t_next = np.empty_like(t)
-        t_next[:, :-1] = t[:, 1:]
-        t_next[:, -1] = np.inf
-        for s in np.unique(t[t < np.inf]):
-            if s + dur_s >= before_s:
+        rows = [(self.t[n], self.free[n]) for n in nodes]
+        for s in sorted(set().union(*[tl for tl, _ in rows])):
+            end = s + dur_s
+            if end >= before_s:
                 return None
-            inside = ((t < s + dur_s) | (t <= s)) & (t_next > s)
-            avail = np.where(inside, f, np.iinfo(np.int64).max).min(axis=1)
-            if int(avail.sum()) >= k:
+            avail = []
+            for tl, fl in rows:
+                # the step holding s, then every step that starts before the end
+                j = bisect_right(tl, s) - 1
+                v = fl[j]
+                j += 1
+                m = len(tl)
+                while j < m and tl[j] < end:
+                    if fl[j] < v:
+                        v = fl[j]
+                    j += 1
+                avail.append(v)
+            if sum(avail) >= k:
                 return float(s), avail
         return None
 
