@@ -389,6 +389,10 @@ class _Profile:
         releases += [(end, p.nodes[0], len(p.gpus)) for end, p in started if not p.node_counts]
         # when each shared GPU's last fractional resident ends (it then counts as a whole free GPU)
         self.shared_until: dict[int, float] = {}
+        self.earliest: dict[tuple, tuple[float, float]] = {}
+        """(pools, k, option kind) -> (duration d, earliest start) of the last search of that option that found a
+        start: the profile only loses capacity (until `move_to`), and a longer run fits only where a shorter one
+        does, so a later search of the option for a duration >= d cannot start before that start"""
         shared_until = self.shared_until
         if len(releases) < len(running) + len(started):
             others = [
@@ -446,12 +450,16 @@ class _Profile:
                 del rf[n][:j]
             tl[0] = now
         self.free_now = sum([fl[0] for fl in rf])
+        self.earliest = {}
 
     # -- the profile -------------------------------------------------------------------------------------
 
-    def _one_node(self, nodes: list[int], k: int, dur_s: float, before_s: float) -> tuple[float, int] | None:
+    def _one_node(
+        self, nodes: list[int], k: int, dur_s: float, before_s: float, from_s: float = -_INF
+    ) -> tuple[float, int] | None:
         """(start, node) of the earliest run on one of `nodes` (ascending) with k GPUs free all along that ends
-        before `before_s`; best fit at the start (ties -> lower node index). None if none.
+        before `before_s`; best fit at the start (ties -> lower node index). None if none. A caller that knows no
+        run starts before `from_s` lets the walk begin there.
 
         On one node the earliest start is where one of its own steps begins, so each row is walked from its
         first step: a step with k free fits if every later step that starts before its end keeps k free; a
@@ -464,7 +472,7 @@ class _Profile:
             tl = rt[n]
             fl = rf[n]
             m = len(tl)
-            j = 0
+            j = 0 if from_s <= tl[0] else bisect_left(tl, from_s)
             while j < m:
                 if fl[j] < k:
                     j += 1
@@ -488,12 +496,15 @@ class _Profile:
         return float(best_s), best_n
 
     def _spread(
-        self, nodes: list[int], k: int, dur_s: float, before_s: float
+        self, nodes: list[int], k: int, dur_s: float, before_s: float, from_s: float = -_INF
     ) -> tuple[float, list[int]] | None:
         """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
-        that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none."""
+        that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none.
+        A caller that knows no run starts before `from_s` skips the earlier steps."""
         rows = [(self.t[n], self.free[n]) for n in nodes]
         for s in sorted(set().union(*[tl for tl, _ in rows])):
+            if s < from_s:
+                continue
             end = s + dur_s
             if end >= before_s:
                 return None
@@ -550,22 +561,32 @@ class _Profile:
         now = view.now_s
         layout = self.layout
         best = None  # (completion, start row, option kind, data, type, rate)
+        earliest = self.earliest
         for o in _options(elig, 1 if milli < FULL else k, pace):
             d = known / o.rate
             bound = best[0] if best is not None else float("inf")
             if now + d >= bound:  # cannot complete before the best option so far even if it started now
                 continue
+            key = (o.pools, k, o.multi_type)
+            low = earliest.get(key)
+            from_s = now
+            if low is not None and low[0] <= d:
+                from_s = low[1]  # it starts no earlier (see `earliest`)
+                if from_s + d >= bound:
+                    continue  # so it cannot end before the bound
             if o.multi_type < 0:
-                hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound)
+                hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound, from_s)
                 if hit is not None:
                     a, n = hit
+                    earliest[key] = (d, a)
                     best = (a + d, a, -1, n, layout.node_type[n], d)
                     if a == now and self.whole_only:
                         break  # the earliest start there is: no later (slower) option completes sooner or as soon
             else:
-                hit = self._spread(_nodes_of(layout, o.pools), k, d, bound)
+                hit = self._spread(_nodes_of(layout, o.pools), k, d, bound, from_s)
                 if hit is not None:
                     a, avail = hit
+                    earliest[key] = (d, a)
                     best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
         if milli < FULL:
             shared = self._shared_now(i, plan.free, best[0] if best is not None else float("inf"))

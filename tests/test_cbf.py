@@ -351,3 +351,33 @@ def test_take_removes_gpus_over_the_interval_only(case, data):
         inside = start_s <= x < held_until
         assert free_at(t, f, x) == free_at(old_t, old_f, x) - (c if inside else 0), x
     assert prof.free_now == sum(row[0] for row in prof.free)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_profiles(), st.data())
+def test_a_search_after_capacity_is_taken_starts_no_earlier(case, data):
+    """The shortcut of `_Profile.earliest`: once a search of an option found its earliest start s for a duration
+    d, a later search of it in the same profile for a duration >= d, after any reservations took capacity, finds
+    no start before s: begun at s (`from_s`) it gives the answer of a search from now, and if s + d' >= the bound
+    there is none."""
+    prof, k, dur_s, before_s = case
+    nodes = list(range(len(prof.t)))
+    spread = data.draw(st.booleans())
+    search = prof._spread if spread else prof._one_node
+    first_bound_s = data.draw(
+        st.sampled_from([float("inf"), before_s])
+    )  # any bound: a hit is the earliest start
+    first = search(nodes, k, dur_s, first_bound_s)
+    for _ in range(data.draw(st.integers(0, 3))):
+        n = data.draw(st.integers(0, len(nodes) - 1))
+        start_s = data.draw(st.sampled_from([10.0, 12.5, 17.0, 30.0, 60.0]))
+        end_s = start_s + data.draw(st.sampled_from([0.0, 3.0, 20.0, 70.0]))
+        held = _steps_during(prof.t[n], prof.free[n], start_s, max(end_s, start_s + 1e-6))
+        prof._take(start_s, end_s, [n], [data.draw(st.integers(0, min(held)))])
+    later_s = dur_s + data.draw(st.sampled_from([0.0, 0.5, 10.0]))
+    want = search(nodes, k, later_s, before_s)
+    if first is None:
+        return
+    assert search(nodes, k, later_s, before_s, first[0]) == want
+    if first[0] + later_s >= before_s:
+        assert want is None
