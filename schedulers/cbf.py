@@ -389,10 +389,10 @@ class _Profile:
         releases += [(end, p.nodes[0], len(p.gpus)) for end, p in started if not p.node_counts]
         # when each shared GPU's last fractional resident ends (it then counts as a whole free GPU)
         self.shared_until: dict[int, float] = {}
-        self.earliest: dict[tuple, tuple[float, float]] = {}
-        """(pools, k, option kind) -> (duration d, earliest start) of the last search of that option that found a
-        start: the profile only loses capacity (until `move_to`), and a longer run fits only where a shorter one
-        does, so a later search of the option for a duration >= d cannot start before that start"""
+        self.earliest: dict[tuple, tuple[list[float], list[float]]] = {}
+        """(pools, k, option kind) -> (durations d, earliest starts), both ascending: the searches of that option
+        that found a start. The profile only loses capacity (until `move_to`), and a longer run fits only where a
+        shorter one does, so a later search of the option for a duration >= d cannot start before d's start"""
         shared_until = self.shared_until
         if len(releases) < len(running) + len(started):
             others = [
@@ -570,15 +570,17 @@ class _Profile:
             key = (o.pools, k, o.multi_type)
             low = earliest.get(key)
             from_s = now
-            if low is not None and low[0] <= d:
-                from_s = low[1]  # it starts no earlier (see `earliest`)
-                if from_s + d >= bound:
-                    continue  # so it cannot end before the bound
+            if low is not None:
+                x = bisect_right(low[0], d) - 1
+                if x >= 0:
+                    from_s = low[1][x]  # it starts no earlier (see `earliest`)
+                    if from_s + d >= bound:
+                        continue  # so it cannot end before the bound
             if o.multi_type < 0:
                 hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound, from_s)
                 if hit is not None:
                     a, n = hit
-                    earliest[key] = (d, a)
+                    _found(earliest, key, d, a)
                     best = (a + d, a, -1, n, layout.node_type[n], d)
                     if a == now and self.whole_only:
                         break  # the earliest start there is: no later (slower) option completes sooner or as soon
@@ -586,7 +588,7 @@ class _Profile:
                 hit = self._spread(_nodes_of(layout, o.pools), k, d, bound, from_s)
                 if hit is not None:
                     a, avail = hit
-                    earliest[key] = (d, a)
+                    _found(earliest, key, d, a)
                     best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
         if milli < FULL:
             shared = self._shared_now(i, plan.free, best[0] if best is not None else float("inf"))
@@ -664,6 +666,24 @@ class _Profile:
             end = view.now_s + view.duration_on(i, p)
             if self.shared_until.get(g, -1.0) < end:
                 self.shared_until[g] = end
+
+
+def _found(earliest: dict, key: tuple, dur_s: float, start_s: float) -> None:
+    """Record in `_Profile.earliest` that a search of option `key` for `dur_s` found `start_s`: it replaces the
+    entries it makes useless (a duration as long or longer with a start as early or earlier)."""
+    low = earliest.get(key)
+    if low is None:
+        earliest[key] = ([dur_s], [start_s])
+        return
+    ds, starts = low
+    x = bisect_right(ds, dur_s)
+    if x and ds[x - 1] == dur_s:
+        x -= 1
+    y = x
+    while y < len(ds) and starts[y] <= start_s:
+        y += 1
+    ds[x:y] = [dur_s]
+    starts[x:y] = [start_s]
 
 
 def _after(t: float) -> float:
