@@ -349,12 +349,17 @@ class _Kept:
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
 
 
-def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> list[int]:
-    """The nodes of `pools`, ascending (cached per layout)."""
+def _pool_cache(layout: ClusterLayout) -> dict:
+    """`_nodes_of`'s cache for `layout` (pools -> nodes)."""
     hit = _POOL_NODES.get(id(layout))
     if hit is None or hit[0] is not layout:
         hit = _POOL_NODES[id(layout)] = (layout, {})
-    cache = hit[1]
+    return hit[1]
+
+
+def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> list[int]:
+    """The nodes of `pools`, ascending (cached per layout)."""
+    cache = _pool_cache(layout)
     got = cache.get(pools)
     if got is None:
         want = set(pools)
@@ -389,6 +394,8 @@ class _Profile:
         releases += [(end, p.nodes[0], len(p.gpus)) for end, p in started if not p.node_counts]
         # when each shared GPU's last fractional resident ends (it then counts as a whole free GPU)
         self.shared_until: dict[int, float] = {}
+        self.pool_nodes = _pool_cache(layout)
+        """pools -> their nodes (`_nodes_of`'s cache, filled as asked)"""
         self.earliest: dict[tuple, tuple[list[float], list[float]]] = {}
         """(pools, k, option kind) -> (durations d, earliest starts), both ascending: the searches of that option
         that found a start. The profile only loses capacity (until `move_to`), and a longer run fits only where a
@@ -561,13 +568,15 @@ class _Profile:
         now = view.now_s
         layout = self.layout
         best = None  # (completion, start row, option kind, data, type, rate)
+        bound = _INF  # best's completion
         earliest = self.earliest
+        pool_nodes = self.pool_nodes
         for o in _options(elig, 1 if milli < FULL else k, pace):
             d = known / o.rate
-            bound = best[0] if best is not None else float("inf")
             if now + d >= bound:  # cannot complete before the best option so far even if it started now
                 continue
-            key = (o.pools, k, o.multi_type)
+            pools = o.pools
+            key = (pools, k, o.multi_type)
             low = earliest.get(key)
             from_s = now
             if low is not None:
@@ -577,21 +586,24 @@ class _Profile:
                     if from_s + d >= bound:
                         continue  # so it cannot end before the bound
             if o.multi_type < 0:
-                hit = self._one_node(_nodes_of(layout, o.pools), k, d, bound, from_s)
+                nodes = pool_nodes.get(pools) or _nodes_of(layout, pools)
+                hit = self._one_node(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, n = hit
                     _found(earliest, key, d, a)
-                    best = (a + d, a, -1, n, layout.node_type[n], d)
+                    bound = a + d
+                    best = (bound, a, -1, n, layout.node_type[n], d)
                     if a == now and self.whole_only:
                         break  # the earliest start there is: no later (slower) option completes sooner or as soon
             else:
-                hit = self._spread(_nodes_of(layout, o.pools), k, d, bound, from_s)
+                hit = self._spread(pool_nodes.get(pools) or _nodes_of(layout, pools), k, d, bound, from_s)
                 if hit is not None:
                     a, avail = hit
                     _found(earliest, key, d, a)
-                    best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
+                    bound = a + d
+                    best = (bound, a, o.multi_type, (pools, avail), o.multi_type, d)
         if milli < FULL:
-            shared = self._shared_now(i, plan.free, best[0] if best is not None else float("inf"))
+            shared = self._shared_now(i, plan.free, bound)
             if shared is not None:
                 p, end = shared
                 return Reservation(i, now, end, p.type_idx, p.nodes, True), p
