@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import sys
 
 import numpy as np
@@ -381,3 +382,26 @@ def test_a_search_after_capacity_is_taken_starts_no_earlier(case, data):
     assert search(nodes, k, later_s, before_s, first[0]) == want
     if first[0] + later_s >= before_s:
         assert want is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([1.0, 2.0, 2.5, 4.0, 8.0])), max_size=12))
+def test_earliest_memo_answers_the_latest_start_found_for_a_run_as_short_or_shorter(records):
+    """`_found` keeps `_Profile.earliest`'s pairs so that a look-up for duration d (the entry of the longest
+    duration <= d) gives the largest start recorded for any duration <= d, as long as the records come from a
+    profile that only loses capacity: there the earliest start grows with time and with the duration. Modelled
+    here as start = (sum of the delays so far) + duration / 2."""
+    earliest: dict = {}
+    delay = 0
+    found: list[tuple[float, float]] = []
+    for step, dur_s in records:
+        delay += step
+        start_s = delay + dur_s / 2
+        cbf_module._found(earliest, "option", dur_s, start_s)
+        found.append((dur_s, start_s))
+    ds, starts = earliest.get("option", ([], []))
+    assert ds == sorted(set(ds)) and starts == sorted(starts)
+    for d in (0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 8.0, 9.0):
+        x = bisect.bisect_right(ds, d) - 1
+        want = max((a for dur, a in found if dur <= d), default=None)
+        assert (starts[x] if x >= 0 else None) == want, d
