@@ -28,11 +28,15 @@ Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-
   the profile only grows with time), the next job that can start now on its fastest option gets that
   reservation without the profile being built;
 - the schedule is kept between instants while it provably equals the rebuilt one (`_Kept`);
-- with whole-GPU jobs only, an option on which the job can run from now for its whole duration takes its
-  best-fit node from the free state's buckets (`_Profile._fits_now`) instead of a scan of the profile;
+- with whole-GPU jobs only, an option on which the job starts now ends the search over its options (no later,
+  slower option completes sooner or as soon);
 - when the estimates are not the true runtimes (a kept schedule would rarely last) a rebuild stops once no job
   left can start now (`_none_can_start`): later reservations only take capacity, so they cannot change this
-  instant's starts.
+  instant's starts;
+- within one profile, a search of an option begins at the earliest start an earlier search of it found for a
+  run as short or shorter, or is skipped when that start cannot end before the best option so far
+  (`_Profile.earliest`): capacity only shrinks as reservations are added.
+The profile's rows are short Python lists walked in Python (numpy's fixed cost per call dominated on them).
 """
 
 from __future__ import annotations
@@ -51,9 +55,6 @@ from schedulers.plan import Plan
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 _INF = float("inf")
-_BIG = np.iinfo(np.int64).max
-_min_acc = np.minimum.accumulate
-_min_red = np.minimum.reduce
 
 
 class Reservation(NamedTuple):
@@ -139,7 +140,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     cut = False
     check_at = 0  # when to test whether any later job can start now: after 0, 1, 2, 4, 8 ... reservations
     for x, i in enumerate(todo):
-        if not (want_reservations or stateful) and int(prof.free[:, 0].sum()) < need_k[x]:
+        if not (want_reservations or stateful) and prof.free_now < need_k[x]:
             free = plan.free
             if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
                 cut = True
@@ -177,10 +178,8 @@ def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
     jt = view.jobs
     shape = jt.shape
     known = jt.known_runtime_s
-    w = prof.width
-    t = prof.t[:, :w]
-    f = prof.free[:, :w]
-    forever = int(_min_red(f, axis=1).max())  # some node keeps this many GPUs free from now on
+    rt, rf = prof.t, prof.free
+    forever = max([min(fl) for fl in rf])  # some node keeps this many GPUs free from now on
     shortest: dict[int, float] = {}  # GPUs -> shortest duration of a job left that needs that many
     for y in todo[x:]:
         elig, k, _, _, pace = shape[y]
@@ -195,11 +194,20 @@ def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
     layout = prof.layout
     for k, d in shortest.items():
         end = now + d
-        if end <= _min_red(np.where(f < k, t, _INF), axis=1).max():
-            return False
+        for tl, fl in zip(rt, rf, strict=True):
+            for j, c in enumerate(fl):  # the row's first step with fewer than k free must start after `end`
+                if c < k:
+                    if end <= tl[j]:
+                        return False
+                    break
+            else:
+                return False
         if k > _smallest_max_node(layout):
-            inside = (t < end) | (t <= now)
-            if int(_min_red(np.where(inside, f, _BIG), axis=1).sum()) >= k:
+            # each row's minimum over its steps that start before `end` (the first one starts now)
+            spread = 0
+            for tl, fl in zip(rt, rf, strict=True):
+                spread += min(fl[: max(bisect_left(tl, end), 1)])
+            if spread >= k:
                 return False
     return True
 
@@ -345,32 +353,29 @@ class _Kept:
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
 
 
-def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> tuple[np.ndarray, slice | np.ndarray]:
-    """The nodes of `pools`, ascending, and `_rows` of them, which selects their profile rows (cached per
-    layout)."""
+def _pool_cache(layout: ClusterLayout) -> dict:
+    """`_nodes_of`'s cache for `layout` (pools -> nodes)."""
     hit = _POOL_NODES.get(id(layout))
     if hit is None or hit[0] is not layout:
         hit = _POOL_NODES[id(layout)] = (layout, {})
-    cache = hit[1]
+    return hit[1]
+
+
+def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> list[int]:
+    """The nodes of `pools`, ascending (cached per layout)."""
+    cache = _pool_cache(layout)
     got = cache.get(pools)
     if got is None:
         want = set(pools)
-        nodes = np.array([n for n in range(layout.num_nodes) if layout.node_pool[n] in want], dtype=np.int64)
-        got = cache[pools] = (nodes, _rows(nodes))
+        got = cache[pools] = [n for n in range(layout.num_nodes) if layout.node_pool[n] in want]
     return got
 
 
-def _rows(nodes: np.ndarray):
-    """A slice (a view, no copy) when `nodes` are consecutive, as a pool's nodes usually are; else the array."""
-    if len(nodes) and nodes[-1] - nodes[0] + 1 == len(nodes):
-        return slice(int(nodes[0]), int(nodes[-1]) + 1)
-    return nodes
-
-
 class _Profile:
-    """Free whole GPUs of each node over time, one step function per node (row n of `t`/`free`): node n has
-    `free[n, j]` free GPUs during [t[n, j], t[n, j + 1]) for j < count[n]; the last one lasts forever. Unused
-    entries hold t = inf and the last value, so whole-array operations need no masks."""
+    """Free whole GPUs of each node over time, one step function per node (row n of `t`/`free`, Python lists:
+    the rows are short, a few steps to a few dozen, so walking them beats numpy's per-call cost): node n has
+    `free[n][j]` free GPUs during [t[n][j], t[n][j + 1]); the last step lasts forever. `free_now` is the sum
+    of the rows' first steps."""
 
     def __init__(
         self, view: View, free: FreeState, started: list[tuple[float, Placement]], whole_only: bool = False
@@ -393,6 +398,12 @@ class _Profile:
         releases += [(end, p.nodes[0], len(p.gpus)) for end, p in started if not p.node_counts]
         # when each shared GPU's last fractional resident ends (it then counts as a whole free GPU)
         self.shared_until: dict[int, float] = {}
+        self.pool_nodes = _pool_cache(layout)
+        """pools -> their nodes (`_nodes_of`'s cache, filled as asked)"""
+        self.earliest: dict[tuple, tuple[list[float], list[float]]] = {}
+        """(pools, k, option kind) -> (durations d, earliest starts), both ascending: the searches of that option
+        that found a start. The profile only loses capacity (until `move_to`), and a longer run fits only where a
+        shorter one does, so a later search of the option for a duration >= d cannot start before d's start"""
         shared_until = self.shared_until
         if len(releases) < len(running) + len(started):
             others = [
@@ -410,11 +421,9 @@ class _Profile:
         num_nodes = layout.num_nodes
         whole = np.asarray(free.node_whole, dtype=np.int64)
         if not releases:
-            self.t = np.full((num_nodes, 2), np.inf)
-            self.t[:, 0] = now
-            self.free = np.repeat(whole[:, None], 2, axis=1)
-            self.count = [1] * num_nodes
-            self.width = 1
+            self.t = [[now] for _ in range(num_nodes)]
+            self.free = [[c] for c in free.node_whole]
+            self.free_now = sum(free.node_whole)
             return
         # an end at or before now (an overrun) is assumed to come right after now
         rel = np.array(releases, dtype=float)
@@ -427,112 +436,102 @@ class _Profile:
         at = np.flatnonzero(first)
         t_u, n_u, c_u = t_arr[at], n_arr[at], np.add.reduceat(c_arr, at)
         per_node = np.bincount(n_u, minlength=num_nodes)
-        width = int(per_node.max()) + 1 + 4  # room for a few reservations' breakpoints
+        width = int(per_node.max()) + 1
         rank = np.arange(len(n_u)) - np.searchsorted(n_u, n_u, side="left")
-        self.t = np.full((num_nodes, width), np.inf)
-        self.t[:, 0] = now
-        self.t[n_u, rank + 1] = t_u
+        t = np.full((num_nodes, width), np.inf)
+        t[:, 0] = now
+        t[n_u, rank + 1] = t_u
         delta = np.zeros((num_nodes, width), dtype=np.int64)
         delta[:, 0] = whole
         delta[n_u, rank + 1] = c_u
-        self.free = np.cumsum(delta, axis=1)
-        self.count = (per_node + 1).tolist()
-        self.width = width - 4  # every row's step count is at most this (columns beyond are unused)
+        count = (per_node + 1).tolist()
+        self.t = [row[:c] for row, c in zip(t.tolist(), count, strict=True)]
+        self.free = [row[:c] for row, c in zip(np.cumsum(delta, axis=1).tolist(), count, strict=True)]
+        self.free_now = int(whole.sum())
 
     def move_to(self, view: View) -> None:
         """Drop the steps before `view.now_s` (a kept profile, see _Kept)."""
         now = view.now_s
         self.view = view
-        t, f, count = self.t, self.free, self.count
-        for n in (t[:, 1] <= now).nonzero()[0].tolist():
-            c = count[n]
-            j = int(t[n, :c].searchsorted(now, side="right")) - 1
-            t[n, : c - j] = t[n, j:c].copy()
-            t[n, c - j :] = np.inf
-            f[n, : c - j] = f[n, j:c].copy()
-            f[n, c - j :] = f[n, c - 1]
-            count[n] = c - j
-        t[:, 0] = now
+        rf = self.free
+        for n, tl in enumerate(self.t):
+            if len(tl) > 1 and tl[1] <= now:
+                j = bisect_right(tl, now) - 1
+                del tl[:j]
+                del rf[n][:j]
+            tl[0] = now
+        self.free_now = sum([fl[0] for fl in rf])
+        self.earliest = {}
 
     # -- the profile -------------------------------------------------------------------------------------
 
     def _one_node(
-        self, nodes: np.ndarray, sel: slice | np.ndarray, k: int, dur_s: float, before_s: float
+        self, nodes: list[int], k: int, dur_s: float, before_s: float, from_s: float = -_INF
     ) -> tuple[float, int] | None:
-        """(start, node) of the earliest run on one of `nodes` with k GPUs free all along that ends before
-        `before_s`; best fit at the start (ties -> lower node index). None if none.
+        """(start, node) of the earliest run on one of `nodes` (ascending) with k GPUs free all along that ends
+        before `before_s`; best fit at the start (ties -> lower node index). None if none. A caller that knows no
+        run starts before `from_s` lets the walk begin there.
 
-        On one node the earliest start is where one of its own steps begins, so each node is checked at its
-        steps only: a step fits if it has k free and the next step with fewer starts no earlier than its end.
-        `sel` is `_rows(nodes)`; only the first `width` columns hold steps."""
-        w = self.width
-        t = self.t[sel, :w]
-        f = self.free[sel, :w]
-        ok = f >= k
-        bad_t = np.where(ok, _INF, t)
-        next_bad = _min_acc(bad_t[:, ::-1], axis=1)[:, ::-1]
-        end = t + dur_s
-        fits = ok & (end <= next_bad)
-        if before_s != _INF:  # (an unused column has t = inf: it never yields a start either way)
-            fits &= end < before_s
-        start = _min_red(np.where(fits, t, _INF), axis=1)
-        s = _min_red(start)
-        if s == _INF:
+        On one node the earliest start is where one of its own steps begins, so each row is walked from its
+        first step: a step with k free fits if every later step that starts before its end keeps k free; a
+        step that drops below k rules out every start from the steps before it up to it."""
+        rt, rf = self.t, self.free
+        best_s = _INF
+        best_free = 0
+        best_n = -1
+        for n in nodes:
+            tl = rt[n]
+            fl = rf[n]
+            m = len(tl)
+            j = 0 if from_s <= tl[0] else bisect_left(tl, from_s)
+            while j < m:
+                if fl[j] < k:
+                    j += 1
+                    continue
+                s = tl[j]
+                if s > best_s:
+                    break
+                end = s + dur_s
+                if not end < before_s:
+                    break
+                x = j + 1
+                while x < m and fl[x] >= k and tl[x] < end:
+                    x += 1
+                if x == m or tl[x] >= end:
+                    if s < best_s or fl[j] < best_free:
+                        best_s, best_free, best_n = s, fl[j], n
+                    break
+                j = x + 1
+        if best_n < 0:
             return None
-        cand = (start == s).nonzero()[0]
-        if len(cand) == 1:
-            return float(s), int(nodes[cand[0]])
-        j = fits[cand].argmax(axis=1)
-        free_at = f[cand, j]
-        return float(s), int(nodes[cand[int(free_at.argmin())]])
-
-    def _fits_now(self, free: FreeState, pools: tuple[int, ...], k: int, end_s: float) -> int:
-        """`_one_node`'s choice if some node of `pools` can run k GPUs from now until `end_s` (else -1), without
-        the whole-profile scan: with whole-GPU jobs only, every row's first step is `free.node_whole` (the free
-        capacity now, less this instant's starts), so the nodes are visited in best-fit order from the free
-        state's per-pool buckets (fewest free first, ties -> lower index) and the first whose later steps keep
-        >= k free until `end_s` is the choice."""
-        pool_free = free.pool_free
-        count = self.count
-        by_cs = [pool_free[q] for q in pools]
-        for c in range(k, max(map(len, by_cs))):
-            nodes = [n for by_c in by_cs if c < len(by_c) for n in by_c[c]]
-            if not nodes:
-                continue
-            if len(nodes) > 1:
-                nodes.sort()
-            for n in nodes:
-                m = count[n]
-                if m == 1:
-                    return n
-                row_t = self.t[n]
-                row_f = self.free[n]
-                for j in range(1, m):
-                    if row_t[j] >= end_s:
-                        return n
-                    if row_f[j] < k:
-                        break
-                else:
-                    return n
-        return -1
+        return float(best_s), best_n
 
     def _spread(
-        self, nodes: np.ndarray, k: int, dur_s: float, before_s: float
-    ) -> tuple[float, np.ndarray] | None:
+        self, nodes: list[int], k: int, dur_s: float, before_s: float, from_s: float = -_INF
+    ) -> tuple[float, list[int]] | None:
         """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
-        that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none."""
-        w = self.width
-        t = self.t[nodes, :w]
-        f = self.free[nodes, :w]
-        t_next = np.empty_like(t)
-        t_next[:, :-1] = t[:, 1:]
-        t_next[:, -1] = np.inf
-        for s in np.unique(t[t < np.inf]):
-            if s + dur_s >= before_s:
+        that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none.
+        A caller that knows no run starts before `from_s` skips the earlier steps."""
+        rows = [(self.t[n], self.free[n]) for n in nodes]
+        for s in sorted(set().union(*[tl for tl, _ in rows])):
+            if s < from_s:
+                continue
+            end = s + dur_s
+            if end >= before_s:
                 return None
-            inside = ((t < s + dur_s) | (t <= s)) & (t_next > s)
-            avail = np.where(inside, f, np.iinfo(np.int64).max).min(axis=1)
-            if int(avail.sum()) >= k:
+            avail = []
+            for tl, fl in rows:
+                # the step holding s, then every step that starts before the end
+                j = bisect_right(tl, s) - 1
+                v = fl[j]
+                j += 1
+                m = len(tl)
+                while j < m and tl[j] < end:
+                    if fl[j] < v:
+                        v = fl[j]
+                    j += 1
+                avail.append(v)
+            if sum(avail) >= k:
                 return float(s), avail
         return None
 
@@ -542,34 +541,24 @@ class _Profile:
         unless it has one there; the new step copies the value of the step it splits."""
         end_s = max(end_s, _after(start_s))
         now = self.view.now_s  # every row's first step starts now
-        count = self.count
+        rt, rf = self.t, self.free
         for n, c in zip(nodes, counts, strict=True):
-            m = count[n]
-            if m + 2 > self.t.shape[1]:
-                self.t = np.concatenate((self.t, np.full((self.t.shape[0], 8), np.inf)), axis=1)
-                self.free = np.concatenate((self.free, np.repeat(self.free[:, -1:], 8, axis=1)), axis=1)
-            row_t = self.t[n]
-            row_f = self.free[n]
-            tl = row_t[:m].tolist()
-            fl = row_f[:m].tolist()
+            tl = rt[n]
+            fl = rf[n]
             a = 0
             if start_s > now:
                 a = bisect_left(tl, start_s)
                 if a == len(tl) or tl[a] != start_s:
                     tl.insert(a, start_s)
                     fl.insert(a, fl[a - 1])
+            else:
+                self.free_now -= c
             b = bisect_left(tl, end_s, a)
             if b == len(tl) or tl[b] != end_s:
                 tl.insert(b, end_s)
                 fl.insert(b, fl[b - 1])
-            m = len(tl)
-            if m != count[n]:
-                row_t[:m] = tl
-                row_f[:m] = fl
-                count[n] = m
-                if m > self.width:
-                    self.width = m
-            row_f[a:b] -= c
+            for j in range(a, b):
+                fl[j] -= c
 
     # -- reservations ------------------------------------------------------------------------------------
 
@@ -583,28 +572,42 @@ class _Profile:
         now = view.now_s
         layout = self.layout
         best = None  # (completion, start row, option kind, data, type, rate)
+        bound = _INF  # best's completion
+        earliest = self.earliest
+        pool_nodes = self.pool_nodes
         for o in _options(elig, 1 if milli < FULL else k, pace):
             d = known / o.rate
-            bound = best[0] if best is not None else float("inf")
             if now + d >= bound:  # cannot complete before the best option so far even if it started now
                 continue
+            pools = o.pools
+            key = (pools, k, o.multi_type)
+            low = earliest.get(key)
+            from_s = now
+            if low is not None:
+                x = bisect_right(low[0], d) - 1
+                if x >= 0:
+                    from_s = low[1][x]  # it starts no earlier (see `earliest`)
+                    if from_s + d >= bound:
+                        continue  # so it cannot end before the bound
             if o.multi_type < 0:
-                if self.whole_only:
-                    n = self._fits_now(plan.free, o.pools, k, now + d)
-                    if n >= 0:  # the earliest start there is (now + d < bound): no later option can complete
-                        best = (now + d, now, -1, n, layout.node_type[n], d)  # sooner or as soon
-                        break
-                hit = self._one_node(*_nodes_of(layout, o.pools), k, d, bound)
+                nodes = pool_nodes.get(pools) or _nodes_of(layout, pools)
+                hit = self._one_node(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, n = hit
-                    best = (a + d, a, -1, n, layout.node_type[n], d)
+                    _found(earliest, key, d, a)
+                    bound = a + d
+                    best = (bound, a, -1, n, layout.node_type[n], d)
+                    if a == now and self.whole_only:
+                        break  # the earliest start there is: no later (slower) option completes sooner or as soon
             else:
-                hit = self._spread(_nodes_of(layout, o.pools)[0], k, d, bound)
+                hit = self._spread(pool_nodes.get(pools) or _nodes_of(layout, pools), k, d, bound, from_s)
                 if hit is not None:
                     a, avail = hit
-                    best = (a + d, a, o.multi_type, (o.pools, avail), o.multi_type, d)
+                    _found(earliest, key, d, a)
+                    bound = a + d
+                    best = (bound, a, o.multi_type, (pools, avail), o.multi_type, d)
         if milli < FULL:
-            shared = self._shared_now(i, plan.free, best[0] if best is not None else float("inf"))
+            shared = self._shared_now(i, plan.free, bound)
             if shared is not None:
                 p, end = shared
                 return Reservation(i, now, end, p.type_idx, p.nodes, True), p
@@ -622,7 +625,7 @@ class _Profile:
                 p = _on_node(free, n, k, milli, mem_mb)
         else:
             pools, avail = data
-            cols = _nodes_of(layout, pools)[0]
+            cols = _nodes_of(layout, pools)
             order = sorted(range(len(cols)), key=lambda x: (-int(avail[x]), int(cols[x])))
             take_n, take_c = [], []
             left = k
@@ -679,6 +682,24 @@ class _Profile:
             end = view.now_s + view.duration_on(i, p)
             if self.shared_until.get(g, -1.0) < end:
                 self.shared_until[g] = end
+
+
+def _found(earliest: dict, key: tuple, dur_s: float, start_s: float) -> None:
+    """Record in `_Profile.earliest` that a search of option `key` for `dur_s` found `start_s`: it replaces the
+    entries it makes useless (a duration as long or longer with a start as early or earlier)."""
+    low = earliest.get(key)
+    if low is None:
+        earliest[key] = ([dur_s], [start_s])
+        return
+    ds, starts = low
+    x = bisect_right(ds, dur_s)
+    if x and ds[x - 1] == dur_s:
+        x -= 1
+    y = x
+    while y < len(ds) and starts[y] <= start_s:
+        y += 1
+    ds[x:y] = [dur_s]
+    starts[x:y] = [start_s]
 
 
 def _after(t: float) -> float:

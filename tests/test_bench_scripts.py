@@ -26,3 +26,43 @@ def test_missing_traces_fail_clearly(tmp_path, script):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {missing} not found: {script} needs"), proc.stderr
     assert "../shared/traces" in lines[0]
+
+
+def test_bench_scenario_prints_the_same_fingerprint_for_the_same_scenario():
+    """bench_scenario.py times one policy on a main.py scenario; its fingerprint is a pure function of the
+    schedule, so repeated runs agree (two in one call, and another call), and another seed differs."""
+
+    def bench(*args: str) -> str:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "bench" / "bench_scenario.py"),
+                "--difficulty",
+                "easy",
+                "--num_jobs",
+                "60",
+            ]
+            + list(args),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("cbf: ") and "60/60 completed" in proc.stdout, proc.stdout
+        return proc.stdout.split("fingerprint ")[1].split()
+
+    twice = bench("--seed", "4", "--runtime_info", "estimate", "--repeat", "2")
+    assert len(twice) == 1  # both runs of the call made the same schedule
+    assert bench("--seed", "4", "--runtime_info", "estimate") == twice
+    assert bench("--seed", "5", "--runtime_info", "estimate") != twice
+
+
+def test_bench_scenario_bad_algo_is_one_error_line():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_scenario.py"), "--algo", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("error: unknown --algo 'nope'") and proc.stderr.count("\n") == 1

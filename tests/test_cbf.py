@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import sys
 
 import numpy as np
@@ -250,3 +251,157 @@ def test_cbf_building_part_of_the_schedule_decides_as_building_all_of_it(spec, w
         cbf_module._run_facts = facts
     plain.run(cbf_reference)
     assert _same_schedule(lazy, full) and _same_schedule(lazy, plain)
+
+
+# -- the profile's searches against their definitions --------------------------------------------------------
+
+
+class _At:
+    """Stands in for the view in `_Profile._take`, which reads only the instant."""
+
+    def __init__(self, now_s: float):
+        self.now_s = now_s
+
+
+@st.composite
+def _profiles(draw):
+    """A profile of 1-5 nodes of 4 GPUs from now = 10 s: each row's steps at strictly increasing times (some
+    shared between rows, as job ends often are) with 0-4 free GPUs each; and a search's k, duration, bound."""
+    now = 10.0
+    times_s = st.sampled_from([11.0, 12.5, 15.0, 20.0, 20.0 + 1e-9, 30.0, 45.0, 60.0, 100.0])
+    rows_t, rows_f = [], []
+    for _ in range(draw(st.integers(1, 5))):
+        later = sorted(set(draw(st.lists(times_s, max_size=6))))
+        rows_t.append([now, *later])
+        rows_f.append(draw(st.lists(st.integers(0, 4), min_size=len(later) + 1, max_size=len(later) + 1)))
+    prof = _Profile.__new__(_Profile)
+    prof.view = _At(now)
+    prof.t, prof.free = rows_t, rows_f
+    prof.free_now = sum(f[0] for f in rows_f)
+    k = draw(st.integers(1, 8))
+    dur_s = draw(st.sampled_from([0.0, 1.0, 2.5, 5.0, 10.0, 35.0, 50.0, 200.0]))
+    before_s = draw(st.sampled_from([float("inf"), 25.0, 60.0, 111.0]))
+    return prof, k, dur_s, before_s
+
+
+def _steps_during(t: list[float], f: list[int], start_s: float, end_s: float) -> list[int]:
+    """Free GPUs of every step of one row that overlaps [start_s, end_s) (the step holding start_s at least)."""
+    return [
+        f[j] for j in range(len(t)) if t[j] <= start_s < (t[j + 1] if j + 1 < len(t) else float("inf"))
+    ] + [f[j] for j in range(len(t)) if start_s < t[j] < end_s]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_profiles())
+def test_one_node_search_is_the_earliest_best_fit_start(case):
+    """`_one_node` (a walk over each row) against its definition checked at every step of every row: the
+    earliest start at which some node keeps k free until the end, the end before the bound; ties -> fewest
+    free at the start, then the lower node."""
+    prof, k, dur_s, before_s = case
+    nodes = list(range(len(prof.t)))
+    fits = [
+        (t[j], f[j], n)
+        for n, t, f in zip(nodes, prof.t, prof.free, strict=True)
+        for j in range(len(t))
+        if t[j] + dur_s < before_s and min(_steps_during(t, f, t[j], t[j] + dur_s)) >= k
+    ]
+    want = None if not fits else (min(fits)[0], min(fits)[2])
+    assert prof._one_node(nodes, k, dur_s, before_s) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(_profiles())
+def test_spread_search_is_the_earliest_start_with_k_gpus_summed(case):
+    """`_spread` against its definition: the earliest step time (of any row) from which the rows' minima over
+    the run sum to >= k, the end before the bound; with those minima."""
+    prof, k, dur_s, before_s = case
+    nodes = list(range(len(prof.t)))
+    want = None
+    for s in sorted({x for t in prof.t for x in t}):
+        if s + dur_s >= before_s:
+            break
+        avail = [min(_steps_during(t, f, s, s + dur_s)) for t, f in zip(prof.t, prof.free, strict=True)]
+        if sum(avail) >= k:
+            want = (s, avail)
+            break
+    assert prof._spread(nodes, k, dur_s, before_s) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(_profiles(), st.data())
+def test_take_removes_gpus_over_the_interval_only(case, data):
+    """After `_take`, every instant's free count on the row is the old one less c inside [start, end) and
+    unchanged elsewhere; steps stay strictly increasing; `free_now` is the sum of the rows' first steps."""
+    prof, _, dur_s, _ = case
+    n = data.draw(st.integers(0, len(prof.t) - 1))
+    start_s = data.draw(st.sampled_from([10.0, 12.5, 17.0, 30.0]))
+    end_s = start_s + dur_s
+    c = data.draw(
+        st.integers(0, min(_steps_during(prof.t[n], prof.free[n], start_s, max(end_s, start_s + 1e-6))))
+    )
+
+    def free_at(t, f, x):
+        return f[max(j for j in range(len(t)) if t[j] <= x)]
+
+    old_t, old_f = list(prof.t[n]), list(prof.free[n])
+    prof._take(start_s, end_s, [n], [c])
+    t, f = prof.t[n], prof.free[n]
+    assert t[0] == 10.0 and all(a < b for a, b in zip(t, t[1:], strict=False))
+    held_until = end_s if end_s > start_s else np.nextafter(start_s, np.inf)
+    for x in sorted({*old_t, *t, start_s, end_s, 1000.0}):
+        inside = start_s <= x < held_until
+        assert free_at(t, f, x) == free_at(old_t, old_f, x) - (c if inside else 0), x
+    assert prof.free_now == sum(row[0] for row in prof.free)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_profiles(), st.data())
+def test_a_search_after_capacity_is_taken_starts_no_earlier(case, data):
+    """The shortcut of `_Profile.earliest`: once a search of an option found its earliest start s for a duration
+    d, a later search of it in the same profile for a duration >= d, after any reservations took capacity, finds
+    no start before s: begun at s (`from_s`) it gives the answer of a search from now, and if s + d' >= the bound
+    there is none."""
+    prof, k, dur_s, before_s = case
+    nodes = list(range(len(prof.t)))
+    spread = data.draw(st.booleans())
+    search = prof._spread if spread else prof._one_node
+    first_bound_s = data.draw(
+        st.sampled_from([float("inf"), before_s])
+    )  # any bound: a hit is the earliest start
+    first = search(nodes, k, dur_s, first_bound_s)
+    for _ in range(data.draw(st.integers(0, 3))):
+        n = data.draw(st.integers(0, len(nodes) - 1))
+        start_s = data.draw(st.sampled_from([10.0, 12.5, 17.0, 30.0, 60.0]))
+        end_s = start_s + data.draw(st.sampled_from([0.0, 3.0, 20.0, 70.0]))
+        held = _steps_during(prof.t[n], prof.free[n], start_s, max(end_s, start_s + 1e-6))
+        prof._take(start_s, end_s, [n], [data.draw(st.integers(0, min(held)))])
+    later_s = dur_s + data.draw(st.sampled_from([0.0, 0.5, 10.0]))
+    want = search(nodes, k, later_s, before_s)
+    if first is None:
+        return
+    assert search(nodes, k, later_s, before_s, first[0]) == want
+    if first[0] + later_s >= before_s:
+        assert want is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([1.0, 2.0, 2.5, 4.0, 8.0])), max_size=12))
+def test_earliest_memo_answers_the_latest_start_found_for_a_run_as_short_or_shorter(records):
+    """`_found` keeps `_Profile.earliest`'s pairs so that a look-up for duration d (the entry of the longest
+    duration <= d) gives the largest start recorded for any duration <= d, as long as the records come from a
+    profile that only loses capacity: there the earliest start grows with time and with the duration. Modelled
+    here as start = (sum of the delays so far) + duration / 2."""
+    earliest: dict = {}
+    delay = 0
+    found: list[tuple[float, float]] = []
+    for step, dur_s in records:
+        delay += step
+        start_s = delay + dur_s / 2
+        cbf_module._found(earliest, "option", dur_s, start_s)
+        found.append((dur_s, start_s))
+    ds, starts = earliest.get("option", ([], []))
+    assert ds == sorted(set(ds)) and starts == sorted(starts)
+    for d in (0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 8.0, 9.0):
+        x = bisect.bisect_right(ds, d) - 1
+        want = max((a for dur, a in found if dur <= d), default=None)
+        assert (starts[x] if x >= 0 else None) == want, d
