@@ -351,9 +351,7 @@ def fits_after_release(free: FreeState, elig: Eligible, k: int, pace: Pace, gain
                 return True
         else:
             have = sum(g for n, g in gained.items() if node_pool[n] in pools)
-            have += sum(
-                c * len(by_c[c]) for q in pools for by_c in (pool_free[q],) for c in range(1, len(by_c))
-            )
+            have += sum(c * len(nodes) for q in pools for c, nodes in enumerate(pool_free[q]))
             if have >= k:
                 return True
     return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from env.cluster import ClusterLayout
 from env.cluster_spec import parse_cluster_spec
 from env.simulator import Simulator
@@ -28,3 +30,12 @@ def run(cluster: str, jobs, policy: str, uniform_speed: bool = False, factor: fl
 
 def times(by_id) -> dict[str, tuple[float, float]]:
     return {k: (float(v[0]), float(v[1])) for k, v in by_id.items()}
+
+
+def estimates(workload: Workload, seed: int, noisy: bool = True) -> np.ndarray:
+    """What policies are told of the jobs' runtimes: the true ones, or (noisy) each times a lognormal(0, 0.8)
+    factor drawn from `seed`, so both under- and over-estimates occur."""
+    known = np.array([j.runtime_s for j in workload.jobs])
+    if noisy:
+        known = known * np.random.default_rng(seed).lognormal(0.0, 0.8, len(workload.jobs))
+    return known

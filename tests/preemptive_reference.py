@@ -23,6 +23,28 @@ def _progress(view: View, j: int) -> float:
     return min(done, view.jobs.runtime_s[j])
 
 
+def fewest_victims(view: View, free, victims: list[int], shape: tuple) -> list[int] | None:
+    """The shortest prefix of `victims` (lowest priority first) whose release lets `shape` be placed, then each of
+    its victims but the last spared, highest priority first, where the rest still suffice; None if all do not."""
+    chosen: list[int] = []
+    trial = free.copy()
+    for v in victims:
+        trial.give(view.placements[v])
+        chosen.append(v)
+        if place(trial, *shape) is not None:
+            break
+    else:
+        return None
+    for v in list(reversed(chosen[:-1])):
+        rest = [u for u in chosen if u != v]
+        trial = free.copy()
+        for u in rest:
+            trial.give(view.placements[u])
+        if place(trial, *shape) is not None:
+            chosen = rest
+    return chosen
+
+
 def _allocate(view: View, ranked: list[tuple[tuple, bool, int]], requeue_key) -> list:
     """The rule of schedulers/preemptive.py over one fully ranked list of (key, is running, job); a job preempted
     here is put back into the rest of the list as a waiting job with key `requeue_key(job)`."""
@@ -44,24 +66,9 @@ def _allocate(view: View, ranked: list[tuple[tuple, bool, int]], requeue_key) ->
             continue
         lower = [v for _, r, v in ranked[pos + 1 :] if r and v not in preempted]
         lower.reverse()  # lowest priority first
-        chosen: list[int] = []
-        trial = free.copy()
-        fits = False
-        for v in lower:
-            trial.give(view.placements[v])
-            chosen.append(v)
-            if place(trial, *shape[j]) is not None:
-                fits = True
-                break
-        if not fits:
+        chosen = fewest_victims(view, free, lower, shape[j])
+        if chosen is None:
             continue
-        for v in list(reversed(chosen[:-1])):
-            rest = [u for u in chosen if u != v]
-            trial = free.copy()
-            for u in rest:
-                trial.give(view.placements[u])
-            if place(trial, *shape[j]) is not None:
-                chosen = rest
         for v in chosen:
             free.give(view.placements[v])
             out.append(Preempt(v))

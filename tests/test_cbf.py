@@ -21,7 +21,7 @@ from schedulers import POLICIES
 from schedulers.cbf import _none_can_start, _Profile, cbf_schedule
 from schedulers.plan import Plan
 from tests.cbf_reference import cbf_reference
-from tests.helpers import job, run, times
+from tests.helpers import estimates, job, run, times
 from tests.test_invariants import check_invariants, clusters, workloads
 from workloads.job import Workload
 
@@ -39,9 +39,7 @@ def _same_schedule(a: Simulator, b: Simulator) -> bool:
 def test_cbf_equals_the_plain_scan(spec, workload, seed, noisy):
     """Same decisions as tests/cbf_reference.py, with exact and with noisy (under- and over-) estimates."""
     layout = ClusterLayout(spec)
-    known = np.array([j.runtime_s for j in workload.jobs])
-    if noisy:
-        known = known * np.random.default_rng(seed).lognormal(0.0, 0.8, len(workload.jobs))
+    known = estimates(workload, seed, noisy)
     fast, plain = Simulator(workload, layout, known, 1.2), Simulator(workload, layout, known, 1.2)
     fast.run(POLICIES["cbf"])
     plain.run(cbf_reference)
@@ -269,8 +267,7 @@ def test_cbf_building_part_of_the_schedule_decides_as_building_all_of_it(spec, w
     """Noisy estimates: the partial build (stopped once no job left can start now) against the build of every
     reservation (the exact-runtime mode, forced) and the plain scan."""
     layout = ClusterLayout(spec)
-    known = np.array([j.runtime_s for j in workload.jobs])
-    known = known * np.random.default_rng(seed).lognormal(0.0, 0.8, len(workload.jobs))
+    known = estimates(workload, seed)
     lazy, full, plain = (Simulator(workload, layout, known, 1.2) for _ in range(3))
     lazy.run(POLICIES["cbf"])
     facts = cbf_module._run_facts

@@ -12,7 +12,7 @@ from env.cluster_spec import parse_cluster_spec
 from env.simulator import Simulator
 from schedulers import POLICIES
 from schedulers.tiresias import make_tiresias
-from tests.helpers import job
+from tests.helpers import estimates, job
 from tests.preemptive_reference import srtf_reference, tiresias_reference
 from tests.test_invariants import clusters, workloads
 from workloads.job import Workload
@@ -148,9 +148,7 @@ def _same(a: Simulator, b: Simulator) -> bool:
 @given(clusters(), workloads(), st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from([0.0, 5.0, 60.0]))
 def test_srtf_equals_the_plain_reference(spec, workload, seed, noisy, overhead_s):
     layout = ClusterLayout(spec)
-    known = np.array([j.runtime_s for j in workload.jobs])
-    if noisy:
-        known = known * np.random.default_rng(seed).lognormal(0.0, 0.8, len(workload.jobs))
+    known = estimates(workload, seed, noisy)
     fast = Simulator(workload, layout, known, 1.2, overhead_s)
     plain = Simulator(workload, layout, known, 1.2, overhead_s)
     fast.run(POLICIES["srtf"])

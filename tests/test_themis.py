@@ -3,7 +3,6 @@ reference of tests/themis_reference.py on random small workloads."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +12,7 @@ from env.cluster_spec import parse_cluster_spec
 from env.simulator import Simulator
 from schedulers import POLICIES, PREEMPTIVE
 from schedulers.themis import lease_ended, make_themis, next_lease_end
-from tests.helpers import job
+from tests.helpers import estimates, job
 from tests.test_invariants import clusters, workloads
 from tests.test_preemptive_policies import _runs, _same
 from tests.themis_reference import themis_reference
@@ -115,9 +114,7 @@ def test_bad_knobs_are_rejected(lease_s, knob):
 def test_themis_equals_the_plain_reference(spec, workload, knobs, overhead_s, seed, noisy):
     """The policy's single wake-up must lose no decision the reference's wake-up at every lease end makes."""
     layout = ClusterLayout(spec)
-    known = np.array([j.runtime_s for j in workload.jobs])
-    if noisy:
-        known = known * np.random.default_rng(seed).lognormal(0.0, 0.8, len(workload.jobs))
+    known = estimates(workload, seed, noisy)
     fast = Simulator(workload, layout, known, 1.2, overhead_s)
     plain = Simulator(workload, layout, known, 1.2, overhead_s)
     fast.run(make_themis(*knobs))

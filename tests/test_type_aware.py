@@ -19,7 +19,7 @@ from schedulers import POLICIES, make_policy
 from schedulers.ect import ect
 from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
 from tests.gate_reference import ect_reference, sjf_gate_reference
-from tests.helpers import job, run, times
+from tests.helpers import estimates, job, run, times
 from tests.test_invariants import clusters, workloads
 from workloads.job import Workload
 
@@ -125,9 +125,7 @@ def _same_schedule(a: Simulator, b: Simulator) -> bool:
 )
 def test_type_aware_heuristics_equal_their_plain_references(spec, workload, seed, noisy, gate_s):
     layout = ClusterLayout(spec)
-    known = np.array([j.runtime_s for j in workload.jobs])
-    if noisy:
-        known = known * np.random.default_rng(seed).lognormal(0.0, 0.8, len(workload.jobs))
+    known = estimates(workload, seed, noisy)
     pairs = [
         (functools.partial(sjf_gate, gate_s=gate_s), functools.partial(sjf_gate_reference, gate_s=gate_s)),
         (ect, ect_reference),

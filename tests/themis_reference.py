@@ -9,6 +9,7 @@ import math
 
 from env.placement import place
 from env.simulator import Decision, Preempt, View, WakeUp
+from tests.preemptive_reference import fewest_victims
 
 
 def _progress(view: View, j: int, running: bool) -> float:
@@ -74,22 +75,9 @@ def themis_reference(lease_s: float = 300.0, f: float = 0.2):
                 if fl == 0 and v not in preempted and r[v] < r[j] and lease_end_now(view, v)
             ]
             victims.reverse()  # lowest priority first
-            chosen: list[int] = []
-            trial = free.copy()
-            for v in victims:
-                trial.give(view.placements[v])
-                chosen.append(v)
-                if place(trial, *shape) is not None:
-                    break
-            else:
+            chosen = fewest_victims(view, free, victims, shape)
+            if chosen is None:
                 continue
-            for v in list(reversed(chosen[:-1])):
-                rest = [u for u in chosen if u != v]
-                trial = free.copy()
-                for u in rest:
-                    trial.give(view.placements[u])
-                if place(trial, *shape) is not None:
-                    chosen = rest
             for v in chosen:
                 free.give(view.placements[v])
                 out.append(Preempt(v))
