@@ -8,13 +8,13 @@ python bench/bench_gavel.py --num_jobs 2000 --cluster 8xV100:8,8xP100:8,8xK80:8 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_scenario import fingerprint  # noqa: E402
 from env.scenario import build_scenario  # noqa: E402
 from main import build_parser, config_from_args  # noqa: E402
 from runner import run_heuristic  # noqa: E402
@@ -34,13 +34,9 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     r = run_heuristic(sc, a.algo)
     wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    h = hashlib.sha256()
-    for arr in (r.start_s, r.end_s, r.runtime_actual_s):
-        h.update(arr.tobytes())
-    h.update(repr((r.gpu_type, r.placement, r.status, r.runs)).encode())
     print(
         f"{a.algo}: {a.num_jobs} jobs on {a.cluster}: {wall_s:.1f} s simulated run ({cpu_s:.1f} s CPU), "
-        f"{int(r.preemptions.sum())} preemptions, outputs sha256 {h.hexdigest()[:16]}"
+        f"{int(r.preemptions.sum())} preemptions, outputs sha256 {fingerprint(r)}"
     )
 
 

@@ -27,11 +27,12 @@ from schedulers import POLICIES, PREEMPTIVE  # noqa: E402
 
 
 def fingerprint(result) -> str:
-    """SHA-256 (first 16 hex digits) of every job's start and end times and placement."""
+    """SHA-256 (first 16 hex digits) of every job's start, end and held time, GPU types, placement, status and
+    runs (bench_gavel.py prints the same)."""
     h = hashlib.sha256()
-    h.update(np.ascontiguousarray(result.start_s, dtype=float).tobytes())
-    h.update(np.ascontiguousarray(result.end_s, dtype=float).tobytes())
-    h.update(repr(list(result.placement)).encode())
+    for arr in (result.start_s, result.end_s, result.runtime_actual_s):
+        h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
+    h.update(repr((result.gpu_type, result.placement, result.status, result.runs)).encode())
     return h.hexdigest()[:16]
 
 
