@@ -49,7 +49,7 @@ from typing import NamedTuple
 import numpy as np
 
 from env.cluster import FULL, ClusterLayout, FreeState, Placement
-from env.placement import _options, effective_speed
+from env.placement import _gpus_on_node, _options, effective_speed
 from env.simulator import Decision, View
 from schedulers.plan import Plan
 
@@ -84,7 +84,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     stateful = whole_only and not want_reservations
     # with runtime estimates the kept schedule rarely survives the next completion: build only as much of the
     # schedule as decides this instant's starts (`_none_can_start`), keeping it only if it got built whole
-    lazy = not want_reservations and not (stateful and exact)
+    lazy = stateful and not exact
     if stateful:
         kept = _KEPT.pop(id(jt), None)
         if kept is not None and kept.jobs is jt:
@@ -145,7 +145,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             if not (any_frac[x] and free.free_milli_total > FULL * sum(free.type_whole)):
                 cut = True
                 break
-        if lazy and whole_only and x == check_at:
+        if lazy and x == check_at:
             check_at = 2 * x or 1
             if _none_can_start(prof, todo, x):
                 cut = True
@@ -589,8 +589,8 @@ class _Profile:
                     from_s = low[1][x]  # it starts no earlier (see `earliest`)
                     if from_s + d >= bound:
                         continue  # so it cannot end before the bound
+            nodes = pool_nodes.get(pools) or _nodes_of(layout, pools)
             if o.multi_type < 0:
-                nodes = pool_nodes.get(pools) or _nodes_of(layout, pools)
                 hit = self._one_node(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, n = hit
@@ -600,12 +600,12 @@ class _Profile:
                     if a == now and self.whole_only:
                         break  # the earliest start there is: no later (slower) option completes sooner or as soon
             else:
-                hit = self._spread(pool_nodes.get(pools) or _nodes_of(layout, pools), k, d, bound, from_s)
+                hit = self._spread(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, avail = hit
                     _found(earliest, key, d, a)
                     bound = a + d
-                    best = (bound, a, o.multi_type, (pools, avail), o.multi_type, d)
+                    best = (bound, a, o.multi_type, (nodes, avail), o.multi_type, d)
         if milli < FULL:
             shared = self._shared_now(i, plan.free, bound)
             if shared is not None:
@@ -624,8 +624,7 @@ class _Profile:
                 free = plan.free
                 p = _on_node(free, n, k, milli, mem_mb)
         else:
-            pools, avail = data
-            cols = _nodes_of(layout, pools)
+            cols, avail = data
             order = sorted(range(len(cols)), key=lambda x: (-int(avail[x]), int(cols[x])))
             take_n, take_c = [], []
             left = k
@@ -708,13 +707,11 @@ def _after(t: float) -> float:
 
 
 def _on_node(free: FreeState, n: int, k: int, milli: int, mem_mb: int) -> Placement:
+    if milli == FULL:
+        return _gpus_on_node(free, n, k, free.node_whole[n])
     layout = free.layout
     a = layout.node_first_gpu[n]
     m = layout.node_num_gpus[n]
-    if milli == FULL:
-        gpus = [a + g for g, x in enumerate(free.free_milli[a : a + m].tolist()) if x == FULL][:k]
-        first = gpus[0] if gpus[-1] - gpus[0] == k - 1 else -1
-        return Placement(tuple(gpus), (n,), FULL, 0, layout.node_type[n], first)
     fm = free.free_milli[a : a + m].tolist()
     fmem = free.free_mem_mb[a : a + m].tolist()
     g = min((x for x in range(m) if fm[x] >= milli and fmem[x] >= mem_mb), key=lambda x: (fm[x], x))
@@ -722,10 +719,7 @@ def _on_node(free: FreeState, n: int, k: int, milli: int, mem_mb: int) -> Placem
 
 
 def _spread_placement(free: FreeState, nodes: list[int], counts: list[int], t: int) -> Placement:
-    layout = free.layout
     gpus: list[int] = []
     for n, c in zip(nodes, counts, strict=True):
-        a = layout.node_first_gpu[n]
-        m = layout.node_num_gpus[n]
-        gpus.extend([a + g for g, x in enumerate(free.free_milli[a : a + m].tolist()) if x == FULL][:c])
+        gpus.extend(free.free_gpus_on(n, c))
     return Placement(tuple(gpus), tuple(nodes), FULL, 0, t, -1, tuple(counts))
