@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
+
+
+class UserError(ValueError):
+    """A mistake in the user's options or input files: reported as one `error:` line, without a traceback
+    (raised by every layer that reads what the user gave)."""
 
 
 @dataclass(frozen=True)
 class DifficultyPreset:
     cluster: str
-    """cluster spec string (see env/cluster_spec.py)"""
+    """cluster spec string (see sim/cluster_spec.py)"""
     num_jobs: int
     load_factor: float
     """offered reference-GPU-seconds / (cluster GPUs x arrival window)"""
@@ -71,7 +78,7 @@ class WorkloadConfig:
     """google: one job per Borg task (task, as Borg schedules them) or one rigid gang per Borg job (job)"""
     job_types: str | None = None
     """per-job GPU-type speeds from a throughput matrix: `gavel` (Gavel's measured matrix, OSDI'20) or a path to
-    a file of the same shape; each job gets a job type (env/throughput.py, workloads/job_types.py); None = the
+    a file of the same shape; each job gets a job type (sim/throughput.py, workloads/job_types.py); None = the
     catalog's one speed per GPU type"""
 
 
@@ -89,7 +96,7 @@ class SimConfig:
     about the 62 s average preemption overhead of Tiresias' testbed (Gu et al., NSDI'19, §5.2.4: 13,724 s over
     221 preemptions, as quoted in Lucid's reference simulator, github.com/S-Lab-System-Group/Lucid,
     simulation/policy/policy.py `ckpt_overhead`; the paper's text was not checked here); Lucid's simulator itself
-    charges 40 s for jobs of <= 8 GPUs and 60 s above (README, Preemption)"""
+    charges 40 s for jobs of <= 8 GPUs and 60 s above (docs/schedulers.md, Preemption)"""
 
 
 @dataclass(frozen=True)
@@ -145,7 +152,7 @@ class D3QNConfig(DemonstrationConfig):
     """replay capacity in transitions"""
     batch_size: int = 128
     gamma: float = 0.9
-    """discount per `discount_tau_s` seconds of simulated time (issue 11: a per-step discount priced 20 starts at
+    """discount per `discount_tau_s` seconds of simulated time (a per-step discount priced 20 starts at
     one instant like 20 hours); 0.9 per hour = an e-folding horizon of about 9.5 h, a few average job
     completion times on the synthetic profiles (not tuned: BENCHMARKS.md)"""
     discount_tau_s: float = 3600.0
@@ -207,10 +214,10 @@ class SACConfig(DemonstrationConfig):
     """env steps per gradient update"""
     target_entropy_ratio: float = 0.2
     """target entropy of a state = ratio x log(number of legal actions in that state); 0.5 kept alpha rising
-    (0.38 -> 0.95) while the cloned policy stayed near-deterministic (issue 11)"""
+    (0.38 -> 0.95) while the cloned policy stayed near-deterministic (RL-quality study)"""
     alpha_init: float = 0.01
     """initial entropy temperature (in reward units per nat: a step's reward is hours of job time, so an
-    alpha near 1 paid for extra WAIT steps, issue 11)"""
+    alpha near 1 paid for extra WAIT steps)"""
     alpha_max: float = 0.05
     """upper bound of the learned temperature (log alpha is clamped after every step), so the entropy bonus
     of a decision stays below alpha_max x log(K + 1) ~ 0.14 reward units (8.5 minutes of one job's time)"""
@@ -218,8 +225,8 @@ class SACConfig(DemonstrationConfig):
     """learn the temperature (within (0, alpha_max]); False keeps alpha_init"""
     demo_decay_fraction: float = 0.5
     """the behaviour-cloning weight decays linearly from demo_weight to 0 over this fraction of the run's total
-    steps, so the final policy is the critic's, not the demonstrator's (issue 11); pre-training uses the
-    full weight; inf = never decays (the behaviour before issue 11)"""
+    steps, so the final policy is the critic's, not the demonstrator's; pre-training uses the
+    full weight; inf = never decays (the behaviour of checkpoint format 1)"""
     demo_q_filter: bool = True
     """clone a demonstration only where the critics value its action at least as much as the policy's expected
     action value (the Q-filter of Nair et al. 2018, eq. 4), so imitation never overrides what the critic learned
@@ -256,7 +263,7 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class PowerConfig:
-    """The power model and power managers (env/power.py, env/power_managers.py); off unless --power is given."""
+    """The power model and power managers (sim/power.py, schedulers/power_managers.py); off unless --power is given."""
 
     managers: tuple[str, ...] = ()
     """power managers: always_on | idle_off:T[:R] | price_aware:D[:T[:R]]; compare runs each algo with each;
@@ -291,12 +298,12 @@ class PPOConfig:
     n_epochs: int = 4
     """passes over each rollout (SB3 default 10; 4 keeps the update cost below the env's on one core)"""
     gamma: float = 0.9
-    """discount per `discount_tau_s` seconds of simulated time, as D3QNConfig/SACConfig (issue 11: PPO's former
+    """discount per `discount_tau_s` seconds of simulated time, as D3QNConfig/SACConfig (PPO's former
     0.99 per env step priced 20 starts at one instant like 20 hours, and 4 of 5 training seeds collapsed to
-    holding jobs back; README, PPO)"""
+    holding jobs back; docs/agents.md, PPO)"""
     discount_tau_s: float = 3600.0
     """a step that took dt simulated seconds (info["elapsed_s"]) is discounted by gamma^(dt / discount_tau_s) in
-    GAE's TD errors and traces; 0 = per env step (gamma each: SB3's own GAE, as before issue 11's fix)"""
+    GAE's TD errors and traces; 0 = per env step (gamma each: SB3's own GAE, as PPO did before)"""
     gae_lambda: float = 0.95
     """GAE's lambda (Schulman et al. 2016, GAE), applied once per env step on top of each step's discount"""
     normalize_reward: bool = True
@@ -318,11 +325,11 @@ class PPOConfig:
 
 @dataclass(frozen=True)
 class MixConfig:
-    """What training episodes are drawn from (training_mix.py); evaluation always uses the plain scenario."""
+    """What training episodes are drawn from (scenario/mixtures.py); evaluation always uses the plain scenario."""
 
     train_mix: str = "none"
     """none: every episode is the configured scenario with a new seed | synthetic: random cluster compositions,
-    difficulties and loads (training_mix.py documents the distribution) | synthetic+traces: half of the episodes
+    difficulties and loads (scenario/mixtures.py documents the distribution) | synthetic+traces: half of the episodes
     are windows of the --train_windows traces"""
     train_windows: tuple[str, ...] = ()
     """FORMAT=PATH[@CLUSTER] traces whose first TRAIN_FRACTION of time training windows are drawn from"""
@@ -337,7 +344,7 @@ class RunConfig:
     seed: int = 0
     seeds: tuple[int, ...] = (0,)
     log_dir: str | None = None
-    """put the run's files directly here (default: logs/<descriptive name>_<hash of the run>, runner.default_log_dir)"""
+    """put the run's files directly here (default: logs/<descriptive name>_<hash of the run>, cli/run_folder.py, default_log_dir)"""
     overwrite: bool = False
     """replace another run held in the run folder (its files are removed first); see run_folder.RunFolder"""
     models_dir: str = "models"
@@ -352,7 +359,7 @@ class RunConfig:
     checkpoint_every_episodes: int = 20
     validation_seeds: tuple[int, ...] = (200, 201, 202, 203, 204)
     """train: scenarios every checkpoint is scored on (avg JCT); the best is kept as <algo>_seed<S>_best.pt.
-    () = no validation. Keep them apart from the seeds you report results on (README uses 100-109)"""
+    () = no validation. Keep them apart from the seeds you report results on (the docs use 100-109)"""
     model: str = "final"
     """eval/compare: which checkpoint of a training seed to load when --checkpoint is not given (final | best)"""
     progress: bool = True
@@ -378,7 +385,7 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class ServeConfig:
-    """`--mode serve`: the HTTP server of remote Gymnasium sessions (server/, README, HTTP server)."""
+    """`--mode serve`: the HTTP server of remote Gymnasium sessions (server/, docs/server.md)."""
 
     host: str = "127.0.0.1"
     """address to listen on (loopback: only this machine; 0.0.0.0: every interface, no authentication)"""
@@ -387,3 +394,22 @@ class ServeConfig:
     """sessions open at once; POST /reset of one more is refused (429) until one is closed or expires"""
     session_ttl_s: float = 600.0
     """a session unused for this many seconds (wall clock) is closed"""
+
+
+def run_config_from_dict(saved: dict[str, Any]) -> RunConfig:
+    """The RunConfig a checkpoint's `run_config` dict was made from (fields it lacks keep their defaults;
+    fields this version does not know are dropped)."""
+    defaults = RunConfig()
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(RunConfig):
+        if f.name not in saved:
+            continue
+        value, default = saved[f.name], getattr(defaults, f.name)
+        if dataclasses.is_dataclass(default) and isinstance(value, dict):
+            known = {f.name for f in dataclasses.fields(default)}
+            parts = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k in known}
+            value = dataclasses.replace(default, **parts)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[f.name] = value
+    return dataclasses.replace(defaults, **values)

@@ -12,10 +12,10 @@ from typing import Any
 import torch
 
 from agents.files import atomic_write
-from env.scenario import UserError
+from config import UserError
 
 CHECKPOINT_FORMAT = 2
-"""2 (issue 11): new observation (per-type total and next-release features, no arrived_frac, window in arrival
+"""2 (the RL-quality study): new observation (per-type total and next-release features, no arrived_frac, window in arrival
 order), delay reward against the in-cluster fastest type, time-based discounting; a format-1 network would read
 the new observation wrongly, so loading one is an error that says to retrain"""
 INTERRUPTED_TAG = "interrupted"
@@ -98,7 +98,7 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if checkpoint["format"] == 1:
         raise UserError(
             f"{path}: checkpoint format 1, written before the observation, the delay reward and the discounting "
-            f"changed (issue 11; this version reads format {CHECKPOINT_FORMAT}): its network would misread the new "
+            f"changed (this version reads format {CHECKPOINT_FORMAT}): its network would misread the new "
             "observation. Retrain it (python main.py --mode train ...), or evaluate it with the version that wrote it"
         )
     if checkpoint["format"] != CHECKPOINT_FORMAT:

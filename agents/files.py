@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from env.scenario import UserError
+from config import UserError
 
 try:  # POSIX: a lock the kernel releases when its process dies, however it dies
     import fcntl

@@ -13,6 +13,7 @@ import torch
 from agents.checkpoint import load_checkpoint
 from agents.d3qn import make_q_network
 from agents.networks import ObsSpec
+from agents.ppo_policy import make_ppo_policy
 from agents.sac import make_actor
 from config import D3QNConfig, PPOConfig, SACConfig
 
@@ -67,8 +68,6 @@ def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device =
         network = make_actor(SACConfig(**config), spec)
         network.load_state_dict(networks["actor"])
     elif algo == "ppo":
-        from agents.ppo import make_ppo_policy
-
         network = make_ppo_policy(PPOConfig(**config), spec)
         network.load_state_dict(networks["policy"])
     else:

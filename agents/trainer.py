@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import signal
-import sys
-import threading
 import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,118 +30,24 @@ from agents.demos import Demonstrator, collect_demonstrations
 from agents.networks import ObsSpec
 from agents.policy import AgentPolicy
 from agents.replay import ReplayBuffer
+from agents.run_control import (
+    CtrlC,
+    TrainingInterrupted,
+    TrainResult,
+    demonstration_seeds,
+    flatten,
+    remove_own_interrupted_checkpoint,
+    resolve_device,
+    training_episode_seed,
+)
 from agents.sac import SACAgent
 from config import D3QNConfig, SACConfig
 
 AGENTS: dict[str, tuple[type, type]] = {"d3qn": (D3QNAgent, D3QNConfig), "sac": (SACAgent, SACConfig)}
 
-# Training episodes draw their scenario seeds from [TRAIN_SEED_BASE, ...): seed S, episode N uses
-# TRAIN_SEED_BASE + S * TRAIN_SEEDS_PER_RUN + N. Evaluation must use seeds below TRAIN_SEED_BASE, so no
-# evaluation scenario is ever trained on, and different training seeds never share a scenario.
-TRAIN_SEED_BASE = 1_000_000_000
-TRAIN_SEEDS_PER_RUN = 1_000_000
-
 LOG_LOSSES_EVERY_UPDATES = 100
 PROGRESS_EVERY_STEPS = 500  # also how often the time limit is checked
 RECENT_EPISODES = 20  # window of the "recent return" in the progress bar
-
-
-def training_episode_seed(seed: int, episode: int) -> int:
-    """Scenario seed of training episode `episode` (0-based) of training seed `seed`."""
-    if not 0 <= episode < TRAIN_SEEDS_PER_RUN or seed < 0:
-        raise ValueError(f"training seed {seed} / episode {episode} outside the reserved seed range")
-    return TRAIN_SEED_BASE + seed * TRAIN_SEEDS_PER_RUN + episode
-
-
-def demonstration_seeds(seed: int, count: int) -> list[int]:
-    """Scenario seeds of the demonstration episodes of training seed `seed`: the last of its reserved range,
-    so they never coincide with the agent's own episodes (which count up from the first)."""
-    return [training_episode_seed(seed, TRAIN_SEEDS_PER_RUN - 1 - k) for k in range(count)]
-
-
-def is_training_seed(scenario_seed: int) -> bool:
-    return scenario_seed >= TRAIN_SEED_BASE
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    algo: str
-    seed: int
-    global_step: int
-    """env steps taken in total (including those before a resume)"""
-    episodes: int
-    """episodes finished in total"""
-    final_checkpoint: str
-    checkpoints: tuple[str, ...]
-    """every checkpoint this call wrote, final last"""
-    episode_returns: tuple[float, ...]
-    """undiscounted returns of the episodes finished in this call"""
-    wall_s: float
-    steps_per_s: float
-    """env steps of this call / wall_s (acting, env, updates, logging and checkpoints included)"""
-    run_dir: str
-    eval_history: tuple[tuple[int, dict[str, float]], ...] = ()
-    """(global_step, eval_fn result) at each checkpoint"""
-    run_id: str = ""
-    """the training run (agents.checkpoint.new_run_id), the same across its resumes"""
-    setup_s: float = 0.0
-    """part of wall_s spent before the first step: building env and agent, demonstrations, pre-training"""
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped training after a complete checkpoint to resume from was written."""
-
-    def __init__(self, checkpoint: str, global_step: int, total_steps: int, run_id: str):
-        super().__init__(f"interrupted at step {global_step:,} of {total_steps:,}; checkpoint {checkpoint}")
-        self.checkpoint = checkpoint
-        self.global_step, self.total_steps = global_step, total_steps
-        self.run_id = run_id
-
-
-class _CtrlC:
-    """SIGINT handling of the training loop (main thread only; elsewhere Ctrl-C raises KeyboardInterrupt as
-    usual, which the loop catches too). The first Ctrl-C asks the loop to stop after the current step, so the
-    checkpoint holds a consistent state; a second one interrupts the step at once. While a checkpoint that
-    ends the run is written (`saving`), Ctrl-C is ignored with a message, so the file is always complete."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
-
-    def __enter__(self) -> _CtrlC:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def _on_sigint(self, signum, frame) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print(
-            "\nCtrl-C: stopping after this step to write a checkpoint (Ctrl-C again to stop the step at once)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def saving(self, what: str) -> None:
-        def ignore(signum, frame) -> None:
-            print(
-                f"\nstill writing {what}; Ctrl-C is ignored until it is complete", file=sys.stderr, flush=True
-            )
-
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, ignore)
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """auto -> cuda when available, else cpu."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def _split_config(algo: str, cfg: Any) -> tuple[Any, dict[str, Any] | None]:
@@ -156,15 +58,6 @@ def _split_config(algo: str, cfg: Any) -> tuple[Any, dict[str, Any] | None]:
     if isinstance(getattr(cfg, algo, None), config_type):
         return getattr(cfg, algo), dataclasses.asdict(cfg)
     raise TypeError(f"cfg must be a {config_type.__name__} or hold one as .{algo}, got {type(cfg).__name__}")
-
-
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> dict[str, Any]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _flatten(f"{prefix}.{key}" if prefix else key, item, out)
-    else:
-        out[prefix] = value if isinstance(value, int | float | str | bool) else str(value)
-    return out
 
 
 def train(
@@ -325,11 +218,11 @@ def train(
         "device": str(dev),
         "resume": str(resume),
     }
-    hparams |= _flatten("", dataclasses.asdict(agent_cfg), {})
+    hparams |= flatten("", dataclasses.asdict(agent_cfg), {})
     table = "\n".join(f"|{key}|{value}|" for key, value in hparams.items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table, global_step)
     if run_cfg is not None:
-        run_table = "\n".join(f"|{key}|{value}|" for key, value in _flatten("", run_cfg, {}).items())
+        run_table = "\n".join(f"|{key}|{value}|" for key, value in flatten("", run_cfg, {}).items())
         writer.add_text("run_config", "|param|value|\n|-|-|\n" + run_table, global_step)
 
     written: list[str] = []
@@ -405,7 +298,7 @@ def train(
     mask = info["action_mask"]
     next_episode += 1
     episode_return, episode_length, last_bar_step = 0.0, 0, global_step
-    with _CtrlC() as ctrl_c:
+    with CtrlC() as ctrl_c:
         try:
             while global_step < total_steps and not ctrl_c.requested:
                 learning = len(buffer) >= max(agent_cfg.learning_starts, agent_cfg.batch_size)
@@ -480,7 +373,7 @@ def train(
         final = checkpoint_path(models_dir, algo, seed, None)
         ctrl_c.saving(f"the final checkpoint {final}")
         save(final, resume_episode)
-    _remove_own_interrupted_checkpoint(checkpoint_path(models_dir, algo, seed, INTERRUPTED_TAG), run_id)
+    remove_own_interrupted_checkpoint(checkpoint_path(models_dir, algo, seed, INTERRUPTED_TAG), run_id)
     metric = float(np.mean(recent_returns)) if recent_returns else float("nan")
     writer.add_hparams(
         {key: value for key, value in hparams.items() if key != "resume"},
@@ -505,16 +398,3 @@ def train(
         run_id=run_id,
         setup_s=setup_s,
     )
-
-
-def _remove_own_interrupted_checkpoint(path: Path, run_id: str) -> None:
-    """A run that completed no longer needs the checkpoint Ctrl-C left; another run's is left alone."""
-    if not path.exists():
-        return
-    try:
-        owner = torch.load(path, map_location="cpu", weights_only=True).get("run_id")
-    except Exception:  # unreadable: not ours to judge
-        return
-    if owner == run_id:
-        replay_path(path).unlink(missing_ok=True)
-        path.unlink(missing_ok=True)

@@ -16,8 +16,8 @@ from agents.files import write_text_atomic
 from agents.policy import AgentPolicy
 from config import RunConfig
 from env.gym_env import run_policy_in_env
-from env.scenario import build_scenario
 from metrics.summary import summarize
+from scenario.build import build_scenario
 
 
 def pending_best_path(best_path: str | os.PathLike) -> Path:
@@ -48,7 +48,7 @@ class BestCheckpoint:
     from its own pending best, or from its published one when a finished run is extended; a record of
     another run, or from later than the resumed checkpoint, is ignored.
     Validation seeds must differ from the seeds results are reported on; training seeds never collide
-    with them (agents.trainer.TRAIN_SEED_BASE).
+    with them (agents.run_control.TRAIN_SEED_BASE).
     """
 
     def __init__(self, cfg: RunConfig, best_path: Path, run_id: str, resume_step: int | None = None):

@@ -1,7 +1,7 @@
 """Benchmark: wall time of one Gavel run (scenario built as `main.py --mode eval` builds it), with a fingerprint of
 its outputs so that a speed change can be checked to leave the schedule unchanged.
 
-python bench/bench_gavel.py                                   # 10,000 jobs on 1,024 GPUs (the issue 10 target)
+python bench/bench_gavel.py                                   # 10,000 jobs on 1,024 GPUs (the speed target: <= 60 s)
 python bench/bench_gavel.py --num_jobs 2000 --cluster 8xV100:8,8xP100:8,8xK80:8 --algo gavel_agnostic
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scenario import fingerprint  # noqa: E402
-from env.scenario import build_scenario  # noqa: E402
-from main import build_parser, config_from_args  # noqa: E402
-from runner import run_heuristic  # noqa: E402
+from cli.parser import build_parser, config_from_args  # noqa: E402
+from cli.runner import run_heuristic  # noqa: E402
+from scenario.build import build_scenario  # noqa: E402
 
 
 def main() -> None:

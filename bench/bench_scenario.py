@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from env.scenario import UserError, build_scenario  # noqa: E402
-from main import build_parser, config_from_args  # noqa: E402
+from cli.parser import build_parser, config_from_args  # noqa: E402
+from config import UserError
+from scenario.build import build_scenario  # noqa: E402
 from schedulers import POLICIES, PREEMPTIVE  # noqa: E402
 
 

@@ -24,15 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from config import SimConfig  # noqa: E402
-from env.cluster import ClusterLayout  # noqa: E402
-from env.cluster_spec import parse_cluster_spec  # noqa: E402
-from env.power import PowerModel  # noqa: E402
-from env.power_managers import make_manager, parse_manager  # noqa: E402
-from env.prices import synthetic_curve  # noqa: E402
-from env.scenario import known_runtimes  # noqa: E402
-from env.simulator import Simulator  # noqa: E402
 from metrics.energy import energy_report  # noqa: E402
+from scenario.build import known_runtimes  # noqa: E402
 from schedulers import POLICIES, PREEMPTIVE  # noqa: E402
+from schedulers.power_managers import make_manager, parse_manager  # noqa: E402
+from sim.cluster import ClusterLayout  # noqa: E402
+from sim.cluster_spec import parse_cluster_spec  # noqa: E402
+from sim.power import PowerModel  # noqa: E402
+from sim.prices import synthetic_curve  # noqa: E402
+from sim.simulator import Simulator  # noqa: E402
 from workloads.synthetic import generate_synthetic  # noqa: E402
 
 

@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from env.cluster import ClusterLayout  # noqa: E402
-from env.cluster_spec import parse_cluster_spec  # noqa: E402
-from env.simulator import Simulator  # noqa: E402
-from env.throughput import ThroughputError, load_matrix  # noqa: E402
 from schedulers import POLICIES  # noqa: E402
+from sim.cluster import ClusterLayout  # noqa: E402
+from sim.cluster_spec import parse_cluster_spec  # noqa: E402
+from sim.simulator import Simulator  # noqa: E402
+from sim.throughput import ThroughputError, load_matrix  # noqa: E402
 from workloads.gavel_workload import gavel_workload  # noqa: E402
 
 

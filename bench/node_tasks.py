@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents.policy import load_policy  # noqa: E402
 from config import RunConfig, TaskConfig, WorkloadConfig  # noqa: E402
 from env.node_tasks import GRADERS, run_node_policy, task_scenario_config  # noqa: E402
-from env.scenario import build_scenario  # noqa: E402
+from scenario.build import build_scenario  # noqa: E402
 
 
 def _seeds(text: str) -> list[int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VALIDATION_SEEDS = (200, 201, 202, 203, 204)  # never trained on; the test seeds of README are 100-109
+VALIDATION_SEEDS = (200, 201, 202, 203, 204)  # never trained on; the docs use test seeds 100-109
 
 # name -> (algo, env overrides, agent overrides)
 _DEMO = {"demo_policy": "sjf"}
@@ -47,12 +47,12 @@ VARIANTS: dict[str, tuple[str, dict, dict]] = {
 def run_variant(name: str, minutes: float, total_steps: int, device: str, every: int) -> tuple:
     import numpy as np
 
-    from agents.train_cli import heuristic_demonstrator
     from agents.trainer import train
+    from cli.train import heuristic_demonstrator
     from config import RunConfig
     from env.gym_env import GPUClusterEnv, run_policy_in_env
-    from env.scenario import build_scenario
     from metrics.summary import summarize
+    from scenario.build import build_scenario
 
     algo, env_over, agent_over = VARIANTS[name]
     base = RunConfig(mode="train", algo=algo)

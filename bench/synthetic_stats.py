@@ -1,4 +1,4 @@
-"""Print generated vs published statistics for every synthetic profile (issue 9's table).
+"""Print generated vs published statistics for every synthetic profile (docs/workloads.md's table).
 
     python bench/synthetic_stats.py [--num_jobs 400000] [--seed 0] [--difficulty hard] [--load_factor 1.0]
 
@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from config import DIFFICULTIES  # noqa: E402
-from env.cluster_spec import parse_cluster_spec  # noqa: E402
+from sim.cluster_spec import parse_cluster_spec  # noqa: E402
 from workloads.calibrated import generate_profile  # noqa: E402
 from workloads.profile_stats import compare, measure  # noqa: E402
 from workloads.profiles import PROFILES  # noqa: E402

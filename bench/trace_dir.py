@@ -17,7 +17,7 @@ def require_paths(*paths: Path) -> None:
             script = Path(sys.argv[0]).name
             print(
                 f"error: {path} not found: {script} needs the real traces in ../shared/traces beside the "
-                "checkout, or in the folder given with --traces (see README, Traces)",
+                "checkout, or in the folder given with --traces (see docs/traces.md)",
                 file=sys.stderr,
             )
             sys.exit(2)

@@ -1,4 +1,4 @@
-"""Runs FCFS/SJF/EASY on each shared real trace and prints the README's trace table rows (avg JCT, wait, util).
+"""Runs FCFS/SJF/EASY on each shared real trace and prints the trace table's rows (docs/results.md) (avg JCT, wait, util).
 
 python bench/trace_table.py [--traces ../shared/traces]
 """
@@ -13,10 +13,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.trace_dir import DEFAULT_TRACES, require_paths  # noqa: E402
-from env.scenario import build_scenario  # noqa: E402
-from main import build_parser, config_from_args  # noqa: E402
+from cli.parser import build_parser, config_from_args  # noqa: E402
+from cli.runner import run_heuristic  # noqa: E402
 from metrics.summary import summarize  # noqa: E402
-from runner import run_heuristic  # noqa: E402
+from scenario.build import build_scenario  # noqa: E402
 
 CASES = (
     (

@@ -20,8 +20,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from config import RunConfig, SimConfig, WorkloadConfig  # noqa: E402
-from env.scenario import build_scenario  # noqa: E402
 from metrics.summary import summarize  # noqa: E402
+from scenario.build import build_scenario  # noqa: E402
 from schedulers import make_policy  # noqa: E402
 
 

@@ -1,4 +1,5 @@
-"""The simulated GPU cluster: catalog, cluster state, placement, the SimPy simulator and its Gymnasium facade."""
+"""Gymnasium facades over the one simulator: the slot scheduling env, the node power and autoscaling envs and their
+tasks. Imports config, sim, workloads, schedulers, scenario and metrics; never agents, evaluation or the CLI."""
 
 import gymnasium
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from config import ClusterConfig, RunConfig, WorkloadConfig
-from env.cluster import FULL
 from env.node_env import RECHECK_S, NodeManagerEnv
-from env.power import OFF, PowerModel
-from env.scenario import Scenario
-from env.simulator import Simulator
+from scenario.build import Scenario
+from sim.cluster import FULL
+from sim.power import OFF, PowerModel
+from sim.simulator import Simulator
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class AutoscalePreset:
     """One difficulty of the autoscaling task. Money is in US dollars, times in seconds or hours as named."""
 
     cluster: str
-    """the fleet that may be rented (cluster spec, env/cluster_spec.py); every node starts released"""
+    """the fleet that may be rented (cluster spec, sim/cluster_spec.py); every node starts released"""
     num_jobs: int
     load_factor: float
     """offered reference-GPU-seconds / (fleet GPUs x arrival window): sets the job rate"""
@@ -319,5 +319,5 @@ def grading_anchors(sc: Scenario, preset: AutoscalePreset) -> tuple[float, float
 
 
 def episode_seeds(first: int, count: int) -> np.ndarray:
-    """Scenario seeds `first .. first + count - 1` (held-out evaluation uses 100-109 as the README does)."""
+    """Scenario seeds `first .. first + count - 1` (held-out evaluation uses 100-109 as the docs do)."""
     return np.arange(first, first + count)

@@ -9,12 +9,13 @@ import gymnasium as gym
 import numpy as np
 
 from config import RunConfig
-from env.catalog import CATALOG
-from env.cluster import FULL
-from env.placement import duration_s, fastest_speed, fit_type, place, spans_nodes_on
-from env.records import RunResult
-from env.scenario import Scenario, build_scenario
-from env.simulator import Decision, Simulator
+from scenario.build import Scenario, build_scenario
+from scenario.mixtures import mixture_scenario
+from sim.catalog import CATALOG
+from sim.cluster import FULL
+from sim.placement import duration_s, fastest_speed, fit_type, place, spans_nodes_on
+from sim.records import RunResult
+from sim.simulator import Decision, Simulator
 
 JOB_FEATURES = (
     "gpu_demand",  # log2(1 + GPUs) / log2(1 + cluster GPUs)
@@ -78,7 +79,7 @@ class GPUClusterEnv(gym.Env):
     asked to act only at decision points: instants at which at least one queued job can start. It may start
     several jobs at the same instant (one per step, simulated time does not move), or WAIT, which lets the
     simulator run to its next event (an arrival or a completion), and on to the next decision point.
-    A chosen job is placed by the core placement rule (env/placement.py); `step_decision` lets a heuristic that
+    A chosen job is placed by the core placement rule (sim/placement.py); `step_decision` lets a heuristic that
     chooses placements itself (EASY) start a job on its own placement, outside the agents' action space.
 
     ## Action Space
@@ -109,7 +110,7 @@ class GPUClusterEnv(gym.Env):
     got (-duration / scale) at the step that starts it, so the price of a slow GPU or of a long job is seen at
     once instead of hundreds of steps later. `delay`: like `jct_at_start`, but a start is charged only the
     time it loses to the GPU it got: duration - its shortest possible duration in THIS cluster (runtime / the
-    effective speed of its fastest option, env.placement.fastest_speed; >= 0, and 0 where no faster GPU
+    effective speed of its fastest option, sim.placement.fastest_speed; >= 0, and 0 where no faster GPU
     exists, so postponing an unavoidable charge never pays), so the return is
     -(sum(JCT) - sum(shortest durations)) / scale: the policy-independent total of run times is left out, a
     start is never dearer than a WAIT just because the job is long, and values stay small enough for a
@@ -468,7 +469,7 @@ def heuristic_action(env: GPUClusterEnv, policy) -> int:
 
     Policies are pure functions of the snapshot, so calling one again after each start reproduces the rest of
     its decisions for that instant (tests/test_schedulers.py and tests/test_invariants.py check it for EASY;
-    README, Schedulers, gives its one known limit: spread backfills). The action names the job only: the
+    docs/schedulers.md gives its one known limit: spread backfills). The action names the job only: the
     env places it by the core placement rule, which is the policy's placement except when EASY backfills on an
     alternative placement; `heuristic_step` keeps the policy's placement.
     """
@@ -508,3 +509,11 @@ def run_policy_in_env(
     while not (done or truncated):
         obs, _, done, truncated, info = env.step(act(obs, info["action_mask"]))
     return env.sim.result(name, sc.seed)
+
+
+def episode_env_factory(cfg: RunConfig) -> Callable[[int], object]:
+    """make_env(scenario_seed) for the trainers: the plain env (it builds the scenario at reset) or one replaying
+    the mixture's scenario of that seed."""
+    if cfg.mix.train_mix == "none":
+        return lambda scenario_seed: GPUClusterEnv(cfg)
+    return lambda scenario_seed: GPUClusterEnv(cfg, scenario=mixture_scenario(cfg, scenario_seed))

@@ -17,12 +17,12 @@ import gymnasium as gym
 import numpy as np
 
 from config import RunConfig
-from env.cluster import FULL, FreeState, Placement
 from env.gym_env import as_action, reset_scenario
-from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, PowerOff, PowerOn
-from env.scenario import Scenario, build_scenario
-from env.simulator import Simulator
+from scenario.build import Scenario, build_scenario
 from schedulers import POLICIES
+from sim.cluster import FULL, FreeState, Placement
+from sim.power import BOOTING, OFF, ON, SHUTTING_DOWN, PowerOff, PowerOn
+from sim.simulator import Simulator
 
 SLOT_FEATURES = (
     "power_on",  # 1 on a "turn one node of this type on" slot
@@ -60,7 +60,7 @@ WAKE_SCAN_JOBS = 256
 class FleetView:
     """What the node-management heuristics see at one decision point (read-only snapshot).
 
-    Per node: `state` (env.power states), `node_type`, `idle_since_s` (NaN unless the node is ON and holds no
+    Per node: `state` (sim.power states), `node_type`, `idle_since_s` (NaN unless the node is ON and holds no
     job). Per type t (layout order): `unit_cost[t]` (the task's cost of one node-hour of the type) and
     `speed[t]`. `free` is a scratch copy of the free capacity in which BOOTING nodes already count as free
     (copy it again before changing it); `queue` lists the first WAKE_SCAN_JOBS waiting jobs in arrival order as
@@ -255,7 +255,7 @@ class NodeManagerEnv(gym.Env):
             [n for n in range(layout.num_nodes) if layout.node_type[n] == t] for t in range(self.num_types)
         ]
         self._running: set[int] = set()
-        self._state = sim.node_power.state  # the simulator's live list (env/power.py states)
+        self._state = sim.node_power.state  # the simulator's live list (sim/power.py states)
         self._idle_since = sim.node_power.idle_since_s  # meaningful while a node is ON and empty
         self._node_gpus = layout.node_num_gpus
         self._speed = [float(s) for s in layout.type_speed]

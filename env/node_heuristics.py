@@ -24,8 +24,8 @@ import math
 from collections.abc import Callable
 
 from env.node_env import FleetView, power_off_action, power_on_action
-from env.placement import place
-from env.power import OFF, ON
+from sim.placement import place
+from sim.power import OFF, ON
 
 NodeManager = Callable[[FleetView], int]
 

@@ -1,7 +1,7 @@
 """The power and autoscaling tasks as the command line and the HTTP server use them: env construction from a
 RunConfig or JSON options, JSON actions, evaluation runs of an agent or a reference node manager, and graders.
 
-The server's registry (env/tasks.py) lists these next to `scheduling`; every function here takes plain values
+The server's registry (server/tasks.py) lists these next to `scheduling`; every function here takes plain values
 so that registry stays a table.
 """
 
@@ -15,15 +15,15 @@ from functools import lru_cache
 import gymnasium as gym
 import numpy as np
 
-from config import TASKS, RunConfig, TaskConfig
+from config import TASKS, RunConfig, TaskConfig, UserError
 from env.autoscale_env import AUTOSCALE_PRESETS, GPUClusterAutoscaleEnv, autoscale_config, grade
 from env.node_env import NodeManagerEnv
 from env.node_heuristics import node_manager, run_manager
-from env.power import PowerModel
 from env.power_env import GPUClusterPowerEnv
-from env.prices import PriceFileError, load_price_csv, synthetic_curve
-from env.scenario import Scenario, UserError, build_scenario
+from scenario.build import Scenario, build_scenario
 from schedulers import POLICIES
+from sim.power import PowerModel
+from sim.prices import PriceFileError, load_price_csv, synthetic_curve
 
 NODE_TASKS = ("power", "autoscaling")
 NODE_TASK_OPTIONS = {

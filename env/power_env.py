@@ -1,19 +1,19 @@
 """The learned power manager's task (GPUClusterPower-v0): energy cost under electricity prices plus a JCT cost.
 
 An agent decides how many nodes of each GPU type are on while a heuristic scheduler runs the jobs; power states,
-the power model and price curves are env/power.py's and env/prices.py's, so the energy is the one summary.csv
+the power model and price curves are sim/power.py's and sim/prices.py's, so the energy is the one summary.csv
 reports for the same run.
 """
 
 from __future__ import annotations
 
 from config import RunConfig
-from env.cluster import FULL
 from env.node_env import RECHECK_S, NodeManagerEnv
-from env.power import OFF, ON, PowerModel
-from env.prices import J_PER_MWH, PriceCurve, synthetic_curve
-from env.scenario import Scenario
-from env.simulator import Simulator
+from scenario.build import Scenario
+from sim.cluster import FULL
+from sim.power import OFF, ON, PowerModel
+from sim.prices import J_PER_MWH, PriceCurve, synthetic_curve
+from sim.simulator import Simulator
 
 JCT_WEIGHT_EUR_PER_JOB_H = 0.10
 """lambda: EUR per job-hour in the system (waiting or running). The default is about what one idle 8-GPU A100
@@ -29,8 +29,8 @@ class GPUClusterPowerEnv(NodeManagerEnv):
 
     ## Description
     The cluster and workload come from `config` as for the scheduling task (any workload or cluster option).
-    Every node starts ON; the power model (`power_model`, env/power.py: GPU idle/full-load watts, node base
-    power, PUE, boot and shutdown times) and the price curve (`prices`, env/prices.py; default the synthetic
+    Every node starts ON; the power model (`power_model`, sim/power.py: GPU idle/full-load watts, node base
+    power, PUE, boot and shutdown times) and the price curve (`prices`, sim/prices.py; default the synthetic
     diurnal curve) are the ones `--power` runs use. Jobs are started by `scheduler` (fcfs, sjf or easy; default
     easy) on the nodes that are ON. Action encoding, masks and decision points are NodeManagerEnv's.
 

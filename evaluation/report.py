@@ -15,8 +15,6 @@ import csv
 import dataclasses
 import math
 import re
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,15 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from config import RunConfig
-from env.scenario import UserError
 from evaluation.paired import PairedDiff, paired_relative_difference
-from evaluation.sets import Case, cases, check_sets, default_sets, scenario
+from evaluation.sets import Case, scenario
 from schedulers import POLICIES
 
 MODEL_FILE = re.compile(r"(?P<algo>[a-z0-9]+)_seed(?P<seed>\d+)_(?P<kind>final|best)\.pt")
 KINDS = ("final", "best")
 TARGET_GAIN = 0.05
-"""issue 11's quality target: a learner beats the best heuristic by >= 5 % (CI excluding 0) on medium and hard,
+"""the quality target of the held-out report: a learner beats the best heuristic by >= 5 % (CI excluding 0) on medium and hard,
 and is never worse than SJF by more than 5 % on the held-out trace windows"""
 REPORT_FILES = ("evaluations.csv", "report.csv", "report.md", "learning_curves.csv", "learning_curves.png")
 
@@ -98,7 +95,7 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
 
     from agents.checkpoint import load_checkpoint
     from agents.policy import load_policy
-    from agents.train_cli import run_config_from_dict
+    from config import run_config_from_dict
     from env.gym_env import run_policy_in_env
 
     torch.set_num_threads(1)
@@ -286,7 +283,7 @@ def markdown(cfg: RunConfig, table: Sequence[TableRow], models: Sequence[Model],
         )
     lines += [
         "",
-        "## Quality target (issue 11)",
+        "## Quality target",
         "",
         *target_lines(table),
         "",
@@ -361,9 +358,9 @@ def validation_heuristics(models: Sequence[Model]) -> dict[str, float]:
     """Each heuristic's average JCT on the validation seeds of the first final model's training (the curves' own
     scenarios), as reference lines; {} when that training validated nothing."""
     from agents.checkpoint import load_checkpoint
-    from agents.train_cli import run_config_from_dict
-    from env.scenario import build_scenario
+    from config import run_config_from_dict
     from metrics.summary import summarize
+    from scenario.build import build_scenario
 
     finals = [m for m in models if m.kind == "final"]
     saved = (load_checkpoint(finals[0].path).get("run_config") or {}) if finals else {}
@@ -418,89 +415,3 @@ def plot_curves(
     fig.tight_layout()
     fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
-
-
-# ---- the mode ---------------------------------------------------------------------------------------------
-
-
-def mode_report(cfg: RunConfig) -> Path:
-    from run_folder import RunFolder, check_inputs_outside, run_identity, short_hash
-
-    set_names, missing = (cfg.report_sets, ()) if cfg.report_sets else default_sets(cfg.traces_dir)
-    check_sets(set_names, cfg.traces_dir)
-    for name in missing:
-        print(
-            f"warning: report set {name} not evaluated: no trace under --traces_dir {cfg.traces_dir}",
-            file=sys.stderr,
-        )
-    models = find_models(cfg.models_dir)
-    if not models:
-        raise UserError(
-            f"--models_dir {cfg.models_dir}: no <algo>_seed<S>_final.pt or _best.pt to report on "
-            "(train some first: python main.py --mode train --algo ppo --seed 0)"
-        )
-    checkpoints = {Path(m.path).stem: m.path for m in models}
-    identity = run_identity(cfg, checkpoints)
-    path = (
-        Path(cfg.log_dir)
-        if cfg.log_dir
-        else Path("logs") / f"report_{Path(cfg.models_dir).name}_{short_hash(identity)}"
-    )
-    check_inputs_outside(path, cfg, checkpoints)
-    folder = RunFolder(path, cfg, identity)
-    folder.check()
-    for m in models:  # unreadable files are reported before any work
-        from agents.checkpoint import load_checkpoint
-
-        saved = (load_checkpoint(m.path).get("run_config") or {}).get("sim", {})
-        if saved.get("runtime_info", cfg.sim.runtime_info) != cfg.sim.runtime_info:
-            print(
-                f"warning: {m.path} was trained with --runtime_info {saved['runtime_info']}; the report evaluates "
-                f"with {cfg.sim.runtime_info}",
-                file=sys.stderr,
-            )
-    seeds = cfg.seeds if "seeds" in cfg.explicit_options else None
-    from evaluation.sets import TEST_SEEDS
-
-    all_cases = [c for name in set_names for c in cases(name, seeds or TEST_SEEDS)]
-    groups: dict[tuple[str, int], list[Model]] = {}
-    for m in models:
-        groups.setdefault((m.algo, m.seed), []).append(m)
-    tasks = [Task(c, ()) for c in all_cases] + [Task(c, tuple(g)) for c in all_cases for g in groups.values()]
-    print(
-        f"report: {len(models)} checkpoints ({len(groups)} training runs) and {len(POLICIES)} heuristics on "
-        f"{len(all_cases)} cases of {', '.join(set_names)}: {len(tasks)} tasks on {cfg.report_workers} worker(s)"
-    )
-    folder.claim()
-    t0 = time.perf_counter()
-    try:
-        rows = run_tasks(cfg, tasks)
-        out = folder.path
-        write_csv(
-            out / "evaluations.csv",
-            [f.name for f in dataclasses.fields(Evaluation)],
-            [
-                [r.set_name, r.case, r.policy, "" if r.train_seed is None else r.train_seed, r.checkpoint,
-                 repr(round(r.avg_jct_s, 6)), r.completed, r.unfinished]
-                for r in rows
-            ],
-        )  # fmt: skip
-        table = build_table(rows, set_names)
-        write_csv(out / "report.csv", TABLE_COLUMNS, [table_cells(r) for r in table])
-        points = learning_curves(models)
-        note = "No validation curves found (the training runs' folders are gone or validated nothing)."
-        if points:
-            write_csv(out / "learning_curves.csv", ("algo", "train_seed", "step", "val_avg_jct_s"), points)
-            plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
-            note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
-        text = markdown(cfg, table, models, note)
-        if missing:
-            text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
-        (out / "report.md").write_text(text)
-    except BaseException:
-        folder.abandon()
-        raise
-    folder.finish()
-    print((out / "report.md").read_text().split("## Learning curves")[0].rstrip())
-    print(f"wrote {out}/ in {time.perf_counter() - t0:.1f} s")
-    return out

@@ -2,7 +2,7 @@
 
 No set shares a scenario with training: synthetic test seeds lie far below the training range (agents/trainer.py)
 and apart from the validation seeds (200-204); the `clusters` compositions are never drawn by the training mixture
-(training_mix.HELD_OUT_CLUSTERS); trace sets are windows after the first TRAIN_FRACTION of each trace's time, which
+(scenario.mixtures.HELD_OUT_CLUSTERS); trace sets are windows after the first TRAIN_FRACTION of each trace's time, which
 is all `--train_windows` trains on (the trace strings here and in a study's --train_windows must name the same
 file, cluster and job limit, so both compute the same split).
 """
@@ -13,9 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from config import DIFFICULTIES, RunConfig
-from env.scenario import Scenario, UserError, build_scenario
-from training_mix import HELD_OUT_CLUSTERS, TraceSource, later_window
+from config import DIFFICULTIES, RunConfig, UserError
+from scenario.build import Scenario, build_scenario
+from scenario.mixtures import HELD_OUT_CLUSTERS, TraceSource, later_window
 
 TEST_SEEDS = tuple(range(900, 910))
 """default scenario seeds of the synthetic sets (the issue's 'seeds nobody tuned on'; validation uses 200-204)"""

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from env.records import RunResult
 from metrics.summary import METRIC_FIELDS, SummaryRow, energy_of
 from metrics.writers import FLOAT_FORMAT, PRIORITY_COLUMN
+from sim.records import RunResult
 
 
 @dataclass(frozen=True, slots=True)

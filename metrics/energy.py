@@ -1,6 +1,6 @@
 """Energy, cost and carbon of one run, integrated exactly from its job intervals and node power-state changes.
 
-Definitions (README, *Energy and power states*; power model in env/power.py):
+Definitions (docs/power.md; power model in sim/power.py):
 - window: [first arrival, last completion] (the makespan window of metrics/summary.py; to the end of the run
   when nothing completed). Jobs still running at its end count up to it.
 - IT power P(t) = sum over nodes: ON -> node_base_w + sum of its GPUs' idle_w + each running job's dynamic
@@ -9,7 +9,7 @@ Definitions (README, *Energy and power states*; power model in env/power.py):
   is an exact sum over those pieces: no ticking.
 - it_energy_kwh = integral of P over the window; facility_energy_kwh = it x PUE; cost_eur and carbon_kg
   integrate facility power against the price (EUR/MWh) and carbon (gCO2/kWh) curves, exactly per price slot
-  (env/prices.py's closed-form integrals).
+  (sim/prices.py's closed-form integrals).
 - avg_power_kw = facility energy / window length; energy_per_gpu_hour_kwh = facility energy / GPU-hours of the
   completed jobs (a fractional share counts its fraction); node_hours_off = hours nodes spent OFF in the window.
 - per job (jobs.csv): energy_kwh = facility energy attributed to the job while it runs: on each of its GPUs,
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from env.power import GPU_POWER, OFF, PowerModel
-from env.prices import J_PER_KWH, J_PER_MWH, PriceCurve
-from env.records import COMPLETED, RunResult
+from sim.power import GPU_POWER, OFF, PowerModel
+from sim.prices import J_PER_KWH, J_PER_MWH, PriceCurve
+from sim.records import COMPLETED, RunResult
 
 # the run-level figures written to summary.csv (and aggregated in compare.csv), in this order
 ENERGY_FIELDS = (
@@ -223,7 +223,7 @@ def energy_report(result: RunResult, prices: PriceCurve) -> EnergyReport:
 
 
 def node_states_over_time(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
-    """(times, counts[k, state]): how many nodes are in each state (columns in env/power.py's order: ON, OFF,
+    """(times, counts[k, state]): how many nodes are in each state (columns in sim/power.py's order: ON, OFF,
     BOOTING, SHUTTING_DOWN) from each time on (for the power-state plot)."""
     counts = np.zeros(4, dtype=np.int64)
     for s in result.power_initial:

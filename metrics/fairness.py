@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from env.records import COMPLETED, REJECTED, RunResult
 from metrics.summary import per_job
+from sim.records import COMPLETED, REJECTED, RunResult
 
 RHO_TOLERANCE = 1e-9  # end - arrival in floats: a job run at once has rho 1 +- a few ulps, not above 1
 FAIRNESS_COLUMNS = (

@@ -20,10 +20,10 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from env.records import RunResult
 from metrics.compare import aggregate, assert_same_jobs
 from metrics.summary import SummaryRow, per_job
 from metrics.timeline import step_bin_means
+from sim.records import RunResult
 
 MAX_PLOT_POINTS = 2000
 DPI = 100

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from env.power import STATE_NAMES
-from env.prices import PriceCurve
-from env.records import RunResult
 from metrics.energy import EnergyReport, node_states_over_time
 from metrics.plots import _draw_step, _figure, _no_data, _save, _set_title
 from metrics.summary import SummaryRow, energy_of
+from sim.power import STATE_NAMES
+from sim.prices import PriceCurve
+from sim.records import RunResult
 
 MAX_PRICE_SLOTS = 5000  # price slots drawn at most (a longer window draws the first ones)
 

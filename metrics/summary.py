@@ -46,8 +46,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult
 from metrics.timeline import check_timeline, step_integral
+from sim.records import COMPLETED, REJECTED, UNFINISHED, RunResult
 
 SLOWDOWN_BOUND_S = 10.0  # Feitelson's interactive threshold: short jobs do not inflate slowdown
 STATUSES = (COMPLETED, UNFINISHED, REJECTED)

@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from env.records import RunResult
 from metrics.energy import EnergyReport
 from metrics.summary import PREEMPTION_SUMMARY, PreemptiveSummaryRow, SummaryRow, energy_of, per_job
+from sim.records import RunResult
 
 FLOAT_FORMAT = "%.12g"  # 12 significant digits: 1 ms resolution up to 1e8 s; 4.0 is written as 4
 JOB_COLUMNS = (

@@ -1,11 +1,11 @@
-"""Heuristic scheduling policies: pure functions from a View to a list of Decisions, by name."""
+"""Heuristic scheduling policies (pure functions from a View to a list of Decisions, by name) and the node power
+managers. Imports config and sim only."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
 
-from env.simulator import Decision, Preempt, View, WakeUp
 from schedulers.cbf import cbf
 from schedulers.easy import easy_backfill
 from schedulers.ect import ect
@@ -16,9 +16,10 @@ from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
 from schedulers.srtf import srtf
 from schedulers.themis import themis
 from schedulers.tiresias import tiresias
+from sim.simulator import Decision, Preempt, View, WakeUp
 
 Policy = Callable[[View], list[Decision | Preempt | WakeUp]]
-"""view -> decisions (env/simulator.py's Decision, Preempt, WakeUp), applied in order by Simulator.apply"""
+"""view -> decisions (sim/simulator.py's Decision, Preempt, WakeUp), applied in order by Simulator.apply"""
 
 POLICIES: dict[str, Policy] = {
     "fcfs": fcfs,
@@ -34,7 +35,7 @@ POLICIES: dict[str, Policy] = {
     "ect": ect,
 }
 PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic", "themis"})
-"""policies that may preempt: their runs write the preemption columns (README, Preemption)"""
+"""policies that may preempt: their runs write the preemption columns (docs/schedulers.md, Preemption)"""
 
 
 def get_policy(name: str) -> Policy:

@@ -6,7 +6,7 @@ whole GPUs per node over future time, from the capacity free now and the estimat
 (max(estimated end, now): a job that overran its estimate is assumed to end at the next instant, a zero-length
 row after the actual capacity now, so a reservation there waits for that job's completion event). Queued jobs,
 in arrival order, each take a reservation in the profile:
-- whole-GPU job of k GPUs: for each of its placement options (env/placement.py: one node of a speed group, or
+- whole-GPU job of k GPUs: for each of its placement options (sim/placement.py: one node of a speed group, or
   a spread over one type) the earliest profile row from which its estimated duration on that option fits
   throughout (one node with >= k free GPUs all along; for a spread, k GPUs summed over the type's nodes, each
   counted at its minimum over the interval). The reservation is the option with the EARLIEST ESTIMATED
@@ -48,10 +48,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from env.cluster import FULL, ClusterLayout, FreeState, Placement
-from env.placement import _gpus_on_node, _options, effective_speed
-from env.simulator import Decision, View
 from schedulers.plan import Plan
+from sim.cluster import FULL, ClusterLayout, FreeState, Placement
+from sim.placement import _gpus_on_node, _options, effective_speed
+from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 _INF = float("inf")

@@ -6,9 +6,9 @@ a job that overran its estimate; the shadow time is the earliest such end at whi
 the core's placement rule once every job ending by then is released (all jobs ending at that same instant
 included, so the result does not depend on the order of jobs in the workload), and the shadow state is the free
 capacity at that time. A later job that fits now is backfilled
-(a) on its preferred placement (env/placement.py's `place`) if it is estimated to end there by the shadow time
+(a) on its preferred placement (sim/placement.py's `place`) if it is estimated to end there by the shadow time
     (the preferred placement is the fastest free now, so a job that fails this fails it everywhere), else
-(b) on the first of its alternative placements (env/placement.py's `alternatives`: every free node of each
+(b) on the first of its alternative placements (sim/placement.py's `alternatives`: every free node of each
     one-node option in best-fit order, each free spread, fractional jobs the best-fit GPU of each speed; all in
     the rule's preference order) after which the head still fits in the shadow state: the heterogeneous
     generalisation of EASY's "extra nodes". Its GPUs then stay removed from the shadow state for the rest of the
@@ -22,11 +22,11 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate, islice
 
-from env.cluster import FULL, FreeState, Placement
-from env.placement import alternative_placement, effective_speed, spans_nodes_on
-from env.simulator import Decision, View
 from schedulers.plan import Plan
 from schedulers.shadow import CountShadow
+from sim.cluster import FULL, FreeState, Placement
+from sim.placement import alternative_placement, effective_speed, spans_nodes_on
+from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 
@@ -100,7 +100,7 @@ def easy_backfill(view: View) -> list[Decision]:
 
 
 def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placement] | None:
-    """The first of the shape's alternative placements (env/placement.py, preference order) after which the
+    """The first of the shape's alternative placements (sim/placement.py, preference order) after which the
     head still fits in the shadow state (built on demand: most verdicts need no placement), or None.
 
     One-node alternatives are judged once per (pool, shadow free GPUs of the node) while the shadow is kept as

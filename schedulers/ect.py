@@ -2,7 +2,7 @@
 faster placement expected to free up.
 
 Rule, at each decision instant, over waiting jobs in SJF order (known runtime, ties -> earlier job): place the
-job by the core placement rule (env/placement.py). If it fits on an option as fast as the fastest it has in
+job by the core placement rule (sim/placement.py). If it fits on an option as fast as the fastest it has in
 this cluster (`fastest_speed`), it starts. Otherwise the running jobs (and those started earlier at this
 instant) give their GPUs back on a copy of the free capacity, one estimated-end instant at a time
 (`view.running`; an end already past counts as now), until the placement rule would put the job on a faster
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import heapq
 
-from env.cluster import Placement
-from env.placement import effective_speed, fastest_speed, place
-from env.simulator import Decision, View
 from schedulers.plan import Plan
+from sim.cluster import Placement
+from sim.placement import effective_speed, fastest_speed, place
+from sim.simulator import Decision, View
 
 
 def ect(view: View) -> list[Decision]:

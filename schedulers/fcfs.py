@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from env.placement import place
-from env.simulator import Decision, View
 from schedulers.plan import Plan
+from sim.placement import place
+from sim.simulator import Decision, View
 
 
 def fcfs(view: View) -> list[Decision]:

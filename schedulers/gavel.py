@@ -11,14 +11,14 @@ the jobs of the next round as Gavel's mechanism does (§5 and scheduler.py's `_s
   chosen for that type if it can run there and the type still has as many GPUs as it needs (its scale). Jobs of
   priority 0 come last but still fill GPUs nobody else takes (Gavel does not skip them either).
 Realisation: a running job chosen for the type it runs on keeps its GPUs; a running job not chosen, or chosen
-for another type (a migration), is preempted (env/simulator.py's Preempt: its progress is kept and it pays the
+for another type (a migration), is preempted (sim/simulator.py's Preempt: its progress is kept and it pays the
 restore overhead when started again). The chosen jobs that are not running then start on the placement rule's
 placement restricted to their type, in the order chosen; one that does not fit (fragmentation: Gavel counts
 GPUs per type, our nodes are real) waits for the next round. Between boundaries nothing changes.
-Throughput of job i on type j: its speed there (env/placement.py's `effective_speed`: the job type's measured
+Throughput of job i on type j: its speed there (sim/placement.py's `effective_speed`: the job type's measured
 speed with --job_types, else the catalog type speed), 0 on a type it cannot use.
 
-Deviations (README, Schedulers): the fraction of time run is over the job's whole stay and all types (View's
+Deviations (docs/schedulers.md): the fraction of time run is over the job's whole stay and all types (View's
 attained service), where Gavel keeps it per type since the last allocation change; no space sharing (packing)
 of jobs on a GPU. X is solved only for an active set not solved before in the run (memoised), which is Gavel's
 own rule (scheduler.py recomputes when `_need_to_update_allocation`, set on a job's arrival or completion).
@@ -30,11 +30,11 @@ import math
 
 import numpy as np
 
-from env.cluster import gb_to_mb
-from env.placement import effective_speed, place, spans_nodes_on
-from env.simulator import View, WakeUp
 from schedulers.gavel_lp import agnostic_allocation, aware_allocation
 from schedulers.plan import Plan
+from sim.cluster import gb_to_mb
+from sim.placement import effective_speed, place, spans_nodes_on
+from sim.simulator import View, WakeUp
 
 ROUND_S = 360.0
 """round length (s): Gavel's default `time_per_iteration` (scheduler/scheduler.py) and its simulation sweeps'

@@ -6,9 +6,9 @@ one start per instant costs no copy.
 
 from __future__ import annotations
 
-from env.cluster import FreeState, Placement
-from env.placement import alternative_slots, alternatives, fit_type, place
-from env.simulator import Decision, Preempt
+from sim.cluster import FreeState, Placement
+from sim.placement import alternative_slots, alternatives, fit_type, place
+from sim.simulator import Decision, Preempt
 
 _tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
 

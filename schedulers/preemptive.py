@@ -1,8 +1,8 @@
 """The priority-preemptive allocation step shared by SRTF and Tiresias: who keeps running, who starts, who is
 preempted, given one priority order over waiting and running jobs.
 
-Rule (README, Preemption): jobs are visited in priority order (highest first). A running job keeps its GPUs. A
-waiting job starts on its preferred placement (env/placement.py's `place`) if that is free; otherwise, if
+Rule (docs/schedulers.md, Preemption): jobs are visited in priority order (highest first). A running job keeps its GPUs. A
+waiting job starts on its preferred placement (sim/placement.py's `place`) if that is free; otherwise, if
 suspending running jobs of STRICTLY lower priority lets it start, the fewest of them are preempted: victims are
 released lowest priority first until the job fits, then each victim but the last released is spared again
 (highest priority first) if the job still fits without it; the job then starts on its preferred placement in
@@ -17,10 +17,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from env.cluster import FULL, FreeState
-from env.placement import fits_after_release, place
-from env.simulator import View
 from schedulers.plan import Plan
+from sim.cluster import FULL, FreeState
+from sim.placement import fits_after_release, place
+from sim.simulator import View
 
 
 def allocate(
@@ -118,7 +118,7 @@ def _fewest_victims(plan: Plan, s: tuple, victims: list[int], placements) -> lis
 
 def _fewest_whole_victims(free: FreeState, s: tuple, victims: list[int], placements) -> list[int] | None:
     """`_fewest_victims` for a whole-GPU shape whose victims all hold whole GPUs: the same choice, decided from
-    the whole GPUs each release gives each node (env/placement.py's `fits_after_release`) instead of releasing
+    the whole GPUs each release gives each node (sim/placement.py's `fits_after_release`) instead of releasing
     them on a copy of the free state; the case with every victim released is tested first (most calls fail)."""
     elig, k, pace = s[0], s[1], s[4]
     gains: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # per victim: (nodes, whole GPUs on each)

@@ -1,7 +1,7 @@
 """EASY's shadow state: the free capacity the reserved head job will find, kept as whole-GPU counts.
 
 Releasing and taking whole-GPU placements only moves whole-GPU counts per node and per pool, and whether a
-whole-GPU head fits depends on those counts alone (env/placement.py: it fits if some option is free, i.e. one
+whole-GPU head fits depends on those counts alone (sim/placement.py: it fits if some option is free, i.e. one
 node with k free GPUs of a type that has nodes that big, or k free GPUs on the eligible pools of a type whose
 nodes are all smaller). So the shadow keeps count deltas on top of the live free state instead of copying
 per-GPU arrays. The base must not change while the shadow is in use (Plan.snapshot). A fractional head or a
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from env.cluster import FULL, FreeState, Placement
-from env.placement import can_place
+from sim.cluster import FULL, FreeState, Placement
+from sim.placement import can_place
 
 
 class CountShadow:
@@ -23,7 +23,7 @@ class CountShadow:
     def __init__(self, base: FreeState, head_shape: tuple):
         elig, k, milli = head_shape[:3]
         self.base, self.shape, self.k = base, head_shape, k
-        # the head's options (env/placement.py): one node of a type with nodes of >= k GPUs (`fit_pools`,
+        # the head's options (sim/placement.py): one node of a type with nodes of >= k GPUs (`fit_pools`,
         # tracked as the number of their nodes with >= k free), or a spread over one type whose nodes are all
         # smaller (`spreads`: k free GPUs over that type's eligible pools)
         self.fit_pools = frozenset(

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from env.simulator import Decision, View
 from schedulers.plan import Plan
+from sim.simulator import Decision, View
 
 
 def sjf(view: View) -> list[Decision]:

@@ -2,7 +2,7 @@
 would run it much longer than the fastest type it can use in this cluster.
 
 Rule, at each decision instant, over waiting jobs in SJF order (known runtime, ties -> earlier job): place the
-job by the core placement rule (env/placement.py); if it fits, its extra run time there is
+job by the core placement rule (sim/placement.py); if it fits, its extra run time there is
 `known runtime / effective speed of that placement - known runtime / effective speed of the fastest option the
 job has in this cluster` (`fastest_speed`: a cluster without faster GPUs charges nothing). The job starts unless
 that extra time exceeds `gate_s` while some job is running (including jobs started earlier at this instant):
@@ -13,9 +13,9 @@ The default gate was tuned on validation seeds only (bench/tune_gate.py, BENCHMA
 
 from __future__ import annotations
 
-from env.placement import effective_speed, fastest_speed
-from env.simulator import Decision, View
 from schedulers.plan import Plan
+from sim.placement import effective_speed, fastest_speed
+from sim.simulator import Decision, View
 
 DEFAULT_GATE_S = 129_600.0
 """36 h: the best of the grid on medium (philly profile, oracle runtimes) validation seeds 500-509, -16 % avg JCT

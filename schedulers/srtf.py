@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from env.simulator import View
 from schedulers.preemptive import allocate
+from sim.simulator import View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 

@@ -19,17 +19,17 @@ Rule, at every instant the policy is consulted:
   not taken away is renewed for another `lease_s`.
 - Free GPUs go to the waiting jobs in priority order whatever the filter (work conserving, this project's choice:
   the filter only limits who may take GPUs from a running job), on the placement rule's placement
-  (env/placement.py).
+  (sim/placement.py).
 The policy asks for a wake-up at the next lease end of a running job while some job waits; between lease ends
 and events (arrivals, completions) nothing can change.
 
-Simplifications (README, Schedulers): no auction (no bids, no partial allocations, no placement-sensitive
+Simplifications (docs/schedulers.md): no auction (no bids, no partial allocations, no placement-sensitive
 valuations): a considered job's bid is its rho, and it gets the placement rule's placement or nothing; one job
 per app; rho is estimated from the known runtime (oracle or estimate, `--runtime_info`).
 Defaults: LEASE_S = 300 s and FAIRNESS_KNOB = 0.2 are the defaults of the authors' YARN prototype
 (`ThemisConfiguration`: `themis.lease.mins` 5.0, `themis.fairness.knob` 0.2); the knob's meaning (1 - f of the
 apps, those of worst rho, see the offer) is the paper's §3.3. Neither value was checked against the paper's text
-in this project (README, Schedulers).
+in this project (docs/schedulers.md).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 
-from env.simulator import Decision, Preempt, View, WakeUp
 from schedulers.preemptive import allocate
+from sim.simulator import Decision, Preempt, View, WakeUp
 
 LEASE_S = 300.0  # authors' YARN prototype, ThemisConfiguration `themis.lease.mins` = 5.0
 FAIRNESS_KNOB = 0.2  # same file, `themis.fairness.knob`: the worst 1 - f of the jobs may preempt

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from env.simulator import Decision, Preempt, View, WakeUp
 from schedulers.preemptive import allocate
+from sim.simulator import Decision, Preempt, View, WakeUp
 
 THRESHOLDS_GPU_S = (3250.0, 7200.0)  # authors' simulator, jobs.py `_TFJobs.queue_limit` (3 queues)
 PROMOTE_KNOB = 0.0  # 0: no starvation promotion (authors' `dlas-gpu` default)

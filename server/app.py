@@ -2,7 +2,7 @@
 
 `uvicorn server.app:app` serves the defaults of config.ServeConfig; `python main.py --mode serve` builds the app
 with `create_app(ServeConfig(...))`. Routes: POST /reset, POST /step, GET /state, GET /health, GET /schema,
-GET /tasks, POST /grader, POST /close, WS /ws (README, HTTP server).
+GET /tasks, POST /grader, POST /close, WS /ws (docs/server.md).
 
 Concurrency: the routes are plain functions, which FastAPI runs in its thread pool (40 threads), never on the
 event loop, so a slow step (a large scenario to build, a long WAIT) holds one thread and never stalls another
@@ -26,10 +26,9 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from config import ServeConfig
-from env.scenario import UserError
-from env.tasks import TASKS, ActionError, Task, get_task
+from config import ServeConfig, UserError
 from server.sessions import ApiError, Session, SessionStore
+from server.tasks import TASKS, ActionError, Task, get_task
 
 DEFAULT_TASK = "scheduling"
 SEED_RANGE = 2**31 - 1
@@ -296,7 +295,7 @@ class EnvServer:
         }
 
     def tasks(self) -> dict:
-        from options_json import option_help
+        from cli.json_options import option_help
 
         return {
             "tasks": [

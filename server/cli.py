@@ -7,39 +7,13 @@ import math
 import socket
 import sys
 
-from config import ServeConfig
-from env.scenario import UserError
-
-SERVE_OPTIONS = ("host", "port", "max_sessions", "session_ttl_s")
-
-
-def add_serve_options(parser: argparse.ArgumentParser) -> None:
-    """The serve options, as main.py's --help lists them (and the serve parser reads them)."""
-    d = ServeConfig()
-    g = parser.add_argument_group(
-        "serve (--mode serve: the HTTP server; each session's workload and cluster options go in its POST /reset)"
-    )
-    g.add_argument(
-        "--host", default=None, help=f"serve: address to listen on (default: {d.host}, this machine only)"
-    )
-    g.add_argument("--port", type=int, default=None, help=f"serve: TCP port (default: {d.port})")
-    g.add_argument(
-        "--max_sessions",
-        type=int,
-        default=None,
-        help=f"serve: sessions open at once (default: {d.max_sessions})",
-    )
-    g.add_argument(
-        "--session_ttl_s",
-        type=float,
-        default=None,
-        help=f"serve: close a session unused for this many seconds (default: {d.session_ttl_s:g})",
-    )
+from cli.parser import SERVE_OPTIONS, add_serve_options
+from config import ServeConfig, UserError
 
 
 def serve_config(argv: list[str]) -> ServeConfig:
     """argv of `--mode serve` -> ServeConfig; UserError for any other option or a value out of range."""
-    from cli_checks import usage_error
+    from cli.checks import usage_error
 
     parser = argparse.ArgumentParser(prog="main.py --mode serve", add_help=False)
     parser.error = usage_error
@@ -49,7 +23,7 @@ def serve_config(argv: list[str]) -> ServeConfig:
     if rest:
         raise UserError(
             f"--mode serve takes only --{', --'.join(SERVE_OPTIONS)}; {' '.join(rest)} would go in a session's POST "
-            "/reset body (README, HTTP server)"
+            "/reset body (docs/server.md)"
         )
     d = ServeConfig()
     cfg = ServeConfig(

@@ -27,7 +27,7 @@ from env.gym_env import as_action
 
 SEED_RANGE = 2**31 - 1
 ACTION_KEY = {"scheduling": "slot"}
-"""the JSON key of a task's integer action (env/tasks.py); "index" for the node tasks and any other"""
+"""the JSON key of a task's integer action (server/tasks.py); "index" for the node tasks and any other"""
 
 
 class RemoteEnvError(RuntimeError):

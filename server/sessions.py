@@ -29,7 +29,7 @@ class Session:
     session_id: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     task: object = None
-    """env.tasks.Task"""
+    """server.tasks.Task"""
     env: gym.Env | None = None
     options: dict = field(default_factory=dict)
     seed: int = -1

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from env.scenario import UserError
+from config import UserError
 from sweep.worker import RunOutcome, execute, execute_isolated, preload
 
 ROOT = Path(__file__).resolve().parents[1]

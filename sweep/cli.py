@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli_checks import usage_error
-from env.scenario import UserError
-from run_folder import code_version, git_dirty, read_run_config, run_files, short_hash
+from cli.checks import usage_error
+from cli.run_folder import code_version, git_dirty, read_run_config, run_files, short_hash
+from config import UserError
 from sweep.report import (
     MAIN_METRICS,
     aggregate,
@@ -41,7 +41,7 @@ output/<run>.log: what it printed"""
 def build_sweep_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="main.py",
-        description="Run every run of a study file; the runs' own options are in the study file (README, Sweeps).",
+        description="Run every run of a study file; the runs' own options are in the study file (docs/sweeps.md).",
         epilog="exit status: 0 all runs ok, 1 some run failed, 2 a mistake in the study or options, 130 interrupted",
     )
     p.add_argument("--mode", choices=("sweep",), required=True, help="sweep")
@@ -103,7 +103,9 @@ def run_study(args: argparse.Namespace) -> int:
     argvs = {spec.name: run_argv(study, spec, folder) for spec in study.runs}
     from sweep.worker import parse_run
 
-    for spec in study.runs:  # every run checked by main.py's own parsing and validation before any run starts
+    for spec in (
+        study.runs
+    ):  # every run checked by the command line's own parsing and validation before any run starts
         try:
             parse_run(argvs[spec.name])
         except UserError as err:

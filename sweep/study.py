@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from env.scenario import UserError
+from config import UserError
 
 SCALAR = str | int | float | bool
 TOP_KEYS = ("name", "description", "options", "grid", "runs", "train")
@@ -68,7 +68,7 @@ class Study:
 
 def parser_actions() -> dict[str, argparse.Action]:
     """dest -> action of every option of main.py a study may set."""
-    from main import build_parser
+    from cli.parser import build_parser
 
     return {
         a.dest: a
@@ -177,7 +177,7 @@ def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
 
 def _runs_agent(options: dict[str, Any], actions: dict[str, argparse.Action]) -> bool:
     """Whether an evaluation runs an RL agent (eval: --algo, default easy; compare: --algos, default heuristics)."""
-    from main import AGENTS
+    from cli.parser import AGENTS
 
     if options["mode"] == "report":  # evaluates every model of its --models_dir
         return True

@@ -24,36 +24,33 @@ class RunOutcome:
 
 
 def parse_run(argv: list[str]):
-    """argv -> validated RunConfig through main.py's own parser, config_from_args and validate (UserError on a
-    mistake, as `python main.py ARGV` would report it), to check every run of a study before any starts. The run
-    itself goes through main.main (execute), so its files are exactly the command line's."""
+    """argv -> validated RunConfig through the command line's own parser, config_from_args and validate (UserError
+    on a mistake, as `python main.py ARGV` would report it), to check every run of a study before any starts. The
+    run itself goes through the command line's run_command (execute), so its files are exactly the command
+    line's."""
     from dataclasses import replace
 
-    import main as cli
-    from env.scenario import UserError
+    from cli.checks import check_command_line, given_options
+    from cli.parser import build_parser, config_from_args, validate
+    from config import UserError
 
-    parser = cli.build_parser()
+    parser = build_parser()
     parser.exit_on_error = False
     parser.error = _raise_user_error
     try:
         args = parser.parse_args(argv)
     except argparse.ArgumentError as err:
         raise UserError(str(err)) from None
-    cfg = cli.config_from_args(args)
-    try:  # issue 8's checks of the options typed (cli_checks), where this checkout has them
-        from cli_checks import check_command_line, given_options
-    except ImportError:
-        cli.validate(cfg)
-        return cfg
-    given = given_options(cli.build_parser(), argv)
+    cfg = config_from_args(args)
+    given = given_options(build_parser(), argv)
     cfg = replace(cfg, explicit_options=tuple(sorted(given)))
-    cli.validate(cfg)
+    validate(cfg)
     check_command_line(cfg, given)  # warnings are printed by the run itself
     return cfg
 
 
 def _raise_user_error(message: str):
-    from env.scenario import UserError
+    from config import UserError
 
     raise UserError(message)
 
@@ -70,7 +67,7 @@ def execute(name: str, argv: list[str], cwd: str | None = None) -> RunOutcome:
         os.chdir(
             cwd
         )  # Ray: relative paths of the study mean what they mean on the driver (shared filesystem)
-    from env.scenario import UserError
+    from config import UserError
 
     t0 = time.perf_counter()
     buf = io.StringIO()
@@ -78,15 +75,16 @@ def execute(name: str, argv: list[str], cwd: str | None = None) -> RunOutcome:
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
         try:
             cfg = parse_run(argv)
-            from main import AGENTS
+            from cli.parser import AGENTS
 
             if cfg.mode in ("train", "report") or cfg.algo in AGENTS or set(AGENTS) & set(cfg.algos):
                 import torch
 
                 torch.set_num_threads(1)
-            import main as cli
+            from cli.command import one_line_warnings, run_command
 
-            rc = cli.main(list(argv))  # exactly `python main.py ARGV`
+            with one_line_warnings():
+                rc = run_command(list(argv))  # exactly `python main.py ARGV`
             if rc != 0:
                 errors = [line for line in buf.getvalue().splitlines() if line.startswith("error:")]
                 status, error = "failed", errors[-1] if errors else f"exit status {rc}"
@@ -114,7 +112,7 @@ def execute_isolated(name: str, argv: list[str], cwd: str | None = None) -> RunO
         method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":
-            ctx.set_forkserver_preload(["sweep.forkserver_guard", "sweep.worker", "runner"])
+            ctx.set_forkserver_preload(["sweep.forkserver_guard", "sweep.worker", "cli.runner"])
         _POOL = ProcessPoolExecutor(1, mp_context=ctx, max_tasks_per_child=1, initializer=preload)
     try:
         return _POOL.submit(execute, name, argv, cwd).result()
@@ -129,4 +127,4 @@ def execute_isolated(name: str, argv: list[str], cwd: str | None = None) -> RunO
 def preload() -> None:
     """Imports shared by every run, done once in the fork server so each fresh run process starts fast."""
     _limit_threads()
-    import runner  # noqa: F401
+    import cli.runner  # noqa: F401

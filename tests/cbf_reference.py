@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from env.cluster import FULL, Placement
-from env.placement import _options, effective_speed
-from env.simulator import Decision, View
 from schedulers.plan import Plan
+from sim.cluster import FULL, Placement
+from sim.placement import _options, effective_speed
+from sim.simulator import Decision, View
 
 
 def cbf_reference(view: View) -> list[Decision]:

@@ -4,10 +4,10 @@ free state, every job tested one by one, every release applied one by one."""
 
 from __future__ import annotations
 
-from env.cluster import FreeState, Placement
-from env.placement import alternatives, place
-from env.simulator import Decision, View
 from schedulers.plan import Plan
+from sim.cluster import FreeState, Placement
+from sim.placement import alternatives, place
+from sim.simulator import Decision, View
 
 
 def easy_reference(view: View) -> list[Decision]:

@@ -4,10 +4,10 @@ option found by trying every acceptable type, and ECT's releases re-applied from
 
 from __future__ import annotations
 
-from env.cluster import FULL
-from env.placement import effective_speed, place, spans_nodes_on
-from env.simulator import Decision, View
 from schedulers.sjf_gate import DEFAULT_GATE_S
+from sim.cluster import FULL
+from sim.placement import effective_speed, place, spans_nodes_on
+from sim.simulator import Decision, View
 
 
 def best_speed(view: View, job: int) -> float:

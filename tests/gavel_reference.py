@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 
-from env.cluster import FULL, gb_to_mb
-from env.placement import effective_speed, place
-from env.simulator import Decision, Preempt, View, WakeUp
 from schedulers.gavel_lp import agnostic_allocation, aware_allocation
+from sim.cluster import FULL, gb_to_mb
+from sim.placement import effective_speed, place
+from sim.simulator import Decision, Preempt, View, WakeUp
 
 ROUND_S = 360.0  # Gavel's default round (time_per_iteration)
 

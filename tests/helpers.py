@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.simulator import Simulator
 from schedulers import POLICIES
-from workloads.job import Job, Workload
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Job, Workload
+from sim.simulator import Simulator
 
 
 def job(job_id, arrival_s, runtime_s, num_gpus=1, **kw) -> Job:

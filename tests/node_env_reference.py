@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 
-from env.cluster import FULL
-from env.placement import place
-from env.power import BOOTING, OFF, ON
-from env.records import COMPLETED
+from sim.cluster import FULL
+from sim.placement import place
+from sim.power import BOOTING, OFF, ON
+from sim.records import COMPLETED
 
 
 def node_states_at(result, t: float) -> list[int]:
@@ -121,7 +121,7 @@ def plain_threshold_action(env, idle_off_s: float, reserve: int) -> int:
     for n in range(layout.num_nodes):
         if states[n] == BOOTING:
             a, k = layout.node_first_gpu[n], layout.node_num_gpus[n]
-            from env.cluster import Placement
+            from sim.cluster import Placement
 
             free.give(Placement(tuple(range(a, a + k)), (n,), FULL, 0, layout.node_type[n], a))
     queue = list(sim.queue)[:256]

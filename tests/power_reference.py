@@ -1,4 +1,4 @@
-"""A plain second implementation of the idle_off power manager (env/power_managers.py), for cross-checks.
+"""A plain second implementation of the idle_off power manager (schedulers/power_managers.py), for cross-checks.
 
 It reads per-GPU free shares instead of the free state's pool counts, scans every queued job instead of job
 shapes, and takes no shortcut, so that the optimised manager can be checked decision for decision.
@@ -6,11 +6,11 @@ shapes, and takes no shortcut, so that the optimised manager can be checked deci
 
 from __future__ import annotations
 
-from env.cluster import FULL
-from env.placement import place
-from env.power import BOOTING, OFF, ON, PowerOff, PowerOn
-from env.power_managers import WAKE_SCAN_JOBS
-from env.simulator import View, WakeUp
+from schedulers.power_managers import WAKE_SCAN_JOBS
+from sim.cluster import FULL
+from sim.placement import place
+from sim.power import BOOTING, OFF, ON, PowerOff, PowerOn
+from sim.simulator import View, WakeUp
 
 
 def idle_off_reference(view: View, idle_s: float, reserve: int) -> list:

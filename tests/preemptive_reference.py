@@ -6,8 +6,8 @@ promotion instant while anything waits (the fast one only at those that can chan
 
 from __future__ import annotations
 
-from env.placement import place
-from env.simulator import Decision, Preempt, View, WakeUp
+from sim.placement import place
+from sim.simulator import Decision, Preempt, View, WakeUp
 
 
 def _running(view: View) -> list[int]:

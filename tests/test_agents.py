@@ -15,14 +15,9 @@ from agents.d3qn import linear_schedule
 from agents.demos import collect_demonstrations
 from agents.policy import AgentPolicy, load_policy
 from agents.replay import ReplayBuffer
+from agents.run_control import TRAIN_SEED_BASE, demonstration_seeds, is_training_seed, training_episode_seed
 from agents.toy_env import ToySJFEnv
-from agents.trainer import (
-    TRAIN_SEED_BASE,
-    demonstration_seeds,
-    is_training_seed,
-    train,
-    training_episode_seed,
-)
+from agents.trainer import train
 from config import D3QNConfig, RunConfig, SACConfig
 
 torch.set_num_threads(1)

@@ -22,9 +22,9 @@ from agents.networks import (
     masked_mean,
 )
 from agents.replay import ReplayBuffer, SumTree
+from agents.run_control import TRAIN_SEED_BASE, is_training_seed, training_episode_seed
 from agents.sac import SACAgent, target_entropy
 from agents.toy_env import ToySJFEnv
-from agents.trainer import TRAIN_SEED_BASE, is_training_seed, training_episode_seed
 from config import D3QNConfig, SACConfig
 
 torch.set_num_threads(1)

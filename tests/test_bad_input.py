@@ -263,7 +263,7 @@ CASES = [
     (["--mode", "compare", "--seeds", "0,-2"], {}, "--seeds must be >= 0"),
     (["--mode", "compare", "--seeds", ","], {}, "--seeds lists no seed"),
     (["--mode", "compare", "--algos", "fcfs,sjf,fcfs"], {}, "--algos names fcfs more than once"),
-    # --- preemption (issue 10) ---------------------------------------------------------------------------------
+    # --- preemption -------------------------------------------------------------------------------------------
     (
         ["--algo", "srtf", "--preempt_overhead_s", "-1"],
         {},
@@ -296,7 +296,7 @@ CASES = [
         {"jobs.csv": JOBS, "d/x": ""},
         "--cluster_path {tmp}/d: is a folder",
     ),
-    # --- --job_types throughput matrices (env/throughput.py) -----------------------------------------------------
+    # --- --job_types throughput matrices (sim/throughput.py) -----------------------------------------------------
     (
         [*CSV, "--cluster", "1xK80:4", "--job_types", "{tmp}/m.json"],
         {"jobs.csv": JOBS, "m.json": MATRIX_NO_K80},
@@ -346,7 +346,7 @@ CASES = [
         {"t.swf": SWF},
         "--job_types works with synthetic and jobs CSV workloads",
     ),
-    # --- power model and price files (issue 12) ------------------------------------------------------------
+    # --- power model and price files -----------------------------------------------------------------------
     ([*SMALL, "--power", "idle_off"], {}, "--power: power manager 'idle_off': expected idle_off:T[:R]"),
     ([*SMALL, "--power", "sleepy"], {}, "unknown power manager 'sleepy'"),
     ([*SMALL, "--power", "idle_off:-5"], {}, "times and reserve must be finite and >= 0"),
@@ -386,7 +386,7 @@ CASES = [
         {},
         "none.csv: cannot read the price file",
     ),
-    # --- PPO, training mixtures, reports (issue 11) ---------------------------------------------------------------
+    # --- PPO, training mixtures, reports -------------------------------------------------------------------------
     (
         ["--mode", "train", "--algo", "ppo", "--demo_policy", "sjf", *SMALL],
         {},
@@ -564,7 +564,7 @@ def test_parser_mistakes_are_one_error_line_too(argv, message, capsys):
 
 def test_unwritable_log_dir_is_refused_up_front(tmp_path, capsys, monkeypatch, alarm):
     """Whatever makes the folder unwritable (permissions, a read-only mount): the probe file cannot be made."""
-    import cli_checks
+    import cli.checks as cli_checks
 
     def refuse(**kwargs):
         raise PermissionError(13, "Permission denied")
@@ -637,7 +637,7 @@ def test_one_huge_swf_row_does_not_size_the_default_cluster(header, cluster_gpus
 
 def test_outlier_rule_by_hand():
     """Outliers ask more than 64 x the 99th-percentile demand of the other jobs (lower empirical quantile)."""
-    from workloads.job import Job
+    from sim.job import Job
     from workloads.traces.common import sizing_outliers
 
     def jobs(demands):

@@ -12,18 +12,18 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from config import ClusterConfig, RunConfig, SimConfig, WorkloadConfig
-from env.cluster import ClusterLayout
-from env.cluster_spec import ClusterSpec, NodeSpec, parse_cluster_spec
-from env.placement import place
-from env.scenario import build_scenario
-from env.simulator import Decision, Simulator
+from scenario.build import build_scenario
 from schedulers import POLICIES
 from schedulers.cbf import _none_can_start, _Profile, cbf_schedule
 from schedulers.plan import Plan
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import ClusterSpec, NodeSpec, parse_cluster_spec
+from sim.job import Workload
+from sim.placement import place
+from sim.simulator import Decision, Simulator
 from tests.cbf_reference import cbf_reference
 from tests.helpers import estimates, job, run, times
 from tests.test_invariants import check_invariants, clusters, workloads
-from workloads.job import Workload
 
 cbf_module = sys.modules["schedulers.cbf"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from env.cluster_spec import parse_cluster_spec
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Job
 from workloads.csv_jobs import load_jobs_csv
-from workloads.job import Job
 from workloads.synthetic import generate_synthetic
 
 HEADER = "job_id,arrival_time,runtime,gpus,priority,gpu_mem_gb,gpu_types,estimate"

@@ -6,16 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.power import PowerModel
-from env.power_managers import make_manager, parse_manager
-from env.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
-from env.simulator import Simulator
 from metrics.energy import ENERGY_FIELDS, energy_report, node_states_over_time
 from schedulers import POLICIES
+from schedulers.power_managers import make_manager, parse_manager
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.power import PowerModel
+from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
+from sim.simulator import Simulator
 from tests.helpers import job
-from workloads.job import Workload
 
 
 def _run(cluster, jobs, model, manager=None, algo="fcfs"):

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from env.cluster import ClusterLayout
-from env.simulator import Simulator
 from metrics.fairness import fairness, ftf_rho, jain_index, write_fairness_csv
 from schedulers import POLICIES
+from sim.cluster import ClusterLayout
+from sim.simulator import Simulator
 from tests.helpers import job, run
 from tests.test_invariants import clusters, workloads
 

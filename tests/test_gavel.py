@@ -9,18 +9,18 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from env.cluster import FULL, ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.placement import effective_speed
-from env.simulator import Simulator
 from schedulers import POLICIES
 from schedulers.gavel_lp import _solver, agnostic_allocation, aware_allocation, equal_share, max_min_fair
+from sim.cluster import FULL, ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.placement import effective_speed
+from sim.simulator import Simulator
 from tests.gavel_reference import gavel_reference
 from tests.helpers import job
 from tests.test_invariants import clusters, workloads
 from tests.test_preemptive_policies import _same
 from tests.test_throughput import _gavel, needs_gavel, typed_clusters, typed_workloads
-from workloads.job import Workload
 
 ONES = np.ones(2)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from env.throughput import load_matrix
+from sim.throughput import load_matrix
 from tests.test_throughput import GAVEL, needs_gavel
 from workloads.gavel_workload import gavel_workload
 

@@ -1,9 +1,9 @@
-"""Golden outputs: the non-preemptive policies write the same jobs.csv and summary.csv bytes as before issue 10.
+"""Golden outputs: the non-preemptive policies write the same jobs.csv and summary.csv bytes as before preemption.
 
-The digests were computed by commit 47292f1, the last one before issue 10 touched the simulator (4b161b3 added
+The digests were computed by commit 47292f1, the last one before preemption and job types touched the simulator (4b161b3 added
 Preempt/WakeUp), with `python main.py --mode compare --algos <policy> <scenario>` (47292f1's CLI listed only
 fcfs, sjf and easy, so sjf_gate and ect were run there with its HEURISTICS extended by hand, and sjf_gate with
-today's default gate of 129,600 s: its default was 3,600 s then, changed on purpose in ae4bb3c). Issue 10 asks
+today's default gate of 129,600 s: its default was 3,600 s then, changed on purpose in ae4bb3c). Preemption was added on the promise
 that, with preemption disabled and no job types, every existing output stays byte-identical; a change here means
 that promise broke (or an intended change of results, which must then say so and update these digests).
 """
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from env.scenario import build_scenario
-from main import build_parser, config_from_args
+from cli.parser import build_parser, config_from_args
+from cli.runner import run_one, summarize_run
 from metrics.writers import write_jobs_csv, write_summary_csv
-from runner import run_one, summarize_run
+from scenario.build import build_scenario
 
 ITP = (
     Path(__file__).resolve().parents[2]

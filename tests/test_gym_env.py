@@ -10,12 +10,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import env as _env_package  # noqa: F401  (registers GPUClusterScheduling-v0)
+from cli.runner import run_heuristic
 from config import EnvConfig, RunConfig, WorkloadConfig
 from env.gym_env import GPUClusterEnv, heuristic_action, heuristic_step
-from env.scenario import build_scenario
-from env.simulator import Decision
-from runner import run_heuristic
+from scenario.build import build_scenario
 from schedulers import POLICIES
+from sim.simulator import Decision
 from tests.gate_reference import best_speed
 
 
@@ -70,13 +70,13 @@ def test_same_seed_identical_rollout_and_return_is_minus_sum_jct(reward):
 
 
 def test_delay_charges_nothing_where_no_faster_gpu_exists_in_this_cluster():
-    """issue 11: the delay reference is the fastest type the job can use in THIS cluster, not an A100.
+    """The delay reference is the fastest type the job can use in THIS cluster, not an A100.
     One V100 (speed 0.5): job a (100 s at A100 speed) runs 200 s. Starting it is charged 200 - 200 = 0 (an
     A100-relative charge would be 100 s); the WAIT to its end costs 0 queued jobs x 200 s = 0."""
-    from env.cluster import ClusterLayout
-    from env.cluster_spec import parse_cluster_spec
-    from env.scenario import Scenario
-    from workloads.job import Job, Workload
+    from scenario.build import Scenario
+    from sim.cluster import ClusterLayout
+    from sim.cluster_spec import parse_cluster_spec
+    from sim.job import Job, Workload
 
     spec = parse_cluster_spec("1xV100-32GB:1")
     jobs = (Job("a", 0.0, 100.0, 1), Job("b", 0.0, 50.0, 1))
@@ -125,7 +125,7 @@ def test_heuristic_through_env_matches_native_run(policy, difficulty, profile):
 
 
 # Through plain actions (a job only, placed by the core rule) FCFS and SJF give their native runs too: they never
-# choose a placement other than the rule's. EASY does (a backfill on an alternative placement, issue 9), which no
+# choose a placement other than the rule's. EASY does (a backfill on an alternative placement), which no
 # action can express: on philly/easy, seed 7, job 17 is backfilled on a V100 at 52,716.5 s while the rule would
 # put it on an A100 and delay the reservation.
 @pytest.mark.parametrize("profile", ["legacy", "philly"])
@@ -152,7 +152,7 @@ def test_easy_actions_alone_cannot_reproduce_alternative_placements():
 
 
 def test_step_decision_applies_the_given_placement_and_refuses_what_step_would():
-    from env.placement import alternatives, place
+    from sim.placement import alternatives, place
 
     e = GPUClusterEnv(small_config(reward="delay"))
     _, info = e.reset(seed=0, options={"scenario_seed": 0})
@@ -213,10 +213,10 @@ def test_integer_actions_of_every_kind_sb3_passes_are_accepted():
 
 
 def test_wait_is_illegal_when_it_would_deadlock():
-    from env.cluster import ClusterLayout
-    from env.cluster_spec import parse_cluster_spec
-    from env.scenario import Scenario
-    from workloads.job import Job, Workload
+    from scenario.build import Scenario
+    from sim.cluster import ClusterLayout
+    from sim.cluster_spec import parse_cluster_spec
+    from sim.job import Job, Workload
 
     spec = parse_cluster_spec("1xA100:1")
     wl = Workload("one", (Job("a", 0.0, 10.0, 1),))
@@ -229,10 +229,10 @@ def test_wait_is_illegal_when_it_would_deadlock():
 
 
 def _window_env(order: str) -> GPUClusterEnv:
-    from env.cluster import ClusterLayout
-    from env.cluster_spec import parse_cluster_spec
-    from env.scenario import Scenario
-    from workloads.job import Job, Workload
+    from scenario.build import Scenario
+    from sim.cluster import ClusterLayout
+    from sim.cluster_spec import parse_cluster_spec
+    from sim.job import Job, Workload
 
     spec = parse_cluster_spec("1xA100:4")
     jobs = [Job("hold", 0.0, 10.0, 3)]
@@ -250,7 +250,7 @@ def test_window_shows_startable_jobs_before_blocked_ones(order):
     _, info = e.reset(seed=0)
     names = [e.sim.jobs.jobs[i].job_id for i in e._slots]
     # empty cluster: everything fits; nothing runs and nothing will arrive, so WAIT would deadlock
-    # (shown in arrival order whichever jobs the order selects: issue 11, SJF's pick is not always slot 0)
+    # (shown in arrival order whichever jobs the order selects: SJF's pick is not always slot 0)
     assert names == (["hold", "wide0", "wide1"] if order == "arrival" else ["hold", "late_small", "late_mid"])
     assert info["action_mask"].tolist() == [True, True, True, False]
     _, _, _, _, info = e.step(names.index("hold"))
@@ -279,11 +279,11 @@ def test_maskable_ppo_runs_on_the_env():
 
 
 def test_episode_with_every_job_rejected_terminates():
-    from env.cluster import ClusterLayout
-    from env.cluster_spec import parse_cluster_spec
     from env.gym_env import run_policy_in_env
-    from env.scenario import Scenario
-    from workloads.job import Job, Workload
+    from scenario.build import Scenario
+    from sim.cluster import ClusterLayout
+    from sim.cluster_spec import parse_cluster_spec
+    from sim.job import Job, Workload
 
     spec = parse_cluster_spec("1xA100:4")
     sc = Scenario(

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from main import build_parser
+from cli.parser import build_parser
 
 
 def _helps() -> dict[str, str]:

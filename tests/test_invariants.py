@@ -11,14 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config import RunConfig, WorkloadConfig
-from env.catalog import CATALOG
-from env.cluster import FULL, ClusterLayout
-from env.cluster_spec import ClusterSpec, NodeSpec
-from env.scenario import build_scenario
-from env.simulator import Simulator
+from scenario.build import build_scenario
 from schedulers import POLICIES, PREEMPTIVE
+from sim.catalog import CATALOG
+from sim.cluster import FULL, ClusterLayout
+from sim.cluster_spec import ClusterSpec, NodeSpec
+from sim.job import Job, Workload
+from sim.simulator import Simulator
 from tests.easy_reference import easy_reference
-from workloads.job import Job, Workload
 
 TYPES = ("A100-80GB", "V100-16GB", "H100", "T4")
 # each job starts once and runs its whole duration: the preemptive policies are checked run by run in
@@ -91,7 +91,7 @@ def check_invariants(sim: Simulator, layout: ClusterLayout, workload: Workload, 
         if j.num_gpus <= elig.type_max_node[p.type_idx]:
             assert len(p.nodes) == 1, "a job that fits one node of its type gets one node"
         # runs exactly its runtime on the type it got (services: on any type), x the factor when spread unless
-        # its runtime already includes the spreading (README, The model)
+        # its runtime already includes the spreading (docs/model.md)
         speed = CATALOG[gpu_type].speed if j.speed_scaled else 1.0
         spread = len(p.nodes) > 1 and not j.runtime_includes_spread
         expected = j.runtime_s / speed * (factor if spread else 1.0)
@@ -226,7 +226,7 @@ def test_easy_by_shape_equals_the_plain_scan_on_synthetic_scenarios(difficulty, 
 @pytest.mark.parametrize("profile", ["legacy", "philly", "helios", "itp"])
 @pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
 def test_easy_asked_again_after_each_start_gives_the_rest_on_synthetic_scenarios(difficulty, profile):
-    """The property the env's one start per step relies on (README, Schedulers): at every instant, EASY asked
+    """The property the env's one start per step relies on (docs/schedulers.md): at every instant, EASY asked
     again right after each of its starts returns exactly the decisions (jobs and placements) it had left."""
     cfg = RunConfig(workload=WorkloadConfig(difficulty=difficulty, num_jobs=300, synthetic_profile=profile))
     sim = build_scenario(cfg, 7).simulator()

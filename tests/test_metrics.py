@@ -12,10 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.records import COMPLETED, REJECTED, UNFINISHED, NodeInfo, RunResult
-from env.simulator import Simulator
 from metrics.compare import (
     AggregateRow,
     aggregate,
@@ -28,8 +24,12 @@ from metrics.summary import METRIC_FIELDS, SummaryRow, per_job, summarize
 from metrics.timeline import step_bin_means, step_integral
 from metrics.writers import JOB_COLUMNS, write_cluster_csv, write_jobs_csv, write_summary_csv
 from schedulers import POLICIES
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Job, Workload
+from sim.records import COMPLETED, REJECTED, UNFINISHED, NodeInfo, RunResult
+from sim.simulator import Simulator
 from tests.helpers import job
-from workloads.job import Job, Workload
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAN = float("nan")
@@ -451,7 +451,7 @@ def _big_result(num_jobs: int, rng: np.random.Generator) -> RunResult:
 
 
 def test_printed_summary_leads_with_arrival_window_utilization_and_names_both_loads(capsys):
-    from runner import _print_summary
+    from cli.runner import _print_summary
 
     _print_summary(summarize(_tiny_run()))
     line = capsys.readouterr().out.strip()

@@ -24,13 +24,14 @@ from env.autoscale_env import (
     grade,
     node_price_usd_per_h,
 )
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
 from env.node_heuristics import always_on, node_manager, provision_to_demand, run_manager, threshold
-from env.power import OFF, ON, PowerModel
 from env.power_env import GPUClusterPowerEnv
-from env.prices import PriceCurve
-from env.scenario import Scenario, build_scenario
+from scenario.build import Scenario, build_scenario
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.power import OFF, ON, PowerModel
+from sim.prices import PriceCurve
 from tests.helpers import job
 from tests.node_env_reference import (
     completed_value_usd,
@@ -42,7 +43,6 @@ from tests.node_env_reference import (
 )
 from tests.test_invariants import clusters, workloads
 from tests.test_power_states import _check_only_on_nodes
-from workloads.job import Workload
 
 FLAT_100 = PriceCurve("flat", 3600.0, np.array([100.0]), np.array([250.0]))
 STEP_PRICES = PriceCurve("step", 3600.0, np.array([50.0, 150.0, 80.0]), np.array([100.0, 300.0, 200.0]))
@@ -209,8 +209,8 @@ def test_power_return_is_minus_energy_cost_minus_lambda_sum_jct():
 def test_power_energy_cost_is_the_energy_metric_of_the_same_run():
     """A finished episode's energy cost equals metrics/energy.py's cost_eur for its RunResult (summary.csv's
     figure), with the power model's default PUE and the synthetic curve."""
-    from env.prices import synthetic_curve
     from metrics.energy import energy_report
+    from sim.prices import synthetic_curve
 
     e = GPUClusterPowerEnv(power_config(40))
     _, rewards, done = random_rollout(e, 5, 11)

@@ -12,7 +12,7 @@ import torch
 
 from agents.policy import load_policy
 from agents.trainer import train
-from config import D3QNConfig, RunConfig, SACConfig, TaskConfig, WorkloadConfig
+from config import D3QNConfig, RunConfig, SACConfig, TaskConfig, UserError, WorkloadConfig
 from env.node_tasks import (
     GRADERS,
     REFERENCE_MANAGER,
@@ -24,9 +24,9 @@ from env.node_tasks import (
     task_scenario_config,
 )
 from env.power_env import JCT_WEIGHT_EUR_PER_JOB_H
-from env.scenario import UserError, build_scenario
-from env.tasks import make_task_env
 from main import main
+from scenario.build import build_scenario
+from server.tasks import make_task_env
 
 torch.set_num_threads(1)
 
@@ -216,7 +216,7 @@ def test_cli_refuses_node_task_mistakes(argv, message, capsys):
 
 
 def test_node_task_models_live_in_their_own_folder():
-    from main import build_parser, config_from_args
+    from cli.parser import build_parser, config_from_args
 
     a = build_parser().parse_args(["--mode", "train", "--algo", "d3qn", "--task", "power"])
     cfg = config_from_args(a)

@@ -1,4 +1,4 @@
-"""Issue 11's objective fixes: time-based discounting (buffer and env), the SAC temperature bound and the decay of
+"""The RL objective's fixes: time-based discounting (buffer and env), the SAC temperature bound and the decay of
 its behaviour-cloning term, and the refusal of checkpoints written for the old observation."""
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from agents.networks import ObsSpec
 from agents.replay import ReplayBuffer
 from agents.sac import SACAgent
 from agents.toy_env import ToySJFEnv
-from config import EnvConfig, RunConfig, SACConfig, WorkloadConfig
+from config import EnvConfig, RunConfig, SACConfig, UserError, WorkloadConfig
 from env.gym_env import GPUClusterEnv
-from env.scenario import UserError
 
 torch.set_num_threads(1)
 
@@ -114,7 +113,7 @@ def _toy_sac(cfg: SACConfig, updates: int) -> list[float]:
 
 def test_sac_temperature_stays_bounded_on_the_toy_env():
     """The cloned policy is near-deterministic, below any positive entropy target, so an unbounded temperature
-    keeps rising (issue 11: 0.38 -> 0.95 on the real env); the bound holds it at alpha_max."""
+    keeps rising (0.38 -> 0.95 on the real env); the bound holds it at alpha_max."""
     cfg = SACConfig(demo_policy="sjf", learning_rate=3e-3, batch_size=32, demo_batch_size=32)
     unbounded = _toy_sac(dataclasses.replace(cfg, alpha_max=1e6, target_entropy_ratio=0.5), 600)
     assert max(unbounded) > 2 * cfg.alpha_max  # the failure the bound prevents

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from env.scenario import UserError
+from config import UserError
 from main import main
 
 TINY = ["--difficulty", "easy", "--num_jobs", "12", "--no_progress"]
@@ -379,7 +379,7 @@ def test_a_resumed_training_continues_in_the_folder_its_checkpoint_records(train
 
 def _fail_on_seed(monkeypatch, seed: int, error: BaseException) -> None:
     """Make loading scenario `seed` fail (as a bad input or Ctrl-C would, after earlier seeds ran)."""
-    import runner
+    import cli.runner as runner
 
     real = runner.build_scenario
 

@@ -1,4 +1,4 @@
-"""The placement rule (env/placement.py) against a brute-force reading of the README's rule, on random clusters
+"""The placement rule (sim/placement.py) against a brute-force reading of docs/model.md's rule, on random clusters
 and random occupancy (Hypothesis)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from env.cluster import FULL, ClusterLayout, FreeState, Placement
-from env.placement import Pace, alternatives, duration_s, fit_type, place
+from sim.cluster import FULL, ClusterLayout, FreeState, Placement
+from sim.placement import Pace, alternatives, duration_s, fit_type, place
 from tests.test_invariants import TYPES, clusters
 
 

@@ -7,17 +7,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, PowerModel, PowerOff, PowerOn
-from env.power_managers import deferring, idle_off, make_manager, parse_manager
-from env.prices import PriceCurve
-from env.simulator import Decision, Simulator, WakeUp
 from schedulers import POLICIES
+from schedulers.power_managers import deferring, idle_off, make_manager, parse_manager
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.power import BOOTING, OFF, ON, SHUTTING_DOWN, PowerModel, PowerOff, PowerOn
+from sim.prices import PriceCurve
+from sim.simulator import Decision, Simulator, WakeUp
 from tests.helpers import job
 from tests.power_reference import idle_off_reference
 from tests.test_invariants import clusters, workloads
-from workloads.job import Workload
 
 MODEL = PowerModel(boot_s=260.0, shutdown_s=60.0)
 

@@ -25,12 +25,12 @@ from agents.ppo import (
     RewardScaler,
     _rollout_buffer_class,
     ppo_config_from_dict,
-    start_or_wait,
     step_discounts,
     time_discounted_gae,
     train_ppo,
 )
-from agents.trainer import training_episode_seed
+from agents.ppo_policy import start_or_wait
+from agents.run_control import training_episode_seed
 from config import PPOConfig
 from env.gym_env import GPUClusterEnv
 from main import main
@@ -181,7 +181,7 @@ def test_ppo_ctrl_c_writes_a_checkpoint_and_its_resume_command_finishes_the_run(
     assert not (tmp_path / "models" / "ppo_seed2_interrupted.pt").exists()
 
 
-# --- time-based discounting in GAE (issue 11) ---
+# --- time-based discounting in GAE ---
 
 
 def test_time_discounted_gae_on_a_hand_computed_three_step_rollout():

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from env.cluster import FULL, ClusterLayout, Placement
-from env.cluster_spec import parse_cluster_spec
-from env.simulator import Decision, Preempt, Simulator, WakeUp
+from sim.cluster import FULL, ClusterLayout, Placement
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.simulator import Decision, Preempt, Simulator, WakeUp
 from tests.helpers import job
-from workloads.job import Workload
 
 
 def _sim(cluster: str, jobs, overhead_s: float = 0.0) -> Simulator:

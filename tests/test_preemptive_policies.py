@@ -7,15 +7,15 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.simulator import Simulator
 from schedulers import POLICIES
 from schedulers.tiresias import make_tiresias
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.simulator import Simulator
 from tests.helpers import estimates, job
 from tests.preemptive_reference import srtf_reference, tiresias_reference
 from tests.test_invariants import clusters, workloads
-from workloads.job import Workload
 
 
 def _run(cluster: str, jobs, policy, overhead_s: float = 0.0, known=None) -> Simulator:

@@ -11,11 +11,11 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from env.catalog import CATALOG
-from env.cluster import FULL, ClusterLayout
-from env.simulator import Simulator
 from metrics.writers import write_jobs_csv, write_runs_csv
 from schedulers import POLICIES, PREEMPTIVE
+from sim.catalog import CATALOG
+from sim.cluster import FULL, ClusterLayout
+from sim.simulator import Simulator
 from tests.test_invariants import clusters, workloads
 
 PREEMPTIVE_POLICIES = sorted(PREEMPTIVE)
@@ -129,9 +129,9 @@ def test_runs_csv_shows_no_gpu_over_committed_and_runs_are_deterministic(
 
 def test_runs_csv_catches_an_over_committed_gpu(tmp_path):
     """The checker itself: two whole-GPU runs overlapping on one GPU fail it."""
-    from env.cluster_spec import parse_cluster_spec
+    from sim.cluster_spec import parse_cluster_spec
+    from sim.job import Workload
     from tests.helpers import job
-    from workloads.job import Workload
 
     (tmp_path / "runs.csv").write_text(
         "job_id,start_time,end_time,placement,gpu_type\na,0,10,n0/0,A100-80GB\nb,5,15,n0/0,A100-80GB\n"

@@ -14,8 +14,8 @@ from evaluation.paired import paired_relative_difference
 from evaluation.report import find_models
 from evaluation.sets import TEST_SEEDS, cases
 from main import main
+from scenario.mixtures import HELD_OUT_CLUSTERS
 from schedulers import POLICIES
-from training_mix import HELD_OUT_CLUSTERS
 
 torch.set_num_threads(1)
 
@@ -108,7 +108,7 @@ def test_report_evaluates_every_policy_and_checkpoint_and_writes_the_table(model
     log = tmp_path / "report"
     assert main(report_args(models, log)) == 0
     out = capsys.readouterr().out
-    assert "# RL quality report" in out and "## Quality target (issue 11)" in out
+    assert "# RL quality report" in out and "## Quality target" in out
     assert {p.name for p in log.iterdir()} == {
         "evaluations.csv", "report.csv", "report.md", "learning_curves.csv", "learning_curves.png", "run_config.json"
     }  # fmt: skip

@@ -1,6 +1,6 @@
 """A preemptive run's files checked the way a user would, from the CSVs of its folder alone (no simulator objects).
 
-Issue 10: runs.csv lets anyone check that no GPU was ever over-committed; jobs.csv carries each job's
+runs.csv lets anyone check that no GPU was ever over-committed; jobs.csv carries each job's
 preemptions, restore overhead and the GPU types it ran on; summary.csv the totals. Each policy that may preempt
 runs through `main` on one overloaded jobs CSV (long jobs of 1 to 16 GPUs and fractions of a GPU on three GPU
 types), and its folder must agree with itself.

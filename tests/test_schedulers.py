@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.simulator import Simulator
 from schedulers import POLICIES
 from schedulers.easy import easy_backfill
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.simulator import Simulator
 from tests.easy_reference import easy_reference
 from tests.helpers import job, run, times
-from workloads.job import Workload
 
 
 def _refuse_case():
@@ -91,10 +91,10 @@ def test_easy_reservation_respects_gpu_type():
 
 
 def test_easy_backfills_on_another_type_when_the_preferred_one_would_delay_the_head():
-    # issue 9: a holds 3 of the 4 A100s until 100, b 2 of the 4 V100s until 100 (50 s at speed 0.5); the head h
+    # a holds 3 of the 4 A100s until 100, b 2 of the 4 V100s until 100 (50 s at speed 0.5); the head h
     # needs the whole A100 node -> shadow time 100. c (any type, 1,000 s) would go to the free A100 GPU and
     # hold it past 100 -> refused there; on a V100 it leaves the A100 node to h -> backfilled at 2 and runs
-    # 1000 / 0.5 = 2000 s (before issue 9 it waited until 100 and ended at 2,100)
+    # 1000 / 0.5 = 2000 s (without alternative placements it waited until 100 and ended at 2,100)
     jobs = [
         job("a", 0, 100, 3, gpu_types=("A100-80GB",)),
         job("b", 0, 50, 2, gpu_types=("V100-32GB",)),
@@ -117,8 +117,8 @@ def test_easy_backfills_on_another_node_of_the_same_type():
 
 
 def test_easy_counts_every_gpu_released_at_the_shadow_instant_as_spare():
-    # issue 9: a and b (3 GPUs each) both end at 100; the head h needs 4 -> shadow time 100 with all 8 free,
-    # 4 spare. c (2 GPUs, 1,000 s) fits now and leaves 6 >= 4 for h -> backfilled at 2 (before issue 9 only a
+    # a and b (3 GPUs each) both end at 100; the head h needs 4 -> shadow time 100 with all 8 free,
+    # 4 spare. c (2 GPUs, 1,000 s) fits now and leaves 6 >= 4 for h -> backfilled at 2 (without alternative placements only a
     # was released: 5 free, 3 after c -> refused until 100)
     jobs = [job("a", 0, 100, 3), job("b", 0, 100, 3), job("h", 1, 10, 4), job("c", 2, 1000, 2)]
     _, r = run("1xA100-80GB:8", jobs, "easy")
@@ -169,7 +169,7 @@ def test_job_that_fits_one_node_waits_rather_than_spreading():
 
 def test_multi_node_job_spans_nodes_of_one_type_with_slowdown():
     # 8 GPUs, 100 s reference: spread over the two A100 nodes 100 x 1.2 = 120 s; one V100 node 100 / 0.5 = 200 s
-    # -> the spread finishes first (before issue 9 the job took the V100 node because it "fits one node")
+    # -> the spread finishes first (without speed-aware placement the job took the V100 node because it "fits one node")
     jobs = [job("big", 0, 100, 8)]
     _, r = run("2xA100:4,1xV100:8", jobs, "fcfs", factor=1.2)
     assert r["big"][3] == "A100-80GB" and float(r["big"][1]) == pytest.approx(120.0)
@@ -187,7 +187,7 @@ def test_multi_node_job_spans_nodes_of_one_type_with_slowdown():
 
 
 def test_multi_node_spread_over_faster_type_beats_one_slow_node_issue_case():
-    # issue 9: on 2xA100-80GB:4,1xT4:8 an 8-GPU job of 1,000 reference seconds ran 5,000 s on the T4 node
+    # on 2xA100-80GB:4,1xT4:8 an 8-GPU job of 1,000 reference seconds ran 5,000 s on the T4 node
     # (speed 0.2); over the two A100 nodes it runs 1,000 x 1.2 = 1,200 s
     _, r = run("2xA100-80GB:4,1xT4:8", [job("big", 0, 1000, 8)], "fcfs", factor=1.2)
     assert r["big"][3] == "A100-80GB" and float(r["big"][1]) == pytest.approx(1200.0)
@@ -289,7 +289,7 @@ def test_easy_asked_again_after_each_of_its_starts_gives_the_rest(plain):
     # The old root cause of the env-vs-native divergence (philly/easy seed 7, job 17), in miniature: a (2 A100s
     # until 100); h needs the whole A100 node -> shadow 100. At 2, c (1,000 s, any type), d (50 s), e (40 s)
     # arrive. c's preferred GPU is a free A100, which would delay h; on a V100 it does not -> c backfills there
-    # (alternative placement, issue 9), then d and e end by 100 on the two free A100s. Before the alternatives,
+    # (alternative placement), then d and e end by 100 on the two free A100s. Before the alternatives,
     # c was refused at its turn, then d and e filled the A100s, and EASY asked again (the env's one start per
     # step) found c's preferred GPU a V100 and started it at 2: a decision the native scan never made.
     jobs = [
@@ -308,7 +308,7 @@ def test_easy_asked_again_after_each_of_its_starts_gives_the_rest(plain):
             assert rest == ds[n + 1 :], (t, n)
 
 
-@pytest.mark.xfail(strict=True, reason="EASY tries one spread per type: see README, Schedulers")
+@pytest.mark.xfail(strict=True, reason="EASY tries one spread per type: see docs/schedulers.md")
 def test_easy_asked_again_after_each_start_gives_the_rest_with_spread_backfills():
     # Known limit of the fixed point: 3 nodes x 8 A100s, free 7/6/3 at t=2 (x holds 1 GPU of n0 until 100; y, z
     # hold 2 of n1 and 5 of n2 for long). h needs one whole node -> n0 at 100. j (9 GPUs, 1,000 s) can only
@@ -336,8 +336,8 @@ def test_start_refuses_a_placement_that_is_taken_or_does_not_match_the_job():
     # 2 nodes: n0 = A100 x 4 (GPUs 0-3), n1 = V100 x 2 (GPUs 4-5). At t=0 a (2 GPUs) and b (1 GPU, A100 only),
     # c (half a GPU) wait. The simulator must reject every wrong start with the same ValueError, change
     # nothing, and still accept the right ones afterwards.
-    from env.cluster import FULL, Placement
-    from env.simulator import Decision
+    from sim.cluster import FULL, Placement
+    from sim.simulator import Decision
 
     jobs = [
         job("a", 0, 10, 2),

@@ -21,17 +21,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from websockets.sync.client import connect
 
+from cli.json_options import ENV_OPTIONS, SCENARIO_OPTIONS, run_config_from_options
 from config import ServeConfig
-from env import tasks
 from env.gym_env import GPUClusterEnv, heuristic_action
-from env.scenario import build_scenario
-from env.tasks import grade_lower_better
 from main import main
 from metrics.summary import summarize
-from options_json import ENV_OPTIONS, SCENARIO_OPTIONS, run_config_from_options
+from scenario.build import build_scenario
 from schedulers import POLICIES
+from server import tasks
 from server.app import create_app
 from server.client import RemoteEnv, RemoteEnvError
+from server.tasks import grade_lower_better
 
 OPTIONS = {"difficulty": "easy", "num_jobs": 30, "window": 4}
 MAX_SESSIONS = 3

@@ -16,6 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import connect
 
+from cli.json_options import SCENARIO_OPTIONS
+from cli.parser import build_parser
 from config import TaskConfig
 from env.node_heuristics import node_manager
 from env.node_tasks import (
@@ -26,11 +28,9 @@ from env.node_tasks import (
     NodeActionError,
     read_node_action,
 )
-from env.power import STATE_NAMES
-from env.tasks import make_task_env
-from main import build_parser
-from options_json import SCENARIO_OPTIONS
 from server.client import RemoteEnv
+from server.tasks import make_task_env
+from sim.power import STATE_NAMES
 from tests.test_server import post, served, url  # noqa: F401 - the uvicorn fixture, shared
 
 POWER = {"difficulty": "easy", "num_jobs": 5, "load_factor": 0.5, "synthetic_profile": "legacy"}

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.paired import t975
 from main import main
-from sweep.report import mean_ci95, t975
+from sweep.report import mean_ci95
 from sweep.study import load_study
 
 TINY = """

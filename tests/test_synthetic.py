@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config import DIFFICULTIES
-from env.catalog import CATALOG
-from env.cluster_spec import ClusterSpec, parse_cluster_spec
+from sim.catalog import CATALOG
+from sim.cluster_spec import ClusterSpec, parse_cluster_spec
+from sim.job import Job
+from sim.load import offered_load_factor
 from workloads import synthetic
-from workloads.job import Job
-from workloads.load import offered_load_factor
 from workloads.synthetic import generate_synthetic
 
 HARD = parse_cluster_spec(DIFFICULTIES["hard"].cluster)

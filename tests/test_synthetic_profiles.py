@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from config import DIFFICULTIES, RunConfig, WorkloadConfig
-from env.cluster_spec import parse_cluster_spec
-from env.scenario import UserError, build_scenario, kill_at_estimate
+from config import DIFFICULTIES, RunConfig, UserError, WorkloadConfig
 from main import main
+from scenario.build import build_scenario, kill_at_estimate
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Job, Workload
+from sim.load import offered_load_factor
 from tests.helpers import run
 from tests.test_synthetic import _fits_empty_cluster
 from workloads.calibrated import CANCELLED, COMPLETED, FAILED, KILLED, generate_profile
@@ -27,8 +29,6 @@ from workloads.estimates import (
     UNDER_REQUEST_PROB,
     request_from_uniforms,
 )
-from workloads.job import Job, Workload
-from workloads.load import offered_load_factor
 from workloads.profile_stats import compare, measure
 from workloads.profiles import HELIOS, ITP, PHILLY, PROFILES
 

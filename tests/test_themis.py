@@ -7,16 +7,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.simulator import Simulator
 from schedulers import POLICIES, PREEMPTIVE
 from schedulers.themis import lease_ended, make_themis, next_lease_end
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.simulator import Simulator
 from tests.helpers import estimates, job
 from tests.test_invariants import clusters, workloads
 from tests.test_preemptive_policies import _runs, _same
 from tests.themis_reference import themis_reference
-from workloads.job import Workload
 
 
 def _run(cluster: str, jobs, policy, overhead_s: float = 0.0) -> Simulator:

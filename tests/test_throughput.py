@@ -1,4 +1,4 @@
-"""Per-job GPU-type speeds (env/throughput.py) through the placement rule and the simulator: hand-computed
+"""Per-job GPU-type speeds (sim/throughput.py) through the placement rule and the simulator: hand-computed
 durations from Gavel's measured matrix and from small matrices, a plain second implementation of the speed rule
 read straight from the JSON, and Hypothesis invariants with typed jobs."""
 
@@ -16,17 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config import RunConfig, WorkloadConfig
-from env.catalog import CATALOG
-from env.cluster import FULL, ClusterLayout
-from env.cluster_spec import ClusterSpec, NodeSpec, parse_cluster_spec
-from env.placement import Pace, alternatives, place
-from env.scenario import build_scenario
-from env.simulator import Simulator, typed_pace
-from env.throughput import load_matrix
+from scenario.build import build_scenario
 from schedulers import POLICIES, PREEMPTIVE
+from sim.catalog import CATALOG
+from sim.cluster import FULL, ClusterLayout
+from sim.cluster_spec import ClusterSpec, NodeSpec, parse_cluster_spec
+from sim.job import Workload
+from sim.placement import Pace, alternatives, place
+from sim.simulator import Simulator, typed_pace
+from sim.throughput import load_matrix
 from tests.helpers import job
 from tests.test_placement import _brute_force, _occupied
-from workloads.job import Workload
 
 GAVEL = (
     Path(__file__).resolve().parents[2]
@@ -198,7 +198,7 @@ def test_fractional_typed_jobs_rank_gpus_by_their_own_speed(tmp_path):
     assert sim.result("fcfs", 0).gpu_type[0] == "P100"
     assert sim.result("fcfs", 0).end_s[0] == pytest.approx(100 / 1.5)
     e, k, milli, mem, pace = sim.jobs.shape[0]
-    from env.cluster import FreeState
+    from sim.cluster import FreeState
 
     alts = list(alternatives(FreeState(layout), e, k, milli, mem, pace))
     assert [layout.type_names[a.type_idx] for a in alts] == ["P100", "V100-16GB"]

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from config import WorkloadConfig
-from env.catalog import REFERENCE_TYPE
-from workloads.load import offered_load_factor
+from sim.catalog import REFERENCE_TYPE
+from sim.load import offered_load_factor
 from workloads.traces import TRACE_FORMATS, load_trace, load_trace_cluster
 from workloads.traces.common import split_fraction
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from config import ClusterConfig, RunConfig, WorkloadConfig
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.placement import Pace, duration_s
-from env.scenario import build_scenario
-from env.simulator import JobTable
+from scenario.build import build_scenario
 from schedulers import POLICIES
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.placement import Pace, duration_s
+from sim.simulator import JobTable
 from tests.helpers import job, run, times
 from workloads.csv_jobs import load_jobs_csv
 from workloads.traces import load_trace
@@ -199,7 +199,7 @@ def test_csv_columns_set_the_duration_rule(tmp_path):
 
 
 def test_google_unit_option():
-    from main import build_parser, config_from_args
+    from cli.parser import build_parser, config_from_args
 
     def cfg(*argv):
         return config_from_args(build_parser().parse_args(["--workload_type", "google", *argv]))

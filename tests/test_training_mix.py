@@ -12,12 +12,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import training_mix as mix
+import scenario.mixtures as mix
 from agents.checkpoint import load_checkpoint
 from config import MixConfig, RunConfig
-from env.cluster_spec import parse_cluster_spec
-from env.scenario import build_scenario
+from env.gym_env import episode_env_factory
 from main import main
+from scenario.build import build_scenario
+from sim.cluster_spec import parse_cluster_spec
 
 torch.set_num_threads(1)
 
@@ -75,7 +76,7 @@ def test_mix_none_is_the_plain_scenario_and_synthetic_keeps_the_observation_shap
     plain = RunConfig()
     a, b = mix.mixture_scenario(plain, 7), build_scenario(plain, 7)
     assert a.workload.jobs == b.workload.jobs and a.cluster == b.cluster
-    make = mix.episode_env_factory(SYNTHETIC)
+    make = episode_env_factory(SYNTHETIC)
     shapes, clusters = set(), set()
     for seed in (1, 2, 3):
         env = make(seed)

@@ -21,8 +21,7 @@ import agents.trainer
 from agents.checkpoint import load_checkpoint, save_checkpoint
 from agents.files import TrainingLock, atomic_write, temp_path
 from agents.replay import ReplayBuffer
-from agents.train_cli import run_config_from_dict
-from config import EnvConfig, RunConfig, SACConfig, WorkloadConfig
+from config import EnvConfig, RunConfig, SACConfig, WorkloadConfig, run_config_from_dict
 from env.gym_env import GPUClusterEnv
 from main import main
 
@@ -351,7 +350,7 @@ def test_ctrl_c_before_the_first_step_writes_nothing(tmp_path, monkeypatch, caps
     def interrupted_env(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("agents.train_cli.GPUClusterEnv", interrupted_env)
+    monkeypatch.setattr("cli.train.GPUClusterEnv", interrupted_env)
     assert main(train_args(tmp_path, "--total_steps", "50", "--validation_seeds", "none")) == 130
     assert "no checkpoint written" in capsys.readouterr().err
     assert not list((tmp_path / "models").glob("*.pt"))

@@ -11,17 +11,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config import RunConfig, WorkloadConfig
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.scenario import build_scenario
-from env.simulator import Simulator
+from scenario.build import build_scenario
 from schedulers import POLICIES, make_policy
 from schedulers.ect import ect
 from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
+from sim.simulator import Simulator
 from tests.gate_reference import ect_reference, sjf_gate_reference
 from tests.helpers import estimates, job, run, times
 from tests.test_invariants import clusters, workloads
-from workloads.job import Workload
 
 TWO_TYPES = "1xA100-80GB:1,1xT4:1"  # speeds 1.0 and 0.2: a job runs 5x longer on the T4
 

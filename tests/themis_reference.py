@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from env.placement import place
-from env.simulator import Decision, Preempt, View, WakeUp
+from sim.placement import place
+from sim.simulator import Decision, Preempt, View, WakeUp
 from tests.preemptive_reference import fewest_victims
 
 

@@ -25,17 +25,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from env.cluster_spec import ClusterSpec
+from sim.cluster_spec import ClusterSpec
+from sim.job import Workload
+from sim.load import offered_load_factor
 from workloads import synthetic as legacy
 from workloads.estimates import requested_times_s
-from workloads.job import Workload
-from workloads.load import offered_load_factor
 from workloads.profiles import SyntheticProfile
 
 COMPLETED = "Completed"
 FAILED = "Failed"
 CANCELLED = "Cancelled"
-KILLED = "Killed"  # set by --kill_at_estimate (env/scenario.py) on a job cut at its requested time
+KILLED = "Killed"  # set by --kill_at_estimate (scenario/build.py) on a job cut at its requested time
 
 
 def generate_profile(

@@ -3,7 +3,7 @@
 Columns: required `arrival_time,runtime,gpus` (seconds, reference-GPU seconds, GPUs); optional `job_id`,
 `priority` (integer, default 0), `gpu_mem_gb` (per GPU, default 0), `gpu_types` (`|`-separated catalog names or
 aliases, default any), `estimate` (user runtime estimate in seconds, default none), and the duration rule's two
-flags (env/placement.py's duration formula, via each job's Pace; 1/0 or true/false): `runtime_includes_spread` (default 0: the multi-node factor applies;
+flags (sim/placement.py's duration formula, via each job's Pace; 1/0 or true/false): `runtime_includes_spread` (default 0: the multi-node factor applies;
 1 for durations recorded on the real placement, as in a trace) and `speed_scaled` (default 1; 0 for a service
 whose lifetime does not depend on GPU speed), and `job_type` (a model of the --job_types throughput matrix, e.g.
 `ResNet-50 (batch size 64)`; needs --job_types; rows without one get one drawn, workloads/job_types.py).
@@ -22,8 +22,8 @@ import functools
 import math
 from pathlib import Path
 
-from env.catalog import resolve_gpu_type
-from workloads.job import FULL_GPU_MILLI, Job, Workload
+from sim.catalog import resolve_gpu_type
+from sim.job import FULL_GPU_MILLI, Job, Workload
 
 REQUIRED_COLUMNS = ("arrival_time", "runtime", "gpus")
 OPTIONAL_COLUMNS = (

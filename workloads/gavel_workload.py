@@ -11,7 +11,7 @@ scheduler/utils.py and the arrivals of scheduler/scheduler.py's simulation, gith
 - job type uniform among the matrix's models measured at that GPU count (Gavel: a uniform job template,
   redrawn until it is a distributed one for a multi-GPU job).
 The job's `runtime_s` is its duration on the catalog's reference type, i.e. the V100 duration x the V100's
-catalog speed (env/throughput.py anchors every measured job type there), so it runs exactly its Gavel duration
+catalog speed (sim/throughput.py anchors every measured job type there), so it runs exactly its Gavel duration
 on a V100. Draws come from the passed Generator in this order per job: arrival gap, scale, duration, type.
 """
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from env.catalog import CATALOG
-from env.throughput import ANCHOR_TYPE, ThroughputMatrix
-from workloads.job import Job, Workload
+from sim.catalog import CATALOG
+from sim.job import Job, Workload
+from sim.throughput import ANCHOR_TYPE, ThroughputMatrix
 
 SCALES = (1, 2, 4, 8)
 SCALE_CUMULATIVE = (0.7, 0.8, 0.95, 1.0)

@@ -1,4 +1,4 @@
-"""Gives a workload's jobs job types (models of a throughput matrix, env/throughput.py) with a documented mix.
+"""Gives a workload's jobs job types (models of a throughput matrix, sim/throughput.py) with a documented mix.
 
 Mix (Gavel's own job generator, `generate_job` in scheduler/utils.py of github.com/stanford-futuredata/gavel):
 a job's model is drawn uniformly among the models measured at its GPU count, and a multi-GPU job only among
@@ -16,8 +16,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from env.throughput import ThroughputMatrix
-from workloads.job import Workload
+from sim.job import Workload
+from sim.throughput import ThroughputMatrix
 
 
 def assign_job_types(workload: Workload, matrix: ThroughputMatrix, rng: np.random.Generator) -> Workload:

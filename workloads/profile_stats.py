@@ -1,4 +1,4 @@
-"""The statistics of issue 9's table measured on a workload, and their comparison with a profile's published values.
+"""The statistics of the synthetic profiles' table (docs/workloads.md) measured on a workload, and their comparison with a profile's published values.
 
 One definition serves bench/synthetic_stats.py and tests/test_synthetic_profiles.py. Arrival statistics use
 whole days counted from t = 0 (midnight) and 10-minute bins, as the Venus counts they are compared with.
@@ -11,8 +11,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from sim.job import Job
 from workloads.estimates import MAX_REQUEST_S
-from workloads.job import Job
 from workloads.profiles import PublishedStats, SyntheticProfile, Target
 
 DAY_S = 86_400.0

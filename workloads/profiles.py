@@ -40,7 +40,7 @@ class Target:
 
 @dataclass(frozen=True)
 class PublishedStats:
-    """The rows of issue 9's table for one profile; None = not published for this trace (shown, not fitted)."""
+    """The rows of the profiles' statistics table for one profile; None = not published for this trace (shown, not fitted)."""
 
     median_runtime_s: Target | None
     mean_over_median_runtime: Target | None
@@ -106,7 +106,7 @@ _VENUS_ROWS = {
     "burstiness": Target(
         9.19,
         "helios-aggregates/Venus_cluster_throughput_10min.csv: submit_gpu_job, mean over the 180 days with "
-        "submissions of the day's variance/mean (whole trace at once: 15.4; issue 9 quotes 8.9)",
+        "submissions of the day's variance/mean (whole trace at once: 15.4; an earlier estimate: 8.9)",
     ),
 }
 _RICC_ROWS = {

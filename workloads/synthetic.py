@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from env.catalog import CATALOG
-from env.cluster_spec import ClusterSpec
-from workloads.job import FULL_GPU_MILLI, Job, Workload
-from workloads.load import offered_load_factor
+from sim.catalog import CATALOG
+from sim.cluster_spec import ClusterSpec
+from sim.job import FULL_GPU_MILLI, Job, Workload
+from sim.load import offered_load_factor
 
 DAY_S = 86_400.0  # seconds in a day
 PEAK_HOUR_H = 14.0  # hour of day (t = 0 is midnight) at which the arrival rate peaks

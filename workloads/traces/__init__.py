@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config import WorkloadConfig
-from env.cluster_spec import ClusterSpec, load_cluster_csv
-from workloads.job import Workload
+from sim.cluster_spec import ClusterSpec, load_cluster_csv
+from sim.job import Workload
 from workloads.traces import alibaba_2017, alibaba_openb, alibaba_pai, google, helios, itp, philly, swf
 from workloads.traces.common import TraceTable, default_cluster, describe_cluster, finish, first_line
 

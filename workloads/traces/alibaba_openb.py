@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from env.catalog import CATALOG, resolve_gpu_type
-from env.cluster_spec import ClusterSpec, NodeSpec
-from workloads.job import FULL_GPU_MILLI
+from sim.catalog import CATALOG, resolve_gpu_type
+from sim.cluster_spec import ClusterSpec, NodeSpec
+from sim.job import FULL_GPU_MILLI
 from workloads.traces.common import TraceTable, fail_at, numeric, read_csv, require_columns
 
 POD_COLUMNS = (

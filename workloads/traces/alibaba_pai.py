@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from env.catalog import CATALOG, resolve_gpu_type
-from env.cluster_spec import ClusterSpec, NodeSpec
+from sim.catalog import CATALOG, resolve_gpu_type
+from sim.cluster_spec import ClusterSpec, NodeSpec
 from workloads.traces.common import RUNNING, TraceTable, fail_at, numeric, read_csv, split_fraction
 
 TASK_COLUMNS = (

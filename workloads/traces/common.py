@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 
 from config import WorkloadConfig
-from env.catalog import CATALOG, REFERENCE_TYPE
-from env.cluster_spec import ClusterSpec, NodeSpec
-from workloads.job import FULL_GPU_MILLI, Job, Workload
-from workloads.load import offered_load_factor
+from sim.catalog import CATALOG, REFERENCE_TYPE
+from sim.cluster_spec import ClusterSpec, NodeSpec
+from sim.job import FULL_GPU_MILLI, Job, Workload
+from sim.load import offered_load_factor
 
 DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_TARGET_LOAD = 0.8  # offered load of the default cluster (the medium difficulty preset's load factor)
@@ -213,7 +213,7 @@ def default_cluster(jobs: tuple[Job, ...], time_scale: float = 1.0, why: str = "
 
     GPUs = max(LARGEST_JOB_SHARE_INV x GPUs of the largest job, offered GPU-seconds / (arrival window x
     DEFAULT_TARGET_LOAD)), rounded up to whole nodes (so a lone gang never needs the whole machine) (the window and
-    load follow workloads.load.offered_load_factor). The window is taken before --time_scale (undoing it), so
+    load follow sim.load.offered_load_factor). The window is taken before --time_scale (undoing it), so
     time_scale > 1 raises the load above the target instead of growing the cluster. The reference type (speed 1.0)
     makes recorded trace durations replay unchanged. Outliers (see `sizing_outliers`) do not size the cluster: one
     row asking 100,000 GPUs must not turn every metric into 0; those that do not fit are rejected when the run

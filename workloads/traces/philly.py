@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.cluster_spec import ClusterSpec, NodeSpec
+from sim.cluster_spec import ClusterSpec, NodeSpec
 from workloads.traces.common import RUNNING, TraceTable, open_text, read_csv, require_columns
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"

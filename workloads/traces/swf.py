@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from env.cluster_spec import ClusterSpec
+from sim.cluster_spec import ClusterSpec
 from workloads.traces.common import TraceTable, open_text, reference_nodes
 
 NUM_FIELDS = 18

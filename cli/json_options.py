@@ -8,8 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from config import RunConfig
-from env.scenario import UserError
+from config import RunConfig, UserError
 
 ENV_OPTIONS = ("window", "reward")
 """options of the Gymnasium env itself (the CLI takes them for agents)"""
@@ -44,7 +43,7 @@ def _raise(message: str):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from main import build_parser
+    from cli.parser import build_parser
 
     parser = build_parser()
     parser.exit_on_error = False
@@ -82,8 +81,8 @@ def run_config_from_options(options: Mapping[str, object], allowed: tuple[str, .
     """The RunConfig of an agent evaluation (`--mode eval --algo d3qn`) with these options, checked exactly as the
     command line checks them (ranges, contradictions, options the run would ignore). Env options (window,
     reward) are the env's own: `reward` defaults to the env's default (jct), as in evaluation."""
-    from cli_checks import check_command_line, given_options
-    from main import config_from_args, validate
+    from cli.checks import check_command_line, given_options
+    from cli.parser import config_from_args, validate
 
     argv = ["--mode", "eval", "--algo", "d3qn", *_argv(options, allowed, where)]
     try:

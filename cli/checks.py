@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from config import RunConfig
-from env.scenario import TRACE_TYPES, UserError, check_options
+from config import RunConfig, UserError
+from scenario.build import TRACE_TYPES, check_options
 from schedulers import PREEMPTIVE
 
 AGENTS = ("d3qn", "sac", "ppo")
@@ -243,7 +243,7 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
 
 def _check_power(cfg: RunConfig, given: dict[str, object]) -> None:
     """--power and its companions: parseable managers, one per eval, heuristics only for managers that act."""
-    from env.power_managers import parse_manager
+    from schedulers.power_managers import parse_manager
 
     p = cfg.power
     if cfg.task.name != "scheduling":
@@ -301,7 +301,7 @@ def _check_node_task_power(cfg: RunConfig, given: dict[str, object]) -> None:
     if not abs(p.price_offset_s) < 1e12:
         raise UserError(f"--price_offset_s must be a finite number of seconds, got {p.price_offset_s}")
     if p.prices_path:  # a bad price file is reported before any work
-        from env.prices import PriceFileError, load_price_csv
+        from sim.prices import PriceFileError, load_price_csv
 
         try:
             load_price_csv(p.prices_path, p.price_offset_s)

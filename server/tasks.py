@@ -14,9 +14,8 @@ from functools import lru_cache
 import gymnasium as gym
 import numpy as np
 
-from config import RunConfig
-from env.scenario import UserError
-from options_json import ENV_OPTIONS, SCENARIO_OPTIONS, run_config_from_options
+from cli.json_options import ENV_OPTIONS, SCENARIO_OPTIONS, run_config_from_options
+from config import RunConfig, UserError
 
 
 class ActionError(ValueError):
@@ -137,7 +136,7 @@ SCHEDULING_INFO = {
 
 def avg_jct_s(result) -> float:
     """Average JCT (end - arrival) over completed jobs, as summary.csv's avg_jct_s."""
-    from env.records import COMPLETED
+    from sim.records import COMPLETED
 
     jct = [
         e - j.arrival_s
@@ -150,7 +149,7 @@ def avg_jct_s(result) -> float:
 @lru_cache(maxsize=64)
 def _heuristic_jct_s(cfg: RunConfig, seed: int, algo: str) -> float:
     """avg JCT of heuristic `algo` run natively on the scenario (cached: many episodes share scenarios)."""
-    from env.scenario import build_scenario
+    from scenario.build import build_scenario
     from schedulers import POLICIES
 
     sim = build_scenario(cfg, seed).simulator()
@@ -235,7 +234,7 @@ TASKS: dict[str, Task] = {
         name="scheduling",
         description="Start queued jobs on a heterogeneous GPU cluster (GPUClusterScheduling-v0): action "
         '{"slot": i} starts the job in window slot i, slot K (the window size) is WAIT; observation and reward '
-        "as the Gymnasium env (README, Gymnasium env); any workload or cluster option of the command line.",
+        "as the Gymnasium env (docs/agents.md); any workload or cluster option of the command line.",
         option_names=SCENARIO_OPTIONS + ENV_OPTIONS,
         make=_make_scheduling,
         reset=_reset_scheduling,
@@ -327,8 +326,8 @@ NODE_INFO = {
 
 def _node_state(env: gym.Env, with_jobs: bool) -> dict:
     """The scheduling state plus the episode's return so far (the task's reward unit) and, per GPU type, how
-    many of its nodes are in each power state (env/power.py's STATE_NAMES)."""
-    from env.power import STATE_NAMES
+    many of its nodes are in each power state (sim/power.py's STATE_NAMES)."""
+    from sim.power import STATE_NAMES
 
     env = env.unwrapped
     layout, states = env.scenario.layout, env.sim.node_power.state
@@ -360,7 +359,7 @@ def _node_task(task: str, description: str) -> Task:
         observation_schema={
             "type": "array",
             "items": {"type": "number", "minimum": 0.0, "maximum": 1.0},
-            "description": "the env's float32 features (README, Power and autoscaling tasks: per-type slots, "
+            "description": "the env's float32 features (docs/power.md: per-type slots, "
             "then queue, running, demand, time of day and the task's context)",
         },
         info_doc=NODE_INFO,

@@ -1,7 +1,7 @@
 """Power managers: pure functions of a View returning PowerOn/PowerOff/WakeUp decisions, by name (--power).
 
 A manager runs after the job scheduler at every decision instant (`Simulator.run(policy, manager=...)`), so it
-sees the capacity left after this instant's starts. Spec strings (README, *Energy and power states*):
+sees the capacity left after this instant's starts. Spec strings (docs/power.md):
 
 - `always_on`: never changes a node's state (today's behaviour).
 - `idle_off:T[:R]`: a node that has been ON and empty for T seconds is shut down, unless (a) a queued job could
@@ -26,10 +26,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from env.placement import place
-from env.power import BOOTING, OFF, PowerOff, PowerOn
-from env.prices import PriceCurve
-from env.simulator import View, WakeUp
+from sim.placement import place
+from sim.power import BOOTING, OFF, PowerOff, PowerOn
+from sim.prices import PriceCurve
+from sim.simulator import View, WakeUp
 
 WAKE_SCAN_JOBS = 256  # queued jobs the wake rule looks at per instant (bounds its cost under a long queue)
 DEFAULT_IDLE_S = 600.0

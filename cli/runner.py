@@ -12,12 +12,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from config import RunConfig
-from env.power import ON, PowerModel
-from env.power_managers import ManagerSpec, deferring, make_manager, parse_manager
-from env.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
-from env.records import REJECTED, RunResult
-from env.scenario import Scenario, UserError, build_scenario
+from cli.run_folder import (
+    RunFolder,
+    check_inputs_outside,
+    default_log_dir,
+    run_identity,
+    sha256_of,
+)
+from config import RunConfig, UserError
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.fairness import FairnessRow, fairness, write_fairness_csv
@@ -25,50 +27,14 @@ from metrics.plots import plot_compare, plot_compare_cdf, plot_run
 from metrics.power_plots import plot_jct_vs_cost, plot_power
 from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv, write_summary_csv
-from run_folder import RunFolder, check_inputs_outside, run_identity, sha256_of, short_hash
+from scenario.build import Scenario, build_scenario
 from schedulers import PREEMPTIVE, make_policy
+from schedulers.power_managers import ManagerSpec, deferring, make_manager, parse_manager
+from sim.power import ON, PowerModel
+from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
+from sim.records import REJECTED, RunResult
 
 AGENTS = ("d3qn", "sac", "ppo")
-
-
-def workload_tag(cfg: RunConfig) -> str:
-    w = cfg.workload
-    if w.workload_type == "synthetic":  # as the workload names itself: legacy keeps its old name
-        profile = "" if w.synthetic_profile == "legacy" else f"{w.synthetic_profile}-"
-        return f"synthetic-{profile}{w.difficulty}"
-    return f"{w.workload_type}-{Path(w.workload_path).name.split('.')[0]}"
-
-
-def default_log_dir(cfg: RunConfig, checkpoints: dict[str, str] | None = None) -> Path:
-    """--log_dir, else logs/<mode>_<algo(s)>_<workload>_seed(s)<S>_<hash>: the hash covers every option, the
-    inputs' and checkpoints' contents and the code version (run_folder.run_identity), so runs that can differ
-    never share a default folder. A resumed training continues in the folder its checkpoint records."""
-    if cfg.log_dir:
-        return Path(cfg.log_dir)
-    if cfg.mode == "train" and cfg.resume:
-        recorded = _resumed_run_dir(cfg.resume)
-        if recorded:
-            return Path(recorded)
-    if cfg.mode == "compare":
-        name = f"compare_{'-'.join(cfg.algos)}_{workload_tag(cfg)}_seeds{'-'.join(map(str, cfg.seeds))}"
-    else:
-        name = f"{cfg.mode}_{cfg.algo}_{workload_tag(cfg)}_seed{cfg.seed}"
-    if checkpoints is None:
-        checkpoints = checkpoint_choice(cfg)
-    return Path("logs") / f"{name}_{short_hash(run_identity(cfg, checkpoints))}"
-
-
-def _resumed_run_dir(checkpoint: str) -> str | None:
-    """The run folder recorded in a training checkpoint (None when it records none or cannot be read here; loading
-    it for training reports a bad file)."""
-    try:
-        from agents.checkpoint import load_checkpoint
-
-        run_config = load_checkpoint(checkpoint).get("run_config") or {}
-    except Exception:  # noqa: BLE001 - any unreadable file: the trainer's own load names the problem
-        return None
-    log_dir = run_config.get("log_dir") if isinstance(run_config, dict) else None
-    return log_dir if isinstance(log_dir, str) and log_dir else None
 
 
 def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
@@ -528,8 +494,8 @@ def mode_compare(cfg: RunConfig) -> Path:
 
 
 def mode_train(cfg: RunConfig) -> Path:
-    from agents.train_cli import check_training, train_from_config
     from agents.trainer import TrainingInterrupted
+    from cli.train import check_training, train_from_config
 
     folder = open_run_folder(cfg, {})
     check_training(cfg)  # a refused training never touches its folder
@@ -557,7 +523,7 @@ def run_mode(cfg: RunConfig) -> Path:
     if cfg.mode == "train":
         return mode_train(cfg)
     if cfg.mode == "report":
-        from evaluation.report import mode_report
+        from cli.report import mode_report
 
         return mode_report(cfg)
     raise UserError(f"unknown mode {cfg.mode}")

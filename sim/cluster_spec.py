@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from env.catalog import CATALOG, resolve_gpu_type
+from sim.catalog import CATALOG, resolve_gpu_type
 
 SPEC_FORM = "COUNTxTYPE:GPUS_PER_NODE[,COUNTxTYPE:GPUS_PER_NODE...], e.g. 2xA100-80GB:8,4xV100:4"
 _SPEC_ITEM = re.compile(r"^\s*(\d+)\s*[xX]\s*([A-Za-z0-9_\-]+)\s*:\s*(\d+)\s*$")

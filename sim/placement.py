@@ -1,9 +1,9 @@
 """Where a job goes and how long it runs there: the one placement rule shared by every policy and the Gymnasium env.
 
-Rule (documented in the README):
+Rule (documented in docs/model.md):
 - a job's duration on a placement is its reference runtime / the type's speed, x its multi-node factor when the
   placement spans nodes (`effective_speed`; a job's `Pace` says which of the two apply to it). A job with a job
-  type (--job_types) has its own speed per type, solo and spread, in its Pace (env/throughput.py); options are
+  type (--job_types) has its own speed per type, solo and spread, in its Pace (sim/throughput.py); options are
   then ranked by its own durations.
 - whole-GPU job of k GPUs: its options are one node of each acceptable speed group (types of equal speed) that
   has nodes of >= k GPUs, and, on each acceptable type whose nodes all have fewer than k GPUs (but together
@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from env.cluster import FULL, Eligible, FreeState, Placement
+from sim.cluster import FULL, Eligible, FreeState, Placement
 
 _BIG = np.iinfo(np.int64).max
 _tuple_new = tuple.__new__  # Placement(...) without the NamedTuple constructor's extra call (hot path)
@@ -43,10 +43,10 @@ class Pace(NamedTuple):
     scales_with_speed: bool = True
     """False: the job runs its reference runtime on every GPU type"""
     job_speeds: tuple[tuple[float, float, float], ...] = ()
-    """a job with a job type (env/throughput.py): (layout type speed, its speed on one node, its speed spread
+    """a job with a job type (sim/throughput.py): (layout type speed, its speed on one node, its speed spread
     over nodes) per distinct type speed of the layout; () = the type speed applies (no job type). Keyed by the
     layout's type speed so that every `effective_speed(type_speed, spans, pace)` call picks it up; types of equal
-    layout speed have equal per-job speeds by construction (env/throughput.py, checked by the JobTable)"""
+    layout speed have equal per-job speeds by construction (sim/throughput.py, checked by the JobTable)"""
 
 
 DEFAULT_PACE = Pace()

@@ -23,17 +23,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from config import DIFFICULTIES, RunConfig
-from env.cluster import ClusterLayout
-from env.cluster_spec import parse_cluster_spec
-from env.scenario import TRACE_TYPES, Scenario, UserError, build_scenario, known_runtimes
-from workloads.job import Workload
+from config import DIFFICULTIES, RunConfig, UserError
+from scenario.build import TRACE_TYPES, Scenario, build_scenario, known_runtimes
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import parse_cluster_spec
+from sim.job import Workload
 
 MIXES = ("none", "synthetic", "synthetic+traces")
 MIX_SALT = (
@@ -165,16 +164,6 @@ def mixture_scenario(cfg: RunConfig, seed: int) -> Scenario:
         source = sources[int(rng.integers(len(sources)))]
         return training_window(cfg, source, seed, rng)
     return build_scenario(synthetic_config(cfg, seed), seed)
-
-
-def episode_env_factory(cfg: RunConfig) -> Callable[[int], object]:
-    """make_env(scenario_seed) for the trainers: the plain env (it builds the scenario at reset) or one replaying
-    the mixture's scenario of that seed."""
-    from env.gym_env import GPUClusterEnv
-
-    if cfg.mix.train_mix == "none":
-        return lambda scenario_seed: GPUClusterEnv(cfg)
-    return lambda scenario_seed: GPUClusterEnv(cfg, scenario=mixture_scenario(cfg, scenario_seed))
 
 
 # ---- trace windows ---------------------------------------------------------------------------------------

@@ -22,13 +22,13 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from env.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
-from env.placement import Pace, effective_speed
-from env.power import BOOTING, OFF, ON, SHUTTING_DOWN, NodePower, PowerModel, PowerOff, PowerOn
-from env.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
-from env.throughput import ThroughputMatrix
-from workloads.job import Job, Workload
-from workloads.load import offered_load_factor
+from sim.cluster import FULL, ClusterLayout, Eligible, FreeState, Placement, gb_to_mb
+from sim.job import Job, Workload
+from sim.load import offered_load_factor
+from sim.placement import Pace, effective_speed
+from sim.power import BOOTING, OFF, ON, SHUTTING_DOWN, NodePower, PowerModel, PowerOff, PowerOn
+from sim.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
+from sim.throughput import ThroughputMatrix
 
 _INF = float("inf")
 _tuple_new = tuple.__new__
@@ -89,7 +89,7 @@ class JobTable:
         self.mem_mb = [gb_to_mb(j.gpu_mem_gb) if j.gpu_milli < FULL else 0 for j in jobs]
         self.priority = [j.priority for j in jobs]
         self.known_runtime_s = [float(x) for x in known_runtime_s]
-        # how each job's duration depends on its placement (env/placement.py's duration formula): a recorded trace
+        # how each job's duration depends on its placement (sim/placement.py's duration formula): a recorded trace
         # duration already includes its spreading (no multi-node factor), a service's lifetime ignores GPU speed
         paces: dict[tuple, Pace] = {}
         self.pace: list[Pace] = []
@@ -156,7 +156,7 @@ class JobTable:
 
 
 def typed_pace(base: Pace, job: Job, layout: ClusterLayout, throughput: ThroughputMatrix) -> Pace:
-    """`base` with the job type's own speeds (env/throughput.py) keyed by layout type speed.
+    """`base` with the job type's own speeds (sim/throughput.py) keyed by layout type speed.
 
     Spread speeds missing from the matrix fall back to the solo speed / the base multi-node factor; a trace
     duration that already includes its spreading (`runtime_includes_spread`) uses the solo speed spread or not.
@@ -248,7 +248,7 @@ class View(NamedTuple):
         return got
 
     node_power: NodePower | None = None
-    """each node's power state (env/power.py); None when the run has no power model (every node always on)"""
+    """each node's power state (sim/power.py); None when the run has no power model (every node always on)"""
 
     def duration_on(self, job: int, p: Placement, runtime_s: float | None = None) -> float:
         """Duration of `job` on placement `p` given a reference runtime (default: the known runtime)."""
@@ -740,7 +740,7 @@ class Simulator:
 
     def run(self, policy, progress=None, manager=None) -> None:
         """Run to the end under `policy(view) -> list of decisions` (applied in order); `progress(num_completed)`
-        is called now and then. `manager(view) -> decisions` (a power manager, env/power_managers.py) is
+        is called now and then. `manager(view) -> decisions` (a power manager, schedulers/power_managers.py) is
         consulted after the policy's decisions are applied, at every decision instant."""
         n = 0
         start, apply = self.start, self.apply

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from env.power import PowerModel
-from workloads.job import Job
+from sim.job import Job
+from sim.power import PowerModel
 
 COMPLETED, UNFINISHED, REJECTED = "completed", "unfinished", "rejected"
 
@@ -70,7 +70,7 @@ class RunResult:
     GPU demand: the GPU-seconds lost; None: not recorded)"""
     preemptive: bool = False
     """the run used a policy that may preempt: its jobs.csv and summary.csv carry the preemption columns"""
-    # node power (only when the run had a power model, env/power.py): the model, each node's state at time 0
+    # node power (only when the run had a power model, sim/power.py): the model, each node's state at time 0
     # and every state change (time, node index, new state) in time order; end_of_run_s is the simulated time
     # the run stopped at (its last event)
     power_model: PowerModel | None = None

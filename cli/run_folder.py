@@ -17,8 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from config import RunConfig
-from env.scenario import UserError
+from config import RunConfig, UserError
 
 RUN_CONFIG = "run_config.json"
 LOCK = ".run.lock"
@@ -27,7 +26,8 @@ RUN_CONFIG_FORMAT = 1
 BACKUP = ".replaced"
 """--overwrite: the replaced run's files wait here (hidden) until the new run has finished, so a run that fails
 part-way gives the folder back as it was"""
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
+"""the project's folder (its git checkout names the code version)"""
 
 # Files a run of any mode may write, used to recognise a run folder without a usable manifest (a run that was
 # interrupted before it finished, or one written before run_config.json existed).
@@ -51,10 +51,10 @@ RUN_FILE_NAMES = frozenset(
         "report.md",
         "learning_curves.csv",
         "learning_curves.png",
-        "power.png",  # with --power (README, Energy and power states)
+        "power.png",  # with --power (docs/power.md)
         "power_states.png",
         "jct_vs_cost.png",
-        "task.json",  # --task power|autoscaling eval (README, Power and autoscaling tasks)
+        "task.json",  # --task power|autoscaling eval (docs/power.md)
     }
 )
 RUN_FILE_PATTERNS = (re.compile(r"jct_cdf_seed\d+\.png"), re.compile(r"events\.out\.tfevents\..+"))
@@ -105,7 +105,7 @@ def input_paths(cfg: RunConfig) -> dict[str, str]:
 
 
 def _job_types_path(job_types: str | None) -> str | None:
-    from env.throughput import resolve_path
+    from sim.throughput import resolve_path
 
     return None if job_types is None else str(resolve_path(job_types))
 
@@ -441,3 +441,41 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
 def _short(value: Any) -> str:
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:12] + "…"
+
+
+def workload_tag(cfg: RunConfig) -> str:
+    w = cfg.workload
+    if w.workload_type == "synthetic":  # as the workload names itself: legacy keeps its old name
+        profile = "" if w.synthetic_profile == "legacy" else f"{w.synthetic_profile}-"
+        return f"synthetic-{profile}{w.difficulty}"
+    return f"{w.workload_type}-{Path(w.workload_path).name.split('.')[0]}"
+
+
+def default_log_dir(cfg: RunConfig, checkpoints: dict[str, str]) -> Path:
+    """--log_dir, else logs/<mode>_<algo(s)>_<workload>_seed(s)<S>_<hash>: the hash covers every option, the
+    inputs' and checkpoints' contents and the code version (run_identity), so runs that can differ
+    never share a default folder. A resumed training continues in the folder its checkpoint records."""
+    if cfg.log_dir:
+        return Path(cfg.log_dir)
+    if cfg.mode == "train" and cfg.resume:
+        recorded = _resumed_run_dir(cfg.resume)
+        if recorded:
+            return Path(recorded)
+    if cfg.mode == "compare":
+        name = f"compare_{'-'.join(cfg.algos)}_{workload_tag(cfg)}_seeds{'-'.join(map(str, cfg.seeds))}"
+    else:
+        name = f"{cfg.mode}_{cfg.algo}_{workload_tag(cfg)}_seed{cfg.seed}"
+    return Path("logs") / f"{name}_{short_hash(run_identity(cfg, checkpoints))}"
+
+
+def _resumed_run_dir(checkpoint: str) -> str | None:
+    """The run folder recorded in a training checkpoint (None when it records none or cannot be read here; loading
+    it for training reports a bad file)."""
+    try:
+        from agents.checkpoint import load_checkpoint
+
+        run_config = load_checkpoint(checkpoint).get("run_config") or {}
+    except Exception:  # noqa: BLE001 - any unreadable file: the trainer's own load names the problem
+        return None
+    log_dir = run_config.get("log_dir") if isinstance(run_config, dict) else None
+    return log_dir if isinstance(log_dir, str) and log_dir else None

@@ -1,6 +1,6 @@
 """`--mode train`: turns a RunConfig into an env factory and a call to agents.trainer.train, safely.
 
-Safety rules (README, *Agents*): options are checked before any work; one training per algo+seed and models
+Safety rules (docs/agents.md): options are checked before any work; one training per algo+seed and models
 folder at a time (a lock file); a run's best model replaces the previous one only when the run completes;
 Ctrl-C leaves a checkpoint and prints the command that resumes it; `--resume` continues the checkpoint's own
 run, refusing options that contradict it.
@@ -17,11 +17,12 @@ from typing import Any
 
 from agents.checkpoint import INTERRUPTED_TAG, checkpoint_path, load_checkpoint, new_run_id, replay_path
 from agents.files import TrainingLock
-from agents.trainer import AGENTS, TrainingInterrupted, is_training_seed, train
+from agents.run_control import TrainingInterrupted, is_training_seed
+from agents.trainer import AGENTS, train
 from agents.validation import BestCheckpoint, pending_best_path, validation_record
-from config import PPOConfig, RunConfig
+from cli.run_folder import default_log_dir
+from config import PPOConfig, RunConfig, UserError, run_config_from_dict
 from env.gym_env import GPUClusterEnv, heuristic_action
-from env.scenario import UserError
 from schedulers import POLICIES
 
 # A demonstrator acts through the env, so each of its decisions must be visible in the window: the window shows
@@ -77,7 +78,7 @@ def heuristic_demonstrator(name: str):
 def _env_factory(cfg: RunConfig):
     """make_env(scenario_seed) of the run's task."""
     if cfg.task.name == "scheduling":
-        from training_mix import episode_env_factory
+        from env.gym_env import episode_env_factory
 
         # the plain env builds each episode's scenario at reset; a mixture replays the scenario it drew
         if cfg.mix.train_mix == "none":
@@ -98,7 +99,7 @@ def _demonstrator(cfg: RunConfig, demo_policy: str):
 
 def check_train_options(cfg: RunConfig) -> None:
     """Options a training needs, checked before any work (a mistake found after hours of training is lost); the
-    ranges every mode shares (--checkpoint_every, negative seeds) are cli_checks.py's."""
+    ranges every mode shares (--checkpoint_every, negative seeds) are cli/checks.py's."""
     bad = [s for s in cfg.validation_seeds if is_training_seed(s)]
     if bad:
         raise UserError(
@@ -113,25 +114,6 @@ def check_train_options(cfg: RunConfig) -> None:
                 f"--device cuda, but torch {torch.__version__} sees no CUDA GPU (a CPU-only build, or no driver); "
                 "use --device cpu or auto"
             )
-
-
-def run_config_from_dict(saved: dict[str, Any]) -> RunConfig:
-    """The RunConfig a checkpoint's `run_config` dict was made from (fields it lacks keep their defaults;
-    fields this version does not know are dropped)."""
-    defaults = RunConfig()
-    values: dict[str, Any] = {}
-    for field in dataclasses.fields(RunConfig):
-        if field.name not in saved:
-            continue
-        value, default = saved[field.name], getattr(defaults, field.name)
-        if dataclasses.is_dataclass(default) and isinstance(value, dict):
-            known = {f.name for f in dataclasses.fields(default)}
-            parts = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k in known}
-            value = dataclasses.replace(default, **parts)
-        elif isinstance(value, list):
-            value = tuple(value)
-        values[field.name] = value
-    return dataclasses.replace(defaults, **values)
 
 
 def option_value(cfg: RunConfig, option: str) -> Any:
@@ -266,7 +248,7 @@ def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | No
         resumed = load_checkpoint(cfg.resume)  # a UserError for anything but a checkpoint
         cfg, total_steps = resumed_config(cfg, resumed)
     check_train_options(cfg)
-    from training_mix import check_mix
+    from scenario.mixtures import check_mix
 
     check_mix(cfg)
     demo_policy = getattr(cfg, cfg.algo).demo_policy
@@ -293,11 +275,9 @@ def check_training(cfg: RunConfig) -> None:
 
 def train_from_config(cfg: RunConfig) -> Path:
     """Train `cfg.algo` on GPUClusterEnv(cfg) episodes; returns the TensorBoard run directory."""
-    from runner import default_log_dir  # the one place run directories are named
-
     cfg, resumed, total_steps, demo_policy = _prepare(cfg)
     run_id = (resumed or {}).get("run_id") or new_run_id()
-    run_dir = default_log_dir(cfg)
+    run_dir = default_log_dir(cfg, {})  # a training evaluates no checkpoint
     models = Path(cfg.models_dir)
     best = checkpoint_path(models, cfg.algo, cfg.seed, "best")
     with TrainingLock(models / f"{cfg.algo}_seed{cfg.seed}.lock", f"{cfg.algo} seed {cfg.seed}"):

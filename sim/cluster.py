@@ -10,9 +10,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from env.catalog import CATALOG
-from env.cluster_spec import ClusterSpec
-from env.records import NodeInfo
+from sim.catalog import CATALOG
+from sim.cluster_spec import ClusterSpec
+from sim.records import NodeInfo
 
 FULL = 1000  # milli-GPU of a whole GPU
 
@@ -168,7 +168,7 @@ class Eligible:
         pools = sorted({layout.node_pool[i] for i in ok})
         self.type_pools = {t: tuple(q for q in pools if layout.pool_type[q] == t) for t in self.types}
         self.type_max_node = {t: max(layout.node_num_gpus[i] for i in self.type_nodes[t]) for t in self.types}
-        self.options: dict = {}  # env/placement.py's memo: (GPUs, pace) -> placement options in preference order
+        self.options: dict = {}  # sim/placement.py's memo: (GPUs, pace) -> placement options in preference order
         self.options_by_k: dict = {}  # GPUs -> (pace, options) last looked up (an identity check, no tuple hash)
         speeds = sorted({layout.pool_speed[q] for q in pools}, reverse=True)
         self.speed_groups = []

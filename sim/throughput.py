@@ -11,7 +11,7 @@ Speeds (a job's `runtime_s` stays its duration on the catalog's reference type, 
 
 - measured types: K80 <- column `k80`, P100 <- `p100`, V100-16GB and V100-32GB <- `v100`. A job of type T runs
   on measured type t at `speed(V100) x thr_T(t) / thr_T(v100)`, where speed(V100) = 0.5 is the catalog's
-  (env/catalog.py: A100 ~ 2x V100, NVIDIA A100 whitepaper). So V100 is always 0.5 and K80/P100 vary per job
+  (sim/catalog.py: A100 ~ 2x V100, NVIDIA A100 whitepaper). So V100 is always 0.5 and K80/P100 vary per job
   (in Gavel's file, 1-GPU entries: V100 over K80 from 0.66x to 11.6x, V100 over P100 from 0.43x to 1.84x).
 - every other catalog type (A100, H100, T4, A10, ...): no measurement exists, so its ratio to V100 is the
   catalog's (its `source` column: NVIDIA whitepapers, MLPerf/Lambda benchmarks) for every job type: the speed
@@ -42,7 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.catalog import CATALOG
+from sim.catalog import CATALOG
 
 GAVEL_KEYWORD = "gavel"
 GAVEL_FILE = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workloads.job import Job
+from sim.job import Job
 
 
 def offered_load_factor(jobs: Sequence[Job], num_gpus: int) -> float:

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from config import DIFFICULTIES, RunConfig, SimConfig, WorkloadConfig
-from env.catalog import CATALOG, resolve_gpu_type
-from env.cluster import ClusterLayout
-from env.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
-from env.power import PowerModel
-from env.simulator import Simulator
-from env.throughput import ThroughputError, ThroughputMatrix, load_matrix
-from workloads.job import FULL_GPU_MILLI, Workload
+from config import DIFFICULTIES, RunConfig, SimConfig, UserError, WorkloadConfig
+from sim.catalog import CATALOG, resolve_gpu_type
+from sim.cluster import ClusterLayout
+from sim.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
+from sim.job import FULL_GPU_MILLI, Workload
+from sim.power import PowerModel
+from sim.simulator import Simulator
+from sim.throughput import ThroughputError, ThroughputMatrix, load_matrix
 from workloads.profiles import PROFILE_NAMES
 from workloads.traces import TRACE_FORMATS
 
@@ -25,10 +25,6 @@ WORKLOAD_TYPES = ("synthetic", "csv", *TRACE_TYPES)
 MAX_MULTI_NODE_FACTOR = 100.0
 # synthetic target load: outside this the arrival window under- or overflows (1e-308) and nothing is learned
 LOAD_FACTOR_RANGE = (0.001, 100.0)
-
-
-class UserError(ValueError):
-    """A mistake in the user's options or input files: reported without a traceback."""
 
 
 @dataclass(frozen=True)
@@ -44,10 +40,10 @@ class Scenario:
     restore_overhead_s: float = 0.0
     """what a preempted job pays when started again (SimConfig.preempt_overhead_s)"""
     throughput: ThroughputMatrix | None = None
-    """--job_types: each typed job's speed per GPU type comes from this matrix (env/throughput.py)"""
+    """--job_types: each typed job's speed per GPU type comes from this matrix (sim/throughput.py)"""
 
     def simulator(self, power: PowerModel | None = None) -> Simulator:
-        """A fresh simulator of this scenario; with `power`, it tracks node power states (env/power.py)."""
+        """A fresh simulator of this scenario; with `power`, it tracks node power states (sim/power.py)."""
         return Simulator(
             self.workload,
             self.layout,

@@ -14,7 +14,7 @@ class Job:
     `runtime_s` is the duration on one reference GPU type (A100, speed 1.0); on a type of speed v it runs
     runtime_s / v. `gpu_milli` < 1000 means the job asks for that fraction of a single GPU (then num_gpus == 1).
     `gpu_types` holds canonical catalog names; empty means any type is acceptable.
-    The duration rule (`duration_s` in env/placement.py, through each job's Pace) has two exceptions:
+    The duration rule (`duration_s` in sim/placement.py, through each job's Pace) has two exceptions:
     `runtime_includes_spread` (True for every trace job: its recorded duration already includes whatever
     spreading over nodes cost) means the multi-node factor is never applied; `speed_scaled=False` (an inference service, e.g. an openb LS pod, lives as long as its
     traffic, not its compute) means the job runs `runtime_s` on every GPU type.
@@ -33,7 +33,7 @@ class Job:
     runtime_includes_spread: bool = False
     speed_scaled: bool = True
     job_type: str = ""
-    """model of a throughput matrix (env/throughput.py, e.g. "ResNet-50 (batch size 64)"): with --job_types the
+    """model of a throughput matrix (sim/throughput.py, e.g. "ResNet-50 (batch size 64)"): with --job_types the
     job's speed on each GPU type is its own; "" = the catalog's type speeds"""
 
     @property

@@ -1,6 +1,6 @@
 """Node power: GPU and node watts, the node power states and their transitions, and the PowerOn/PowerOff decisions.
 
-Model (README, *Energy and power states*):
+Model (docs/power.md):
 - a GPU draws `idle_w` when idle and `max_w` at full load, linear in its busy share in between (a fractional job
   of 250 milli-GPU adds a quarter of `max_w - idle_w`); a node that is ON draws `node_base_w` (CPUs, memory,
   fans, NICs) plus its GPUs; facility power is IT power x `pue`.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from env.catalog import CATALOG
+from sim.catalog import CATALOG
 
 ON, OFF, BOOTING, SHUTTING_DOWN = 0, 1, 2, 3
 STATE_NAMES = ("on", "off", "booting", "shutting_down")

@@ -1,0 +1,61 @@
+"""One command line of the run modes: parse it, check it, run the mode, and turn user mistakes into one
+`error:` line."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from cli.checks import check_command_line, given_options, usage_error
+from cli.parser import build_parser, config_from_args, validate
+from config import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+"""the project's folder: warnings raised by code under it are this program's own"""
+
+
+def _one_line_warning(python_form, message, category, filename, lineno, file=None, line=None) -> None:
+    """This program's warnings are one `warning:` line on stderr (Python's form adds the file, line and source
+    line); other packages' warnings keep Python's form."""
+    if issubclass(category, UserWarning) and Path(filename).resolve().is_relative_to(ROOT):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        python_form(message, category, filename, lineno, file, line)
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Within it, this program's warnings print as one `warning:` line (see _one_line_warning)."""
+    with warnings.catch_warnings():
+        python_form = warnings.showwarning
+        warnings.showwarning = lambda *args, **kwargs: _one_line_warning(python_form, *args, **kwargs)
+        yield
+
+
+def run_command(argv: list[str]) -> int:
+    """One command line of the run modes (eval, compare, train, report) -> its exit status: 0, 2 for a user
+    error (one `error:` line), 130 on Ctrl-C."""
+    parser = build_parser()
+    parser.error = usage_error  # argparse's own mistakes (bad int, missing value) also get one `error:` line
+    args = parser.parse_args(argv)
+    try:
+        given = given_options(build_parser(), argv)  # the options typed, whatever their values
+        cfg = replace(config_from_args(args), explicit_options=tuple(sorted(given)))
+        validate(cfg)
+        for warning in check_command_line(cfg, given):
+            print(f"warning: {warning}", file=sys.stderr)
+        from cli.runner import run_mode  # lazy: `main.py --help` and the checks need none of the run modes
+
+        run_mode(cfg)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:
+        if not getattr(err, "checkpoint", None):  # training says itself what it saved and how to resume
+            print("interrupted", file=sys.stderr)
+        return 130
+    return 0

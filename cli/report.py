@@ -1,0 +1,110 @@
+"""`--mode report`: every checkpoint and every heuristic on the held-out sets, written to one run folder
+(report.md, report.csv, evaluations.csv, learning curves); the tables are evaluation/report.py's."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from cli.run_folder import RunFolder, check_inputs_outside, run_identity, short_hash
+from config import RunConfig, UserError
+from evaluation.report import (
+    TABLE_COLUMNS,
+    Evaluation,
+    Model,
+    Task,
+    build_table,
+    find_models,
+    learning_curves,
+    markdown,
+    plot_curves,
+    run_tasks,
+    table_cells,
+    validation_heuristics,
+    write_csv,
+)
+from evaluation.sets import cases, check_sets, default_sets
+from schedulers import POLICIES
+
+
+def mode_report(cfg: RunConfig) -> Path:
+    set_names, missing = (cfg.report_sets, ()) if cfg.report_sets else default_sets(cfg.traces_dir)
+    check_sets(set_names, cfg.traces_dir)
+    for name in missing:
+        print(
+            f"warning: report set {name} not evaluated: no trace under --traces_dir {cfg.traces_dir}",
+            file=sys.stderr,
+        )
+    models = find_models(cfg.models_dir)
+    if not models:
+        raise UserError(
+            f"--models_dir {cfg.models_dir}: no <algo>_seed<S>_final.pt or _best.pt to report on "
+            "(train some first: python main.py --mode train --algo ppo --seed 0)"
+        )
+    checkpoints = {Path(m.path).stem: m.path for m in models}
+    identity = run_identity(cfg, checkpoints)
+    path = (
+        Path(cfg.log_dir)
+        if cfg.log_dir
+        else Path("logs") / f"report_{Path(cfg.models_dir).name}_{short_hash(identity)}"
+    )
+    check_inputs_outside(path, cfg, checkpoints)
+    folder = RunFolder(path, cfg, identity)
+    folder.check()
+    for m in models:  # unreadable files are reported before any work
+        from agents.checkpoint import load_checkpoint
+
+        saved = (load_checkpoint(m.path).get("run_config") or {}).get("sim", {})
+        if saved.get("runtime_info", cfg.sim.runtime_info) != cfg.sim.runtime_info:
+            print(
+                f"warning: {m.path} was trained with --runtime_info {saved['runtime_info']}; the report evaluates "
+                f"with {cfg.sim.runtime_info}",
+                file=sys.stderr,
+            )
+    seeds = cfg.seeds if "seeds" in cfg.explicit_options else None
+    from evaluation.sets import TEST_SEEDS
+
+    all_cases = [c for name in set_names for c in cases(name, seeds or TEST_SEEDS)]
+    groups: dict[tuple[str, int], list[Model]] = {}
+    for m in models:
+        groups.setdefault((m.algo, m.seed), []).append(m)
+    tasks = [Task(c, ()) for c in all_cases] + [Task(c, tuple(g)) for c in all_cases for g in groups.values()]
+    print(
+        f"report: {len(models)} checkpoints ({len(groups)} training runs) and {len(POLICIES)} heuristics on "
+        f"{len(all_cases)} cases of {', '.join(set_names)}: {len(tasks)} tasks on {cfg.report_workers} worker(s)"
+    )
+    folder.claim()
+    t0 = time.perf_counter()
+    try:
+        rows = run_tasks(cfg, tasks)
+        out = folder.path
+        write_csv(
+            out / "evaluations.csv",
+            [f.name for f in dataclasses.fields(Evaluation)],
+            [
+                [r.set_name, r.case, r.policy, "" if r.train_seed is None else r.train_seed, r.checkpoint,
+                 repr(round(r.avg_jct_s, 6)), r.completed, r.unfinished]
+                for r in rows
+            ],
+        )  # fmt: skip
+        table = build_table(rows, set_names)
+        write_csv(out / "report.csv", TABLE_COLUMNS, [table_cells(r) for r in table])
+        points = learning_curves(models)
+        note = "No validation curves found (the training runs' folders are gone or validated nothing)."
+        if points:
+            write_csv(out / "learning_curves.csv", ("algo", "train_seed", "step", "val_avg_jct_s"), points)
+            plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
+            note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
+        text = markdown(cfg, table, models, note)
+        if missing:
+            text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
+        (out / "report.md").write_text(text)
+    except BaseException:
+        folder.abandon()
+        raise
+    folder.finish()
+    print((out / "report.md").read_text().split("## Learning curves")[0].rstrip())
+    print(f"wrote {out}/ in {time.perf_counter() - t0:.1f} s")
+    return out
