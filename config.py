@@ -363,6 +363,9 @@ class RunConfig:
     model: str = "final"
     """eval/compare: which checkpoint of a training seed to load when --checkpoint is not given (final | best)"""
     progress: bool = True
+    plots: str = "png"
+    """eval/compare/report: png writes the run's figures as PNG files; none writes no figure (every other file
+    is the same; the figures take most of a small run's time)"""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     sim: SimConfig = field(default_factory=SimConfig)

@@ -29,6 +29,7 @@ from scenario.build import WORKLOAD_TYPES
 from schedulers import POLICIES
 from workloads.profiles import PROFILE_NAMES
 
+PLOT_CHOICES = ("png", "none")
 HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, cbf, srtf, tiresias, gavel, gavel_agnostic
 AGENTS = ("d3qn", "sac", "ppo")
 
@@ -111,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
         "when --models_dir holds an earlier run's _ep<N>/_interrupted checkpoints of that algo and seed",
     )
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
+    g.add_argument(
+        "--plots",
+        choices=PLOT_CHOICES,
+        default=d.plots,
+        help="eval/compare/report: write the figures as PNG files, or none (the same CSV and JSON files; "
+        "most of a small run's time goes into the figures)",
+    )
     g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; README, Sweeps)")
     g.add_argument(
         "--study",
@@ -432,6 +440,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         validation_seeds=a.validation_seeds,
         model=a.model,
         progress=not a.no_progress,
+        plots=a.plots,
         cluster=ClusterConfig(a.cluster, a.cluster_path, a.uniform_speed, a.multi_node_factor),
         workload=WorkloadConfig(
             workload_type=a.workload_type.lower(),
