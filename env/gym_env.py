@@ -291,38 +291,40 @@ class GPUClusterEnv(gym.Env):
         """Fill the K slots (startable jobs first, then blocked ones); True if some job can start.
 
         Which jobs: the first K startable ones in the window order (shortest known runtime, or arrival), then the
-        first blocked ones in that order. Found shape by shape (the simulator keeps each shape's waiting jobs in
-        both orders): whether a shape fits now is one `fit_type` call, however many jobs of it wait."""
+        first blocked ones in that order; found shape by shape (whether a shape fits now is one `fit_type` call,
+        however many jobs of it wait). Usually all of a group fits in the window, and its order does not matter."""
         sim = self.sim
         free = sim.free
         K = self.window
-        by_runtime = self.window_order == "runtime"
-        per_shape = sim.queue_by_shape_runtime if by_runtime else sim.queue_by_shape
-        fit: list = []  # (order key, job, type) of the first K startable jobs of each startable shape
-        blocked: list = []  # the same for blocked shapes
-        for s, members in per_shape.items():
+        by_shape = sim.queue_by_shape
+        fit_shapes: list[tuple[tuple, int]] = []
+        blocked_shapes: list[tuple] = []
+        num_fit = num_blocked = 0
+        for s, members in by_shape.items():
             t = fit_type(free, *s)
             if t >= 0:
-                if by_runtime:
-                    fit += [(e, t) for e in islice(members, K)]
-                else:
-                    fit += [((i,), t) for i in islice(members, K)]
-            elif by_runtime:
-                blocked += islice(members, K)
+                fit_shapes.append((s, t))
+                num_fit += len(members)
             else:
-                blocked += [(i,) for i in islice(members, K)]
-        if not fit:
+                blocked_shapes.append(s)
+                num_blocked += len(members)
+        if not fit_shapes:
             return False
-        if len(fit) > 1:
-            fit.sort()
-            del fit[K:]
-        nfit = len(fit)
-        # shown in arrival order (job index) within each group, whichever jobs the order selected
-        fits = sorted((e[-1], t) for e, t in fit)
+        if num_fit <= K:
+            fits = [(i, t) for s, t in fit_shapes for i in by_shape[s]]
+        else:
+            fits = self._first_in_order(fit_shapes, K)
+        fits.sort()  # shown in arrival order (job index) within each group, whichever jobs the order selected
+        nfit = len(fits)
         slots = [i for i, _ in fits]
-        if nfit < K and blocked:
+        room = K - nfit
+        if room and blocked_shapes:
+            if num_blocked <= room:
+                blocked = [i for s in blocked_shapes for i in by_shape[s]]
+            else:
+                blocked = [i for i, _ in self._first_in_order([(s, -1) for s in blocked_shapes], room)]
             blocked.sort()
-            slots += sorted(e[-1] for e in blocked[: K - nfit])
+            slots += blocked
         self._slots = slots
         self._slot_type = [t for _, t in fits] + [-1] * (len(slots) - nfit)
         # WAIT is legal unless nothing would ever happen again (deadlock)
@@ -331,7 +333,15 @@ class GPUClusterEnv(gym.Env):
         self._mask = self._masks[nfit][wait]
         return True
 
-    # -- observation --------------------------------------------------------------------------------------
+    def _first_in_order(self, shapes: list[tuple[tuple, int]], n: int) -> list[tuple[int, int]]:
+        """(job, type) of the first n waiting jobs of these (shape, type) pairs in the window order."""
+        sim = self.sim
+        if self.window_order == "arrival":
+            jobs = sorted((i, t) for s, t in shapes for i in islice(sim.queue_by_shape[s], n))
+            return jobs[:n]
+        by_runtime = sim.queue_by_shape_runtime
+        jobs = sorted((e, t) for s, t in shapes for e in islice(by_runtime[s], n))  # e: (known runtime, job)
+        return [(e[1], t) for e, t in jobs[:n]]
 
     def _observe_with_info(self, illegal: bool) -> tuple[np.ndarray, dict]:
         """The observation and the info dict of the current state."""

@@ -99,11 +99,11 @@ class SlotObservation:
         self._day_t: float | None = None  # the time of day features of the last instant observed
         self._day = (0.0, 0.0)
 
-    def _static_job_features(self) -> list[tuple[float, float, float, float]]:
+    def _static_job_features(self) -> list[list[float]]:
         """Per job: (gpu_demand, gpu_mem, runtime, priority) features (the parts of a slot row that never
         change); sets the per-job GPU demand summed by queued_demand."""
         jt = self.sim.jobs
-        demand = np.array([k * m / FULL for k, m in zip(jt.num_gpus, jt.milli, strict=True)])
+        demand = np.array(jt.num_gpus) * np.array(jt.milli) / FULL  # exact products: as k * m / FULL
         mem = np.array([j.gpu_mem_gb for j in jt.jobs])
         known = np.array(jt.known_runtime_s)
         prio = np.array(jt.priority, dtype=float)
@@ -117,7 +117,7 @@ class SlotObservation:
             ],
             axis=1,
         )
-        return list(map(tuple, np.clip(out, 0.0, 1.0).astype(np.float32).tolist()))
+        return np.clip(out, 0.0, 1.0).astype(np.float32).tolist()
 
     def _duration_here(self, i: int, t: int) -> float:
         """Job i's duration_here feature on type t (its known runtime there, log-scaled), remembered."""
