@@ -428,6 +428,8 @@ class DispatchConfig:
     """without a terminal: seconds between two status lines"""
     progress: bool = True
     """the live status board on a terminal"""
+    plots: bool = True
+    """write the run's plots beside its CSV files"""
 
 
 def run_config_from_dict(saved: dict[str, Any]) -> RunConfig:

@@ -9,14 +9,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from cli.checks import usage_error
 from cli.run_folder import short_hash
 from config import DispatchConfig, UserError
 from dispatch.board import Board
 from dispatch.devices import open_backend, parse_sim_spec
-from dispatch.jobsfile import parse_duration_s, parse_size_mib
+from dispatch.jobsfile import JobsFileError, parse_duration_s, parse_jobs_file, parse_size_mib
 from dispatch.journal import LOCK
-from dispatch.results import write_results
 from dispatch.runner import Dispatcher
 from schedulers import make_policy
 from schedulers.sjf_gate import DEFAULT_GATE_S
@@ -124,13 +122,23 @@ def build_dispatch_parser() -> argparse.ArgumentParser:
         default=d.status_every_s,
         help="without a terminal: seconds between status lines (default: 60s)",
     )
+    p.add_argument(
+        "--plots",
+        choices=("all", "none"),
+        default="all",
+        help="the run's plots (jct_cdf, utilization, queue_length) beside its CSV files, or none (default: all)",
+    )
     p.add_argument("--no_progress", action="store_true", help="no live status board")
     return p
 
 
+def _usage_error(message: str) -> None:
+    raise UserError(f"{message} (python main.py --mode dispatch --help lists the options)")
+
+
 def dispatch_config(argv: list[str]) -> DispatchConfig:
     parser = build_dispatch_parser()
-    parser.error = usage_error  # one `error:` line for argparse's own mistakes, as in the other modes
+    parser.error = _usage_error  # one `error:` line for argparse's own mistakes, as in the other modes
     args, extra = parser.parse_known_args(argv)
     if extra:
         raise UserError(
@@ -147,6 +155,10 @@ def dispatch_config(argv: list[str]) -> DispatchConfig:
         raise UserError(f"--jobs {args.jobs}: no such file")
     if jobs.is_dir():
         raise UserError(f"--jobs {args.jobs}: is a folder; give the jobs file itself")
+    try:
+        parse_jobs_file(jobs)  # a bad line is reported before anything starts (file:line)
+    except (JobsFileError, OSError) as e:
+        raise UserError(str(e)) from None
     return DispatchConfig(
         jobs_path=args.jobs,
         algo=args.algo,
@@ -162,6 +174,7 @@ def dispatch_config(argv: list[str]) -> DispatchConfig:
         on_interrupt=args.on_interrupt,
         status_every_s=args.status_every,
         progress=not args.no_progress,
+        plots=args.plots == "all",
     )
 
 
@@ -207,7 +220,11 @@ def dispatch_main(argv: list[str]) -> int:
         print(f"dispatching {cfg.jobs_path} with {cfg.algo} on {where}; run folder {folder}/", flush=True)
         try:
             code = dispatcher.run()
-            write_results(read_journal(folder / JOURNAL), dispatcher.box, folder)
+            from dispatch.results import (
+                write_results,
+            )  # lazy: pandas and matplotlib only once the jobs are done
+
+            write_results(read_journal(folder / JOURNAL), dispatcher.box, folder, cfg.plots)
         finally:
             dispatcher.close()
     except UserError as err:

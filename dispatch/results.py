@@ -14,9 +14,10 @@ from cli.runner import write_run
 from metrics.summary import summarize
 from scenario.build import Scenario
 from sim.catalog import CATALOG
+from sim.job import Workload
 from sim.load import offered_load_factor
 from sim.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
-from workloads.dispatch_log import OK, Attempt, Journal, Workload, sim_job
+from workloads.dispatch_log import OK, Attempt, Journal, sim_job
 
 DISPATCH_CSV = "dispatch.csv"
 DISPATCH_COLUMNS = (
@@ -148,14 +149,15 @@ def _timeline(rows: list, types: tuple[str, ...]) -> tuple[np.ndarray, np.ndarra
     )
 
 
-def write_results(journal: Journal, box, out: Path) -> None:
-    """Every result file of the run into its folder `out` (rewritten from the whole journal each time)."""
+def write_results(journal: Journal, box, out: Path, plots: bool = True) -> None:
+    """Every result file of the run into its folder `out` (rewritten from the whole journal each time; the
+    plots only with `plots`)."""
     name = f"dispatch-{out.name}"
     result, workload = run_result(journal, box, name)
     known = np.array([j.estimate_s for j in workload.jobs], dtype=float)
     note = f"the box's GPUs ({box.spec.name}), usable memory = total less the {box.margin_mib} MiB margin"
     sc = Scenario(workload, box.spec, note, box.layout, known, 1.0, 0)
-    write_run(result, sc, out, [summarize(result)])
+    write_run(result, sc, out, [summarize(result)], plots=plots)
     with open(out / DISPATCH_CSV, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(DISPATCH_COLUMNS)

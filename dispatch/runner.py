@@ -122,9 +122,12 @@ class Dispatcher:
         self.launching = True
         self._last_key = None
         self._file_sig = None
+        self._changing_sig = None
         self._bad_text_warned = None
         self._now = 0.0
         self._signals: list[int] = []
+        self.resumed = ""
+        """what a resume found, said when the run starts"""
         (folder / JOBS_DIR).mkdir(parents=True, exist_ok=True)
         path = folder / JOURNAL
         resumed = path.is_file() and path.stat().st_size > 0
@@ -227,7 +230,7 @@ class Dispatcher:
                 job.queued_s = last.end_s
                 job.seq = self._new_seq()
         done = sum(1 for j in self.jobs.values() if j.state in ("done", "failed", "infeasible"))
-        self.board.line(
+        self.resumed = (
             f"resuming {self.folder}: {done} finished, {adopted} still running (adopted), {lost} lost and queued "
             "again; the rest waits"
         )
@@ -265,7 +268,8 @@ class Dispatcher:
 
     def read_jobs_file(self, now: float, first: bool = False) -> None:
         """Re-read the jobs file if it changed: new lines arrive, deleted waiting lines leave the queue, changed
-        attributes apply to the next attempt; a file that does not parse keeps the last good queue (a warning)."""
+        attributes apply to the next attempt; a file that does not parse keeps the last good queue (a warning).
+        A change is read once the file has stayed the same for one round."""
         try:
             st = self.jobs_path.stat()
         except OSError as e:
@@ -274,6 +278,11 @@ class Dispatcher:
             return
         sig = (st.st_ino, st.st_size, st.st_mtime_ns)
         if sig == self._file_sig:
+            return
+        if not first and sig != self._changing_sig:
+            # read a changed file only once it has stayed the same for a round: an editor that truncates then
+            # writes must not be caught with an empty or half-written file
+            self._changing_sig = sig
             return
         try:
             specs = parse_jobs_file(self.jobs_path)
@@ -545,6 +554,8 @@ class Dispatcher:
         between rounds, so a job is never half started or half recorded."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         interrupted = False
+        if self.resumed:
+            self.board.line(self.resumed)
         try:
             first = True
             while not self._signals:
