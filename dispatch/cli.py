@@ -230,5 +230,8 @@ def dispatch_main(argv: list[str]) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the dispatcher's own handling starts, or while the files are written
+        print("interrupted (the journal keeps what happened; the same command goes on)", file=sys.stderr)
+        return 130
     print(f"wrote {folder}/ (jobs.csv, summary.csv, dispatch.csv, the plots; journal.jsonl, jobs/ logs)")
     return code

@@ -105,7 +105,16 @@ class Dispatcher:
         self.policy = policy
         self.board = board
         self.lock = FolderLock(folder)
-        self.backend: Backend = backend_factory(folder / SIM_DIR)
+        self.writer: JournalWriter | None = None
+        self.backend: Backend | None = None
+        try:
+            self._open(cfg, folder, backend_factory)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, cfg: DispatchConfig, folder: Path, backend_factory) -> None:
+        self.backend = backend_factory(folder / SIM_DIR)
         devices = self.backend.devices()
         if cfg.gpus is not None:
             missing = sorted(set(cfg.gpus) - {d.index for d in devices})
@@ -131,7 +140,10 @@ class Dispatcher:
         (folder / JOBS_DIR).mkdir(parents=True, exist_ok=True)
         path = folder / JOURNAL
         resumed = path.is_file() and path.stat().st_size > 0
-        self.journal = read_journal(path) if resumed else None
+        try:
+            self.journal = read_journal(path) if resumed else None
+        except ValueError as e:  # a damaged journal: file and line
+            raise UserError(f"{e}; the run folder's journal is damaged: give another --log_dir") from None
         self.writer = JournalWriter(path)
         if self.journal is None:
             self.epoch_s = time.time()
@@ -644,8 +656,10 @@ class Dispatcher:
             )
 
     def close(self) -> None:
-        self.writer.close()
-        self.backend.close()
+        if self.writer is not None:
+            self.writer.close()
+        if self.backend is not None:
+            self.backend.close()
         self.lock.release()
 
 

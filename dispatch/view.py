@@ -64,14 +64,19 @@ class Box:
 
     def never_fits(self, num_gpus: int, vram_mib: int | None) -> str | None:
         """Why a job of this shape cannot run even on the empty box, None if it can."""
-        job = sim_job("", 0.0, 1.0, num_gpus, vram_mib, 1.0, 0, self.base_mb)
-        why = self.layout.eligible((), gb_to_mb(job.gpu_mem_gb)).never_fits(job.num_gpus, job.gpu_milli)
-        if why is None:
+
+        def why_not(vram: int | None) -> str | None:
+            job = sim_job("", 0.0, 1.0, num_gpus, vram, 1.0, 0, self.base_mb)
+            return self.layout.eligible((), gb_to_mb(job.gpu_mem_gb)).never_fits(job.num_gpus, job.gpu_milli)
+
+        if why_not(vram_mib) is None:
             return None
-        if vram_mib is not None and num_gpus <= self.layout.num_gpus:
+        if num_gpus > self.layout.num_gpus:
+            return f"needs {num_gpus} GPUs; the box has {self.layout.num_gpus}"
+        if vram_mib is not None and why_not(None) is None:
             largest = max(d.total_mib for d in self.devices) - self.margin_mib
             return f"declares {vram_mib} MiB per GPU; the largest GPU has {largest} MiB usable (total less the margin)"
-        return f"needs {num_gpus} GPUs; the box has {self.layout.num_gpus}"
+        return why_not(vram_mib)
 
     def placement(self, layout_gpus: tuple[int, ...], milli: int, mem_mb: int) -> Placement:
         layout = self.layout

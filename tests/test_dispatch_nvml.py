@@ -52,7 +52,9 @@ def fake_nvml(gpus: list[tuple[str, int, int, list[_Process]]], fail_init: bool 
     m.nvmlShutdown = lambda: None
     m.nvmlDeviceGetCount = lambda: len(gpus)
     m.nvmlDeviceGetHandleByIndex = lambda i: i
-    m.nvmlDeviceGetName = lambda h: gpus[h][0].encode() if h % 2 else gpus[h][0]  # bytes or str, as versions differ
+    m.nvmlDeviceGetName = lambda h: (
+        gpus[h][0].encode() if h % 2 else gpus[h][0]
+    )  # bytes or str, as versions differ
     m.nvmlDeviceGetMemoryInfo = lambda h: _Memory(gpus[h][1] * MIB, gpus[h][2] * MIB)
 
     def util(h):
@@ -92,7 +94,10 @@ def test_devices_and_samples(monkeypatch, capsys):
     backend = NvmlBackend()
     (a, b) = backend.devices()
     assert (a.index, a.gpu_type, a.total_mib, b.gpu_type) == (0, "A100-80GB", 81920, "A10")
-    assert "GPU 1 (NVIDIA GeForce RTX 4090) is not in the GPU catalog; modelled as A10" in capsys.readouterr().out
+    assert (
+        "GPU 1 (NVIDIA GeForce RTX 4090) is not in the GPU catalog; modelled as A10"
+        in capsys.readouterr().out
+    )
     s0, s1 = backend.sample()
     assert (s0.used_mib, s0.util_pct, s1.util_pct) == (3000, 40.0, None)
     assert [(p.pid, p.used_mib, p.peak_mib) for p in s0.processes] == [(11, 2048, 2048), (12, 0, 0)]
@@ -111,12 +116,25 @@ def test_a_dispatch_on_nvml_keeps_off_a_gpu_an_outside_process_holds(monkeypatch
     monkeypatch.setitem(
         sys.modules,
         "pynvml",
-        fake_nvml([("NVIDIA A100-SXM4-80GB", 81920, 70 * 1024, [outsider]), ("NVIDIA A100-SXM4-80GB", 81920, 0, [])]),
+        fake_nvml(
+            [("NVIDIA A100-SXM4-80GB", 81920, 70 * 1024, [outsider]), ("NVIDIA A100-SXM4-80GB", 81920, 0, [])]
+        ),
     )
     jobs = tmp_path / "jobs.txt"
     jobs.write_text("sleep 0.2\nsleep 0.3\n[vram=20G] sleep 0.1\n")
     folder = tmp_path / "run"
-    args = ["--mode", "dispatch", "--jobs", str(jobs), "--log_dir", str(folder), "--poll_s", "0.05", "--plots", "none"]
+    args = [
+        "--mode",
+        "dispatch",
+        "--jobs",
+        str(jobs),
+        "--log_dir",
+        str(folder),
+        "--poll_s",
+        "0.05",
+        "--plots",
+        "none",
+    ]
     assert main.main(args) == 0
     records = [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
     assert records[0]["backend"] == "nvml"

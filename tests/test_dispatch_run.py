@@ -291,3 +291,15 @@ def test_dispatch_options_are_refused_by_the_other_modes_and_the_replay_needs_a_
     assert "error: --jobs: options of --mode dispatch" in capsys.readouterr().err
     assert main.main(["--mode", "eval", "--workload_type", "dispatch", "--workload_path", str(tmp_path)]) == 2
     assert "no journal.jsonl (not a --mode dispatch run folder)" in capsys.readouterr().err
+
+
+def test_a_run_folder_resumes_only_the_same_dispatch(tmp_path, capsys):
+    rc, folder = dispatch(tmp_path, f"{fake(hold=0.05)}\n")
+    assert rc == 0
+    assert main.main(argv(tmp_path / "jobs.txt", folder)) == 0  # the same command: nothing left to run
+    assert len(events(folder, "start")) == 1 and len(events(folder, "resume")) == 1
+    assert main.main(argv(tmp_path / "jobs.txt", folder, "1xA100-80GB", "sjf")) == 2
+    assert (
+        "was dispatched with --algo fcfs on sim:1xA100-80GB; resume it with the same options"
+        in capsys.readouterr().err
+    )

@@ -100,6 +100,9 @@ def test_infeasible_shapes_say_why():
     assert "80896 MiB usable" in b.never_fits(1, USABLE_MIB + 1)
     assert b.never_fits(3, None) == "needs 3 GPUs; the box has 2"
     assert b.never_fits(2, 40 * 1024) is None
+    mixed = Box((A100, Device(1, "simulated T4", "T4", 16384)), MARGIN_MIB)
+    assert mixed.never_fits(2, None) == "needs 2 GPUs but at most 1 acceptable GPUs of one type exist"
+    assert "the largest GPU has 80896 MiB usable" in mixed.never_fits(1, 81000)
 
 
 def _sample(index: int, used: int, processes: list[ProcessUsage], util: float = 50.0) -> DeviceSample:
