@@ -30,18 +30,22 @@ def _sweep(argv: list[str]) -> int | None:
     return None
 
 
+DISPATCH_OPTIONS = (
+    "jobs", "sim", "gpus", "poll_s", "vram_margin", "default_est", "kill_grace", "watch", "on_interrupt", "status_every",
+)  # fmt: skip
+"""the options only --mode dispatch takes (dispatch/cli.py's parser), refused by the other modes"""
+
+
 def _dispatch(argv: list[str]) -> int | None:
     """--mode dispatch runs here (its own parser): its exit status. None for the other modes, after refusing the
     dispatcher's own options there."""
-    from dispatch.cli import DISPATCH_OPTIONS
-
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--mode")
     for option in DISPATCH_OPTIONS:
-        pre.add_argument(f"--{option}", nargs="?")
+        pre.add_argument(f"--{option}", nargs="?", const="")  # a flag (--watch) counts too
     known = pre.parse_known_args(argv)[0]
     if known.mode == "dispatch":
-        from dispatch.cli import dispatch_main
+        from dispatch.cli import dispatch_main  # lazy: the other modes never load the dispatcher
 
         return dispatch_main(argv)
     given = [f"--{k}" for k in DISPATCH_OPTIONS if getattr(known, k) is not None]

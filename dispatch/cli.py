@@ -22,19 +22,6 @@ from workloads.dispatch_log import JOURNAL, read_journal
 
 DISPATCH_POLICIES = ("fcfs", "sjf", "easy", "cbf", "sjf_gate", "ect")
 """the non-preemptive policies: a dispatched job is never suspended"""
-DISPATCH_OPTIONS = (
-    "jobs",
-    "sim",
-    "gpus",
-    "poll_s",
-    "vram_margin",
-    "default_est",
-    "kill_grace",
-    "watch",
-    "on_interrupt",
-    "status_every",
-)
-"""options only --mode dispatch takes (main.py refuses them elsewhere)"""
 
 
 def _option(parse):

@@ -334,8 +334,8 @@ class Dispatcher:
                 job.state = "queued"
                 self._seen(job, now)
                 self._check_feasible(job, now)
-            else:
-                job.spec = spec if job.state != "running" else job.spec
+            elif job.state != "running":  # a running job keeps the attributes it was started with
+                job.spec = spec
         for job in self.jobs.values():
             if job.spec.job_id not in present and job.state == "queued":
                 job.state = "removed"

@@ -300,6 +300,8 @@ def test_a_bad_jobs_file_line_is_refused_with_file_and_line(tmp_path, capsys):
 def test_dispatch_options_are_refused_by_the_other_modes_and_the_replay_needs_a_run_folder(tmp_path, capsys):
     assert main.main(["--mode", "eval", "--jobs", "jobs.txt"]) == 2
     assert "error: --jobs: options of --mode dispatch" in capsys.readouterr().err
+    assert main.main(["--mode", "compare", "--watch", "--sim", "1xT4"]) == 2
+    assert "error: --sim, --watch: options of --mode dispatch" in capsys.readouterr().err
     assert main.main(["--mode", "eval", "--workload_type", "dispatch", "--workload_path", str(tmp_path)]) == 2
     assert "no journal.jsonl (not a --mode dispatch run folder)" in capsys.readouterr().err
 

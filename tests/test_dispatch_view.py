@@ -13,8 +13,9 @@ from dispatch.devices import DeviceSample, ProcessUsage
 from dispatch.memory import JobMemory, Ledger
 from dispatch.view import Box, ViewJob, build_view, launches
 from schedulers import make_policy
+from sim.job import Workload
 from sim.simulator import Simulator
-from workloads.dispatch_log import Device, Workload, sim_job
+from workloads.dispatch_log import Device, sim_job
 
 MARGIN_MIB = 1024
 A100 = Device(0, "simulated A100-80GB", "A100-80GB", 81920)
