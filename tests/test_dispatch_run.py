@@ -169,6 +169,9 @@ def test_live_edits_append_delete_reorder_and_a_bad_save_keeps_the_queue(tmp_pat
     err = capsys.readouterr().err
     assert f"warning: {jobs}:2: vram: 'lots' is not a size" in err and "keeping the last good queue" in err
     assert set(table(folder / "jobs.csv")) == {r["job"] for r in events(folder, "start")}  # c left out
+    # one GPU, each job started in the round that noticed the previous one's end: busy from first arrival to last end
+    with open(folder / "summary.csv") as f:
+        assert float(next(csv.DictReader(f))["gpu_utilization"]) == 1.0
 
 
 def _wait_for(predicate, timeout_s: float = 30.0) -> None:
