@@ -446,7 +446,17 @@ class Dispatcher:
         )
         if job.vram_mib is not None:
             env["DISPATCH_VRAM_MIB"] = str(job.vram_mib)
-        proc = launch(job.spec.command, env, Path(self.cwd), out, err, rc_file, pid_file)
+        try:
+            proc = launch(job.spec.command, env, Path(self.cwd), out, err, rc_file, pid_file)
+        except OSError as e:  # e.g. the folder the jobs run in is gone: this attempt fails, the run goes on
+            self.board.line(f"cannot start {job.spec.job_id} in {self.cwd}: {e.strerror or e}", warning=True)
+            memory = JobMemory(job.spec.job_id, -1, s.devices, job.vram_mib)
+            job.running = Running(
+                k, job.seq, job.queued_s, now, s.devices, job.vram_mib, est, None, memory, out, err
+            )
+            job.state = "running"
+            self._finish(job, None, now, outcome=FAILED)
+            return
         self.writer.write(
             "pid", now, job=job.spec.job_id, attempt=k, pid=proc.pid, proc_start=proc.proc_start
         )
