@@ -683,10 +683,15 @@ def ask_interrupt(running: int, board: Board) -> str:
         f"interrupted: {running} job(s) running. [w]ait for them, [s]top them, or [d]etach (they go on; the same "
         "command adopts them)? [w] "
     )
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C at the prompt: stop
     try:
         answer = input(prompt).strip().lower()
     except EOFError:
         answer = ""
+    except KeyboardInterrupt:
+        answer = "s"
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return {"s": "stop", "d": "detach"}.get(answer[:1], "wait")
 
 
