@@ -220,5 +220,6 @@ def dispatch_main(argv: list[str]) -> int:
     except KeyboardInterrupt:  # before the dispatcher's own handling starts, or while the files are written
         print("interrupted (the journal keeps what happened; the same command goes on)", file=sys.stderr)
         return 130
-    print(f"wrote {folder}/ (jobs.csv, summary.csv, dispatch.csv, the plots; journal.jsonl, jobs/ logs)")
+    plots = ", the plots" if cfg.plots else ""
+    print(f"wrote {folder}/ (jobs.csv, summary.csv, dispatch.csv{plots}; journal.jsonl, jobs/ logs)")
     return code
