@@ -198,18 +198,13 @@ def dispatch_main(argv: list[str]) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         policy = make_policy(cfg.algo) if cfg.gate_s is None else make_policy(cfg.algo, cfg.gate_s)
         board = Board(cfg.progress and sys.stderr.isatty(), cfg.status_every_s)
-        dispatcher = Dispatcher(cfg, folder, lambda sim_dir: open_backend(cfg.sim, sim_dir), policy, board)
-        where = (
-            "simulated GPUs " + cfg.sim
-            if cfg.sim
-            else "GPUs " + ", ".join(d.name for d in dispatcher.devices)
-        )
+        where = f"simulated GPUs {cfg.sim}" if cfg.sim else "this machine's GPUs (NVML)"
         print(f"dispatching {cfg.jobs_path} with {cfg.algo} on {where}; run folder {folder}/", flush=True)
+        dispatcher = Dispatcher(cfg, folder, lambda sim_dir: open_backend(cfg.sim, sim_dir), policy, board)
         try:
             code = dispatcher.run()
-            from dispatch.results import (
-                write_results,
-            )  # lazy: pandas and matplotlib only once the jobs are done
+            # lazy: pandas and matplotlib are needed only once the jobs are done
+            from dispatch.results import write_results
 
             write_results(read_journal(folder / JOURNAL), dispatcher.box, folder, cfg.plots)
         finally:

@@ -202,7 +202,7 @@ class Dispatcher:
         self.writer.write("resume", now, pid=os.getpid())
         self.next_seq = journal.next_seq
         this_boot = boot_id()
-        adopted = lost = 0
+        found = {"adopted": 0, "ended": 0, "lost": 0}
         for hist in journal.jobs.values():
             a = dict(hist.attrs)
             spec = JobSpec(
@@ -229,10 +229,7 @@ class Dispatcher:
             if hist.removed:
                 job.state = "removed"
             elif last is not None and last.end_s != last.end_s:
-                if self._adopt(job, last, this_boot):
-                    adopted += 1
-                else:
-                    lost += 1
+                found[self._adopt(job, last, this_boot)] += 1
             elif last is not None and last.final:
                 job.state = "done" if last.outcome == OK else "failed"
             elif hist.infeasible and hist.infeasible_attrs == hist.attrs:
@@ -243,15 +240,18 @@ class Dispatcher:
                 job.seq = self._new_seq()
         done = sum(1 for j in self.jobs.values() if j.state in ("done", "failed", "infeasible"))
         self.resumed = (
-            f"resuming {self.folder}: {done} finished, {adopted} still running (adopted), {lost} lost and queued "
-            "again; the rest waits"
+            f"resumed {self.folder}: {done} finished, {found['adopted']} still running (adopted), {found['ended']} "
+            f"ended while no dispatcher ran, {found['lost']} lost and queued again; the rest waits"
         )
 
-    def _adopt(self, job: Job, a: Attempt, this_boot: str) -> bool:
-        """Take over an attempt an earlier dispatcher started; False (the attempt ended as lost, the job queued
-        again) if it is gone without a status."""
+    def _adopt(self, job: Job, a: Attempt, this_boot: str) -> str:
+        """Take over an attempt an earlier dispatcher started: `adopted` (it still runs), `ended` (it ended while
+        no dispatcher ran: recorded with the status and time its wrapper wrote) or `lost` (gone without a status:
+        recorded as lost, the job queued again)."""
         rc_file, pid_file = Path(a.rc_file), Path(a.pid_file)
         proc = adopt(a.pid, a.proc_start, rc_file, pid_file) if a.boot_id == this_boot else None
+        if proc is not None and not proc.alive():
+            proc = None  # it ended while no dispatcher ran (its status file says how, below)
         memory = JobMemory(job.spec.job_id, proc.pgid if proc else -1, a.devices, a.vram_mib)
         if a.overuse_peak_mib is not None:
             memory.trusted = False
@@ -266,11 +266,11 @@ class Dispatcher:
             if code is not None:  # it ended while no dispatcher ran: when its status file was written
                 end_s = max(a.start_s, on_grid(rc_file.stat().st_mtime - self.epoch_s))
                 self._finish(job, code, end_s)
-                return True
+                return "ended"
             self._finish(job, None, self.clock(), outcome=LOST)
-            return False
+            return "lost"
         self.ledger.track(memory)
-        return True
+        return "adopted"
 
     def _new_seq(self) -> int:
         self.next_seq += 1
