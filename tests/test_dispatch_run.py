@@ -181,7 +181,7 @@ def _wait_for(predicate, timeout_s: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("how", ["kill -9", "ctrl-c"])
+@pytest.mark.parametrize("how", ["kill -9", "kill -9, then the job ends", "ctrl-c"])
 def test_a_dispatcher_killed_or_interrupted_resumes_without_running_a_job_twice(tmp_path, how):
     marker = tmp_path / "ran.txt"
     cmds = [fake(hold=0.8 + k / 100, extra=f"--marker {marker}") for k in range(3)]
@@ -191,16 +191,20 @@ def test_a_dispatcher_killed_or_interrupted_resumes_without_running_a_job_twice(
     args = argv(jobs, folder)
     proc = subprocess.Popen([sys.executable, "main.py", *args], cwd=ROOT, stdout=subprocess.DEVNULL)
     _wait_for(lambda: marker.is_file() and len(marker.read_text().splitlines()) >= 2)  # the second job runs
-    if how == "kill -9":
+    if how.startswith("kill -9"):
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait(30) == -signal.SIGKILL
+        if how.endswith(
+            "ends"
+        ):  # the second job ends while no dispatcher runs: its wrapper writes its status
+            _wait_for(lambda: len(list((folder / "jobs").glob("*.rc"))) == 2)
     else:
         os.kill(proc.pid, signal.SIGINT)  # --on_interrupt stop: SIGTERM to the running job, then exit 130
         assert proc.wait(30) == 130
     assert main.main(args) == 0  # the same command again
     starts = events(folder, "start")
     ends = events(folder, "end")
-    if how == "kill -9":  # the second job was adopted, not started again: each job ran once
+    if how.startswith("kill -9"):  # the second job was adopted (or found ended), not started again
         assert sorted(marker.read_text().splitlines()) == sorted(f"{r['job']} start" for r in starts)
         assert len(starts) == 3 and [e["outcome"] for e in ends] == ["ok"] * 3
     else:  # the second job was stopped, and ran again after the resume
@@ -216,6 +220,13 @@ def test_a_dispatcher_killed_or_interrupted_resumes_without_running_a_job_twice(
         assert level <= 1
     rows = table(folder / "jobs.csv")
     assert sum(r["status"] == "completed" for r in rows.values()) == len(starts)
+    if how.endswith("ends"):  # recorded at the time its status file was written, before the resume
+        second = sorted(starts, key=lambda r: r["t"])[1]
+        status = Path(second["rc_file"])
+        (header,) = events(folder, "run")
+        end = next(e for e in ends if e["job"] == second["job"])
+        assert abs(end["t"] - (status.stat().st_mtime - header["epoch_s"])) < 0.01
+        assert end["t"] < events(folder, "resume")[0]["t"]
 
 
 def test_the_replay_reproduces_the_dispatched_schedule(tmp_path):
