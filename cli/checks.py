@@ -205,8 +205,13 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(("google_unit",), f"it maps the google trace; the workload is {w.workload_type}")
     if w.workload_type != "synthetic":
         refuse(("synthetic_profile",), f"the synthetic generator's option; the workload is {w.workload_type}")
-    if w.workload_type in ("synthetic", "csv"):
+    if w.workload_type in ("synthetic", "csv", "dispatch"):
         refuse(TRACE_ONLY, f"trace options; the workload is {w.workload_type}")
+    if w.workload_type == "dispatch":
+        refuse(
+            ("difficulty",),
+            "a dispatch run folder brings its own jobs and GPUs; pick a cluster with --cluster",
+        )
     elif w.workload_type in TRACE_TYPES:
         refuse(
             ("difficulty",), "a trace brings its own jobs and default cluster; pick a cluster with --cluster"

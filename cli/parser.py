@@ -85,11 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument(
         "--mode",
-        choices=("train", "eval", "compare", "sweep", "serve", "report"),
+        choices=("train", "eval", "compare", "sweep", "serve", "report", "dispatch"),
         default=d.mode,
         help="train an agent, evaluate one algorithm, compare several on the same jobs, run a study (--study), "
-        "serve environments over HTTP (--port), or evaluate trained models against every heuristic on the "
-        "held-out sets (report; README, Reports)",
+        "serve environments over HTTP (--port), evaluate trained models against every heuristic on the "
+        "held-out sets (report; README, Reports), or run a jobs file's commands on this machine's GPUs (dispatch: "
+        "python main.py --mode dispatch --help)",
     )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
     g.add_argument(

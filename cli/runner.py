@@ -300,15 +300,18 @@ def write_run(
     rows: list[SummaryRow],
     power: PowerSetup | None = None,
     energy: EnergyReport | None = None,
+    plots: bool = True,
 ) -> None:
+    """The run's files into `out_dir` (`plots=False`: the CSV and JSON files only)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jobs_csv(result, out_dir / "jobs.csv", energy)
     write_runs_csv(result, out_dir / "runs.csv")
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
     write_fairness_csv([fairness(result)], out_dir / "fairness.csv")
-    plot_run(result, out_dir)
-    if power is not None and energy is not None:
+    if plots:
+        plot_run(result, out_dir)
+    if plots and power is not None and energy is not None:
         plot_power(result, energy, power.prices, out_dir)
     (out_dir / "workload_report.json").write_text(
         json.dumps(workload_report(sc, result), indent=2, sort_keys=True, default=_json_default) + "\n"

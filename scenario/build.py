@@ -20,7 +20,7 @@ from workloads.profiles import PROFILE_NAMES
 from workloads.traces import TRACE_FORMATS
 
 TRACE_TYPES = TRACE_FORMATS
-WORKLOAD_TYPES = ("synthetic", "csv", *TRACE_TYPES)
+WORKLOAD_TYPES = ("synthetic", "csv", "dispatch", *TRACE_TYPES)
 # --multi_node_factor above this is a typo, not a network (Gavel: median 2.4x slower spread over servers)
 MAX_MULTI_NODE_FACTOR = 100.0
 # synthetic target load: outside this the arrival window under- or overflows (1e-308) and nothing is learned
@@ -114,7 +114,7 @@ def check_options(cfg: RunConfig) -> None:
             "--job_types gives each job its own speed per GPU type and --uniform_speed one speed for all; "
             "choose one"
         )
-    if w.job_types is not None and w.workload_type in TRACE_TYPES:
+    if w.job_types is not None and (w.workload_type in TRACE_TYPES or w.workload_type == "dispatch"):
         raise UserError(
             f"--job_types works with synthetic and jobs CSV workloads, not a trace ({w.workload_type}): a trace's "
             "durations are converted with its recorded GPU type's catalog speed"
@@ -162,6 +162,11 @@ def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Genera
             raise UserError(f"--workload_path {w.workload_path}: is a folder; a jobs CSV is one file")
 
         return load_jobs_csv(w.workload_path), None, None, ""
+    if w.workload_type == "dispatch":  # a --mode dispatch run folder: its attempts on its own GPUs
+        from workloads.dispatch_log import load_dispatch_log
+
+        workload, box, note = load_dispatch_log(w.workload_path)
+        return workload, box, None, note
     from workloads.traces import load_trace
 
     t = load_trace(w)

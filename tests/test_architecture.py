@@ -21,7 +21,7 @@ LAYERS = (
     ("agents",),
     ("evaluation",),
     ("cli",),
-    ("server", "sweep"),
+    ("server", "sweep", "dispatch"),
     ("main",),
 )
 """lowest first; names in one tuple are siblings that do not import each other"""
