@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.mode,
         help="train an agent, evaluate one algorithm, compare several on the same jobs, run a study (--study), "
         "serve environments over HTTP (--port), evaluate trained models against every heuristic on the "
-        "held-out sets (report; README, Reports), or run a jobs file's commands on this machine's GPUs (dispatch: "
+        "held-out sets (report; docs/agents.md), or run a jobs file's commands on this machine's GPUs (dispatch: "
         "python main.py --mode dispatch --help)",
     )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         "when --models_dir holds an earlier run's _ep<N>/_interrupted checkpoints of that algo and seed",
     )
     g.add_argument("--no_progress", action="store_true", help="no progress bar")
-    g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; README, Sweeps)")
+    g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; docs/sweeps.md)")
     g.add_argument(
         "--study",
         default=None,
@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=c.multi_node_runtime_factor,
         help="runtime multiplier of a job spread over several nodes",
     )
-    g = p.add_argument_group("energy and power (README, Energy and power states)")
+    g = p.add_argument_group("energy and power (docs/power.md)")
     pc = PowerConfig()
     g.add_argument(
         "--power",
@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train: save a checkpoint every N episodes",
     )
     t = TaskConfig()
-    g = p.add_argument_group("node-management tasks (README, Power and autoscaling tasks)")
+    g = p.add_argument_group("node-management tasks (docs/power.md)")
     g.add_argument(
         "--task",
         choices=TASKS,
@@ -361,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--autoscale_preset",
         choices=("easy", "medium", "hard"),
         default=t.autoscale_preset,
-        help="autoscaling: fleet, jobs, budget and horizon (README, Power and autoscaling tasks)",
+        help="autoscaling: fleet, jobs, budget and horizon (docs/power.md)",
     )
     g.add_argument(
         "--num_envs",
@@ -389,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train: FORMAT=PATH[@CLUSTER][#MAX_JOBS],... traces whose first 70%% of time gives training windows "
         "(with --train_mix synthetic+traces; default: none)",
     )
-    g = p.add_argument_group("report (--mode report; README, Reports)")
+    g = p.add_argument_group("report (--mode report; docs/agents.md)")
     g.add_argument(
         "--report_sets",
         type=_name_list,
