@@ -4,6 +4,7 @@ config (the option-by-option checks are cli/checks.py's)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,7 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace another run's files in the run folder (never files no run writes); train: also start over "
         "when --models_dir holds an earlier run's _ep<N>/_interrupted checkpoints of that algo and seed",
     )
-    g.add_argument("--no_progress", action="store_true", help="no progress bar")
+    g.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bars on stderr: auto shows them only when stderr is a terminal (none in a redirected log)",
+    )
+    g.add_argument(
+        "--no_progress", action="store_true", help="no progress bar (the same as --progress never)"
+    )
     g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; docs/sweeps.md)")
     g.add_argument(
         "--study",
@@ -328,6 +337,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.checkpoint_every_episodes,
         help="train: save a checkpoint every N episodes",
     )
+    g.add_argument(
+        "--keep_checkpoints",
+        type=int,
+        default=d.keep_checkpoints,
+        help="train: keep the newest N periodic <algo>_seed<S>_ep<N>.pt files, removing older ones (0: keep all)",
+    )
     t = TaskConfig()
     g = p.add_argument_group("node-management tasks (docs/power.md)")
     g.add_argument(
@@ -430,9 +445,10 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         device=a.device,
         total_steps=a.total_steps,
         checkpoint_every_episodes=a.checkpoint_every,
+        keep_checkpoints=a.keep_checkpoints,
         validation_seeds=a.validation_seeds,
         model=a.model,
-        progress=not a.no_progress,
+        progress=show_progress(a),
         cluster=ClusterConfig(a.cluster, a.cluster_path, a.uniform_speed, a.multi_node_factor),
         workload=WorkloadConfig(
             workload_type=a.workload_type.lower(),
@@ -473,6 +489,16 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         traces_dir=a.traces_dir,
         report_workers=a.report_workers,
     )
+
+
+def show_progress(a: argparse.Namespace) -> bool:
+    """Whether progress bars show: --progress always|never, --no_progress (never), else (auto) only when stderr is
+    a terminal, so a redirected log holds no bar."""
+    if a.no_progress:
+        return False
+    if a.progress == "auto":
+        return sys.stderr.isatty()
+    return a.progress == "always"
 
 
 def _task_models_dir(a: argparse.Namespace) -> str:
