@@ -13,6 +13,10 @@ Two ways to listen, both main-thread only (elsewhere they do nothing, and the si
   training after the current env step, to write a checkpoint); a second one raises `Stopped` at once; while
   `saving(what)` every signal is ignored with a message, so the file being written is always complete.
 
+Worker processes (PPO's subprocess envs, the report's evaluation pool) call `ignore_stop_signals()` first: a
+signal sent to the whole process group (Ctrl-C in a terminal, Slurm, `timeout`) then stops only the parent, which
+finishes its step, writes what it must and ends its workers itself.
+
 A server or a sweep reuses the same two: wrap the whole command in `stop_on_signals()` (or a `StopRequest` where a
 loop drains work at a safe point), and return `exit_status(err)` from `except KeyboardInterrupt as err`.
 """
@@ -112,6 +116,12 @@ def deferred_signals() -> Iterator[None]:
         _restore(previous)
         if held:
             signal.raise_signal(held[0])
+
+
+def ignore_stop_signals() -> None:
+    """In a worker process: ignore every stop signal (its parent decides when to stop, and ends it)."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
 
 
 class StopRequest:

@@ -19,6 +19,7 @@ is deterministic for a seed and a resume continues the same streams.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import time
 from collections import deque
@@ -45,6 +46,7 @@ from agents.networks import ObsSpec
 from agents.policy import AgentPolicy
 from agents.ppo_policy import policy_class
 from config import PPOConfig, UserError
+from interrupts import ignore_stop_signals
 
 VEC_ENVS = ("dummy", "subproc")
 
@@ -252,6 +254,12 @@ def _set_global_rng_state(state: dict[str, Any]) -> None:
     )
 
 
+def _in_worker(make: Callable[[], gym.Env]) -> gym.Env:
+    """A subprocess env's factory: the worker ignores stop signals (interrupts.py), then builds its env."""
+    ignore_stop_signals()
+    return make()
+
+
 def train_ppo(
     make_env: Callable[[int], gym.Env],
     cfg: Any,
@@ -312,6 +320,8 @@ def train_ppo(
     n = ppo_cfg.num_envs
     starts = list(range(n)) if resumed is None else list(resumed["next_episode"])
     env_fns = [_stream_factory(make_env, seed, i, n, starts[i]) for i in range(n)]
+    if ppo_cfg.vec_env == "subproc":  # a stop signal to the process group stops this process only, which then
+        env_fns = [functools.partial(_in_worker, fn) for fn in env_fns]  # checkpoints and closes the workers
     vec_env = SubprocVecEnv(env_fns) if ppo_cfg.vec_env == "subproc" else DummyVecEnv(env_fns)
     spec = vec_env.get_attr("obs_spec")[0]
     writer = SummaryWriter(run_dir)

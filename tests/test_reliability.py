@@ -96,8 +96,11 @@ def trained(tmp_path_factory) -> Path:
 # ==== stop signals: a real process, a real signal ================================================================
 
 
-def run_until_paused(argv: list[str], hook: str, tmp_path: Path, signame: str) -> subprocess.CompletedProcess:
-    """Start `python main.py argv` (cwd tmp_path), wait until `hook` pauses it, send `signame`, let it finish."""
+def run_until_paused(
+    argv: list[str], hook: str, tmp_path: Path, signame: str, group: bool = False
+) -> subprocess.CompletedProcess:
+    """Start `python main.py argv` (cwd tmp_path), wait until `hook` pauses it, send `signame` (to its whole process
+    group with `group`, as a terminal's Ctrl-C, Slurm and `timeout` do), let it finish."""
     ready, sent = tmp_path / "hook.ready", tmp_path / "hook.sent"
     env = dict(os.environ)
     env.update(
@@ -113,6 +116,7 @@ def run_until_paused(argv: list[str], hook: str, tmp_path: Path, signame: str) -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=group,
     )
     try:
         deadline = time.monotonic() + 240  # a busy machine starts slowly
@@ -120,7 +124,10 @@ def run_until_paused(argv: list[str], hook: str, tmp_path: Path, signame: str) -
             time.sleep(0.01)
         assert ready.exists(), f"the run never reached {hook}: {proc.communicate()}"
         under_way = files_of(tmp_path / "out")
-        proc.send_signal(STOP[signame])
+        if group:
+            os.killpg(proc.pid, STOP[signame])
+        else:
+            proc.send_signal(STOP[signame])
         sent.touch()
         out, err = proc.communicate(timeout=240)
     finally:
@@ -210,6 +217,45 @@ def test_a_stop_signal_to_a_real_training_writes_a_checkpoint_and_its_resume_com
     assert final["global_step"] == 90 and final["run_id"] == checkpoint["run_id"]
     assert not (models / "d3qn_seed5_interrupted.pt").exists()
     capsys.readouterr()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_process_group_stops_ppo_with_subprocess_envs_cleanly(signame, tmp_path):
+    """The env workers ignore the signal: the trainer finishes its step, checkpoints and closes them."""
+    models = tmp_path / "models"
+    args = ["--mode", "train", "--algo", "ppo", "--seed", "1", *TINY, "--validation_seeds", "none", "--num_envs",
+            "2", "--vec_env", "subproc", "--total_steps", "4096", "--models_dir", str(models), "--log_dir",
+            str(tmp_path / "out")]  # fmt: skip
+    proc = run_until_paused(args, "env.gym_env:GPUClusterEnv.step@40", tmp_path, signame, group=True)
+    assert proc.returncode == 128 + STOP[signame], proc.stderr
+    no_traceback(proc.stderr)
+    assert (
+        "resume with: " in proc.stderr
+        and load_checkpoint(models / "ppo_seed1_interrupted.pt")["global_step"] > 0
+    )
+
+
+@pytest.mark.slow
+def test_a_signal_stops_a_report_with_worker_processes_at_once(trained, tmp_path, monkeypatch, capsys):
+    """--report_workers 2: after the first evaluation returns, SIGTERM; the workers are ended, nothing is left."""
+    import concurrent.futures
+
+    real = concurrent.futures.as_completed
+
+    def first_then_signal(futures):
+        for i, future in enumerate(real(futures)):
+            if i == 0:  # the other evaluation is still under way in its worker
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield future
+
+    monkeypatch.setattr(concurrent.futures, "as_completed", first_then_signal)
+    out = tmp_path / "out"
+    started = time.monotonic()
+    code = main([*REPORT, "--models_dir", str(trained), "--report_workers", "2", "--log_dir", str(out)])
+    err = capsys.readouterr().err
+    assert code == 143 and err.strip().splitlines() == ["interrupted (SIGTERM): no half-written run was left"]
+    assert not out.exists() and time.monotonic() - started < 120
 
 
 # ==== stop signals in-process: every signal at the same points ===================================================
