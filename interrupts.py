@@ -66,8 +66,9 @@ def _in_main_thread() -> bool:
 
 
 def _install(handler) -> dict[int, Any]:
-    """Set `handler` for every stop signal; returns the previous handlers."""
-    return {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    """Set `handler` for every stop signal this process does not ignore (`nohup` ignores SIGHUP, a shell's
+    background job SIGINT: they stay ignored); returns the previous handlers."""
+    return {s: signal.signal(s, handler) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
 
 
 def _restore(previous: dict[int, Any]) -> None:
@@ -174,6 +175,5 @@ class StopRequest:
         def ignore(signum, frame) -> None:
             _still(f"writing {what}; {signal_name(signum)} is ignored until it is complete", signum)
 
-        if self._previous:
-            for s in STOP_SIGNALS:
-                signal.signal(s, ignore)
+        for s in self._previous:
+            signal.signal(s, ignore)

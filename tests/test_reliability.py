@@ -771,7 +771,6 @@ DISK_CASES = [
         "jct_cdf.png",
         "the disk is full; {out}/ is as it was before the run",
     ),
-    (["--mode", "compare", "--algos", "fcfs,sjf"], "fairness.csv", "the disk is full; {out}/ is as it was"),
     (["--mode", "compare", "--algos", "fcfs,sjf"], "compare.csv", "the disk is full; {out}/ is as it was"),
 ]
 
@@ -792,6 +791,25 @@ def test_a_full_disk_is_one_error_line_and_the_folder_is_as_before(
     assert code == 2 and fragment.format(out=out) in line and "run again" in line, line
     monkeypatch.undo()
     assert files_of(out) == before
+
+
+def test_a_signal_the_process_ignores_stays_ignored(tmp_path):
+    """`nohup` starts a run with SIGHUP ignored: closing the terminal must not stop it."""
+    ready, sent = tmp_path / "hook.ready", tmp_path / "hook.sent"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HOOK), str(ROOT)]), SIGNAL_HOOK="metrics.writers:write_runs_csv",
+               SIGNAL_HOOK_READY=str(ready), SIGNAL_HOOK_SENT=str(sent))  # fmt: skip
+    proc = subprocess.Popen(
+        ["nohup", sys.executable, str(ROOT / "main.py"), "--algo", "sjf", *TINY, "--log_dir", str(tmp_path / "out")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGHUP)
+    sent.touch()
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0 and "Traceback" not in err and "interrupted" not in err
+    assert cli.run_folder.read_run_config(tmp_path / "out")["outputs"]
 
 
 def test_a_read_only_folder_names_the_problem(tmp_path, monkeypatch, capsys):
