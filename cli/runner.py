@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -13,11 +14,13 @@ import numpy as np
 from tqdm import tqdm
 
 from cli.run_folder import (
+    OUTPUT_ERRNOS,
     RunFolder,
     check_inputs_outside,
     default_log_dir,
     run_identity,
     sha256_of,
+    write_error,
 )
 from config import RunConfig, UserError
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
@@ -28,6 +31,7 @@ from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv, w
 from scenario.build import Scenario, build_scenario
 from schedulers import PREEMPTIVE, make_policy
 from schedulers.power_managers import ManagerSpec, deferring, make_manager, parse_manager
+from sim.limits import size_notice
 from sim.power import ON, PowerModel
 from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
 from sim.records import REJECTED, RunResult
@@ -43,8 +47,18 @@ def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
     folder = RunFolder(path, cfg, identity)
     folder.check()
     for algo, checkpoint in checkpoints.items():
-        _load_agent(algo, checkpoint)  # a wrong or unreadable file is reported before any work
+        _check_agent_fits(cfg, checkpoint)  # a wrong or unreadable file is reported before any work
+        _load_agent(algo, checkpoint)
     return folder
+
+
+def _check_agent_fits(cfg: RunConfig, checkpoint: str) -> None:
+    """A checkpoint of another task, or whose network reads other features, is refused naming both sides."""
+    from agents.checkpoint import load_checkpoint
+    from agents.fit import check_fits
+
+    window = cfg.env.window if cfg.task.name == "scheduling" else None  # a node task's follows the cluster
+    check_fits(checkpoint, load_checkpoint(checkpoint), cfg.task.name, window)
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -298,16 +312,16 @@ def write_run(
     rows: list[SummaryRow],
     power: PowerSetup | None = None,
     energy: EnergyReport | None = None,
-    figures: bool = True,
+    plots: bool = True,
 ) -> None:
-    """The run's files in `out_dir`: its CSVs, workload_report.json and (`figures`) its PNG figures."""
+    """The run's files in `out_dir`: its CSVs, workload_report.json and (`plots`) its PNG figures."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jobs_csv(result, out_dir / "jobs.csv", energy)
     write_runs_csv(result, out_dir / "runs.csv")
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
     write_fairness_csv([fairness(result)], out_dir / "fairness.csv")
-    if figures:
+    if plots:
         # lazy: matplotlib takes 0.4 s to import, more than a small run's simulation and CSVs (--plots none)
         from metrics.plots import plot_run
         from metrics.power_plots import plot_power
@@ -364,6 +378,14 @@ def _checkpoints_used(cfg: RunConfig) -> dict[str, str]:
     return checkpoints
 
 
+def note_size(cfg: RunConfig, sc: Scenario) -> None:
+    """A workload file's size is known once it is loaded: above sim/limits.py's notice size, say the memory each
+    run needs (a synthetic workload's is noted before any work, cli/checks.py)."""
+    notice = size_notice(len(sc.workload.jobs), sc.layout.num_gpus)
+    if notice and cfg.workload.workload_type != "synthetic":
+        print(notice, file=sys.stderr)
+
+
 def _resolved(sc: Scenario) -> dict:
     """What the options resolved to for one scenario, recorded in run_config.json."""
     return {
@@ -385,6 +407,7 @@ def mode_eval(cfg: RunConfig) -> Path:
     out = folder.path
     t0 = time.perf_counter()
     sc = build_scenario(cfg, cfg.seed)
+    note_size(cfg, sc)
     print(
         f"cluster: {sc.cluster.name} ({sc.layout.num_gpus} GPUs, {sc.layout.num_nodes} nodes) [{sc.cluster_note}]"
     )
@@ -395,9 +418,9 @@ def mode_eval(cfg: RunConfig) -> Path:
         result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo), power)
         refuse_all_rejected(result, sc)
         row, energy = summarize_run(result, power)
-        write_run(result, sc, out, [row], power, energy, figures=cfg.plots == "png")
-    except BaseException:
-        folder.abandon()
+        write_run(result, sc, out, [row], power, energy, plots=cfg.plots == "png")
+    except BaseException as err:
+        folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
     folder.finish()
     _print_summary(row)
@@ -433,7 +456,7 @@ def mode_eval_node_task(cfg: RunConfig) -> Path:
         if cfg.task.name == "power":  # energy columns and plots as a --power run writes them
             energy = energy_report(result, env.prices)
             row = EnergySummaryRow.of(row, summary_fields(energy))
-        write_run(result, sc, out, [row], None, energy, figures=cfg.plots == "png")
+        write_run(result, sc, out, [row], None, energy, plots=cfg.plots == "png")
         if energy is not None and cfg.plots == "png":
             from metrics.power_plots import plot_power  # lazy: matplotlib (see write_run)
 
@@ -443,8 +466,8 @@ def mode_eval_node_task(cfg: RunConfig) -> Path:
         if cfg.task.name == "power":
             record |= {"energy_cost_eur": env.energy_cost_eur, "jct_cost_eur": env.jct_cost_eur}
         (out / "task.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    except BaseException:
-        folder.abandon()
+    except BaseException as err:
+        folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
     folder.finish()
     _print_summary(row)
@@ -463,9 +486,10 @@ def mode_compare(cfg: RunConfig) -> Path:
     rows: list[SummaryRow] = []
     fair: list[FairnessRow] = []
     sc = build_scenario(cfg, cfg.seeds[0])  # a bad input is reported before the folder is touched
+    note_size(cfg, sc)
     folder.resolved.append(_resolved(sc))
     powers = power_setups(cfg)
-    figures = cfg.plots == "png"
+    plots = cfg.plots == "png"
     folder.claim()
     try:  # whatever stops the run (a user error on a later seed, Ctrl-C, a crash), the folder goes back
         for i, seed in enumerate(cfg.seeds):
@@ -482,10 +506,10 @@ def mode_compare(cfg: RunConfig) -> Path:
                     rows.append(row)
                     fair.append(fairness(result))
                     run_dir = out / run_dir_name(algo, power, seed)
-                    write_run(result, sc, run_dir, [row], power, energy, figures)
+                    write_run(result, sc, run_dir, [row], power, energy, plots)
                     _print_summary(row)
             assert_same_jobs(results)
-            if figures:
+            if plots:
                 from metrics.plots import plot_compare_cdf  # lazy: matplotlib (see write_run)
 
                 plot_compare_cdf(results, out / f"jct_cdf_seed{seed}.png")
@@ -493,15 +517,15 @@ def mode_compare(cfg: RunConfig) -> Path:
         write_fairness_csv(fair, out / "fairness.csv")
         agg = aggregate(rows)
         write_compare_csv(agg, out / "compare.csv")
-        if figures:
+        if plots:
             from metrics.plots import plot_compare
             from metrics.power_plots import plot_jct_vs_cost
 
             plot_compare(rows, out)
             if powers != [None]:
                 plot_jct_vs_cost(rows, out / "jct_vs_cost.png")
-    except BaseException:
-        folder.abandon()
+    except BaseException as err:
+        folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
     folder.finish()
     print(format_table(agg))
@@ -524,11 +548,23 @@ def mode_train(cfg: RunConfig) -> Path:
     except (UserError, KeyboardInterrupt):  # refused, or stopped before the first step: nothing to keep
         folder.abandon()
         raise
-    except BaseException:
+    except BaseException as err:
         folder.leave_unfinished()  # its periodic checkpoints may be resumed into this folder
+        if isinstance(err, OSError) and err.errno in OUTPUT_ERRNOS:  # a full disk: one error line
+            raise write_error(err, folder.path, _training_left(cfg)) from None
         raise
     folder.finish()
     return run_dir
+
+
+def _training_left(cfg: RunConfig) -> str:
+    """What a training stopped by a write error leaves: the checkpoint to resume from, if any."""
+    from cli.train import earlier_checkpoints
+
+    found = earlier_checkpoints(cfg)
+    if not found:
+        return "the training stopped before its first checkpoint (earlier models are untouched)"
+    return f"the training stopped; resume it later with --resume {found[-1]}"
 
 
 def run_mode(cfg: RunConfig) -> Path:
