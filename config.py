@@ -338,6 +338,10 @@ class MixConfig:
 PLOT_FORMATS = ("png", "none")
 """what --plots takes (run modes and --mode dispatch alike): the figures' file format, or none (no figure; every
 other file is the same)"""
+PLOT_FILE_FORMATS = ("png", "svg", "pdf")
+"""what --plot_formats lists: each figure is written once per format named (svg and pdf for papers)"""
+PLOT_SPANS = ("window", "full")
+"""--plot_span: the time axis of utilization and queue figures over the arrival window, or the whole run"""
 
 
 @dataclass(frozen=True)
@@ -373,6 +377,12 @@ class RunConfig:
     plots: str = "png"
     """eval/compare/report: one of PLOT_FORMATS (png: the run's figures as PNG files; none: no figure; the
     figures take most of a small run's time)"""
+    plot_formats: tuple[str, ...] = ("png",)
+    """eval/compare: the file formats of each figure (PLOT_FILE_FORMATS); report.html embeds the PNG (else SVG)"""
+    plot_span: str = "window"
+    """one of PLOT_SPANS: utilization and queue figures over the arrival window or the whole run"""
+    command: tuple[str, ...] = ()
+    """the command line that reproduces the run (cli/command.py, reproducing_command), shown in report.html"""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     sim: SimConfig = field(default_factory=SimConfig)

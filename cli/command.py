@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import warnings
@@ -38,6 +39,38 @@ def one_line_warnings() -> Iterator[None]:
         yield
 
 
+UNSHOWN = frozenset({"log_dir", "overwrite", "progress", "no_progress", "report_workers"})
+"""options left out of reproducing_command: where and how visibly a run writes, not what it computes"""
+
+
+def reproducing_command(
+    parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace
+) -> tuple[str, ...]:
+    """`python main.py` and the options of `argv` whose values differ from their defaults, in --help's order, each
+    as typed (its last occurrence), less UNSHOWN: the command that reruns the run, the same wherever it was
+    written and whether or not defaults were typed (report.html shows it)."""
+    words = ["python", "main.py"]
+    for action in parser._actions:
+        if not action.option_strings or action.dest in UNSHOWN or action.dest == "help":
+            continue
+        if getattr(args, action.dest, None) == action.default:
+            continue
+        at = [
+            i
+            for i, w in enumerate(argv)
+            if w in action.option_strings or any(w.startswith(o + "=") for o in action.option_strings)
+        ]
+        if not at:
+            continue
+        i = at[-1]
+        end = i + 1
+        if "=" not in argv[i] and action.nargs != 0:
+            while end < len(argv) and not argv[end].startswith("--"):
+                end += 1
+        words += argv[i:end]
+    return tuple(words)
+
+
 def run_command(argv: list[str]) -> int:
     """One command line of the run modes (eval, compare, train, report) -> its exit status: 0, 2 for a user
     error (one `error:` line), 128 + the signal's number when a stop signal (Ctrl-C: 130, SIGTERM: 143, SIGHUP,
@@ -49,7 +82,11 @@ def run_command(argv: list[str]) -> int:
     with stop_on_signals():
         try:
             given = given_options(build_parser(), argv)  # the options typed, whatever their values
-            cfg = replace(config_from_args(args), explicit_options=tuple(sorted(given)))
+            cfg = replace(
+                config_from_args(args),
+                explicit_options=tuple(sorted(given)),
+                command=reproducing_command(parser, argv, args),
+            )
             validate(cfg)
             for warning in check_command_line(cfg, given):
                 print(f"warning: {warning}", file=sys.stderr)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from config import (
     DIFFICULTIES,
+    PLOT_FILE_FORMATS,
     PLOT_FORMATS,
+    PLOT_SPANS,
     TASKS,
     ClusterConfig,
     D3QNConfig,
@@ -44,6 +46,19 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 def _int_list_or_none(text: str) -> tuple[int, ...]:
     return () if text.strip().lower() == "none" else _int_list(text)
+
+
+def _plot_formats(text: str) -> tuple[str, ...]:
+    """--plot_formats: comma-separated formats of PLOT_FILE_FORMATS, at least one, in the order given."""
+    formats = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
+    bad = [f for f in formats if f not in PLOT_FILE_FORMATS]
+    if bad or not formats:
+        named = f"unknown format {', '.join(bad)}" if bad else "no format"
+        raise argparse.ArgumentTypeError(
+            f"{named} in {text!r}; list some of {', '.join(PLOT_FILE_FORMATS)} (comma-separated; --plots none "
+            "draws no figure)"
+        )
+    return formats
 
 
 def _power_list(text: str) -> tuple[str, ...]:
@@ -128,6 +143,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.plots,
         help="eval/compare/report: write the figures as PNG files, or none (the same CSV and JSON files; "
         "most of a small run's time goes into the figures)",
+    )
+    g.add_argument(
+        "--plot_formats",
+        type=_plot_formats,
+        default=d.plot_formats,
+        help="eval/compare: comma-separated file formats of every figure, of png, svg, pdf (e.g. png,svg,pdf "
+        "for papers; report.html embeds the PNG, else the SVG)",
+    )
+    g.add_argument(
+        "--plot_span",
+        choices=PLOT_SPANS,
+        default=d.plot_span,
+        help="eval/compare: the time axis of utilization.png and queue_length.png: the arrival window (shaded "
+        "either way) or the whole run, drain tail included",
     )
     g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; docs/sweeps.md)")
     g.add_argument(
@@ -458,6 +487,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         model=a.model,
         progress=show_progress(a),
         plots=a.plots,
+        plot_formats=a.plot_formats,
+        plot_span=a.plot_span,
         cluster=ClusterConfig(a.cluster, a.cluster_path, a.uniform_speed, a.multi_node_factor),
         workload=WorkloadConfig(
             workload_type=a.workload_type.lower(),

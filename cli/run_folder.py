@@ -58,9 +58,17 @@ RUN_FILE_NAMES = frozenset(
         "power_states.png",
         "jct_vs_cost.png",
         "task.json",  # --task power|autoscaling eval (docs/power.md)
+        "report.html",
     }
 )
-RUN_FILE_PATTERNS = (re.compile(r"jct_cdf_seed\d+\.png"), re.compile(r"events\.out\.tfevents\..+"))
+RUN_FILE_PATTERNS = (
+    re.compile(r"events\.out\.tfevents\..+"),
+    # every figure in each --plot_formats format
+    re.compile(
+        r"(jct_cdf|utilization|queue_length|gantt|power|power_states|jct_vs_cost|compare|compare_log|"
+        r"compare_paired|learning_curves|jct_cdf_seed\d+)\.(png|svg|pdf)"
+    ),
+)
 RUN_SUBDIR = re.compile(r"[a-z0-9_]+(\+[a-z_]+(-[0-9.e+]+)*)?_seed\d+")
 """compare mode: one subfolder per (algorithm, seed), e.g. fcfs_seed0/; with --power per (algorithm, power
 manager, seed), e.g. easy+idle_off-600-1_seed0/"""
@@ -74,10 +82,14 @@ NOT_RECORDED = (
     "report_workers",
     "keep_checkpoints",
     "plots",
+    "plot_formats",
+    "plot_span",
+    "command",
 )
 """(explicit_options: which options were typed rather than defaulted; the same run either way; report_workers:
 how many processes a report uses, which never changes its files; keep_checkpoints: how many periodic checkpoints
-stay in --models_dir; plots: whether the figures are drawn, which changes no other file)"""
+stay in --models_dir; plots, plot_formats, plot_span: whether and how the figures are drawn, which changes no CSV or JSON file; command:
+the command line shown in report.html, made of the recorded options)"""
 VERSIONED_PACKAGES = ("numpy", "simpy", "gymnasium", "pandas", "matplotlib", "torch")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from cli.report_page import write_compare_page, write_run_page
 from cli.run_folder import (
     OUTPUT_ERRNOS,
     RunFolder,
@@ -23,7 +24,7 @@ from cli.run_folder import (
     write_error,
 )
 from config import RunConfig, UserError
-from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
+from metrics.compare import aggregate, assert_same_jobs, compare_table, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.fairness import FairnessRow, fairness, write_fairness_csv
 from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
@@ -313,25 +314,40 @@ def write_run(
     power: PowerSetup | None = None,
     energy: EnergyReport | None = None,
     plots: bool = True,
-) -> None:
-    """The run's files in `out_dir`: its CSVs, workload_report.json and (`plots`) its PNG figures."""
+    plot_formats: tuple[str, ...] = ("png",),
+    plot_span: str = "window",
+) -> list[Path]:
+    """The run's files in `out_dir`: its CSVs, workload_report.json and (`plots`) its figures, drawn from the
+    CSVs, in each of `plot_formats`; returns the figures' paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jobs_csv(result, out_dir / "jobs.csv", energy)
     write_runs_csv(result, out_dir / "runs.csv")
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
     write_fairness_csv([fairness(result)], out_dir / "fairness.csv")
+    figures: list[Path] = []
     if plots:
         # lazy: matplotlib takes 0.4 s to import, more than a small run's simulation and CSVs (--plots none)
-        from metrics.plots import plot_run
         from metrics.power_plots import plot_power
+        from metrics.run_figures import draw_run_figures
 
-        plot_run(result, out_dir)
+        title = f"{result.scheduler} on {result.workload} (seed {result.seed})"
+        figures = [p for f in draw_run_figures(out_dir, title, plot_formats, plot_span) for p in f.paths]
         if power is not None and energy is not None:
-            plot_power(result, energy, power.prices, out_dir)
+            figures += plot_power(result, energy, power.prices, out_dir, plot_formats)
     (out_dir / "workload_report.json").write_text(
         json.dumps(workload_report(sc, result), indent=2, sort_keys=True, default=_json_default) + "\n"
     )
+    return figures
+
+
+def _run_title(result: RunResult) -> str:
+    return f"{result.scheduler} on {result.workload}, seed {result.seed}"
+
+
+def _plot_options(cfg: RunConfig) -> tuple[bool, tuple[str, ...], str]:
+    """write_run's plots, plot_formats and plot_span from the options."""
+    return cfg.plots == "png", cfg.plot_formats, cfg.plot_span
 
 
 def _json_default(x):
@@ -418,7 +434,8 @@ def mode_eval(cfg: RunConfig) -> Path:
         result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo), power)
         refuse_all_rejected(result, sc)
         row, energy = summarize_run(result, power)
-        write_run(result, sc, out, [row], power, energy, plots=cfg.plots == "png")
+        figures = write_run(result, sc, out, [row], power, energy, *_plot_options(cfg))
+        write_run_page(out, cfg, folder.identity, [row], figures, _run_title(result))
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
@@ -456,16 +473,17 @@ def mode_eval_node_task(cfg: RunConfig) -> Path:
         if cfg.task.name == "power":  # energy columns and plots as a --power run writes them
             energy = energy_report(result, env.prices)
             row = EnergySummaryRow.of(row, summary_fields(energy))
-        write_run(result, sc, out, [row], None, energy, plots=cfg.plots == "png")
+        figures = write_run(result, sc, out, [row], None, energy, *_plot_options(cfg))
         if energy is not None and cfg.plots == "png":
             from metrics.power_plots import plot_power  # lazy: matplotlib (see write_run)
 
-            plot_power(result, energy, env.prices, out)
+            figures += plot_power(result, energy, env.prices, out, cfg.plot_formats)
         g = GRADERS[cfg.task.name](env)
         record = {"task": cfg.task.name, "episode_return": env.episode_return, "grade": g.__dict__}
         if cfg.task.name == "power":
             record |= {"energy_cost_eur": env.energy_cost_eur, "jct_cost_eur": env.jct_cost_eur}
         (out / "task.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        write_run_page(out, cfg, folder.identity, [row], figures, _run_title(result))
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
@@ -490,6 +508,7 @@ def mode_compare(cfg: RunConfig) -> Path:
     folder.resolved.append(_resolved(sc))
     powers = power_setups(cfg)
     plots = cfg.plots == "png"
+    top_figures: list[Path] = []
     folder.claim()
     try:  # whatever stops the run (a user error on a later seed, Ctrl-C, a crash), the folder goes back
         for i, seed in enumerate(cfg.seeds):
@@ -506,13 +525,14 @@ def mode_compare(cfg: RunConfig) -> Path:
                     rows.append(row)
                     fair.append(fairness(result))
                     run_dir = out / run_dir_name(algo, power, seed)
-                    write_run(result, sc, run_dir, [row], power, energy, plots)
+                    figures = write_run(result, sc, run_dir, [row], power, energy, *_plot_options(cfg))
+                    write_run_page(run_dir, cfg, folder.identity, [row], figures, _run_title(result))
                     _print_summary(row)
             assert_same_jobs(results)
             if plots:
                 from metrics.plots import plot_compare_cdf  # lazy: matplotlib (see write_run)
 
-                plot_compare_cdf(results, out / f"jct_cdf_seed{seed}.png")
+                top_figures += plot_compare_cdf(results, out / f"jct_cdf_seed{seed}", cfg.plot_formats)
         write_summary_csv(rows, out / "summary.csv")
         write_fairness_csv(fair, out / "fairness.csv")
         agg = aggregate(rows)
@@ -521,9 +541,11 @@ def mode_compare(cfg: RunConfig) -> Path:
             from metrics.plots import plot_compare
             from metrics.power_plots import plot_jct_vs_cost
 
-            plot_compare(rows, out)
+            top_figures = plot_compare(rows, out, cfg.plot_formats) + top_figures
             if powers != [None]:
-                plot_jct_vs_cost(rows, out / "jct_vs_cost.png")
+                top_figures += plot_jct_vs_cost(rows, out / "jct_vs_cost", cfg.plot_formats)
+        title = f"{', '.join(cfg.algos)} on {agg[0].workload}, seeds {', '.join(map(str, cfg.seeds))}"
+        write_compare_page(out, cfg, folder.identity, compare_table(agg), top_figures, title)
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise

@@ -1,11 +1,10 @@
-"""PNG plots of runs (JCT CDF, GPU utilization and queue length over time) and of scheduler comparisons.
+"""Figure helpers shared by every plot (canvas, titles, deterministic saving in png/svg/pdf) and the figures of
+scheduler comparisons; a run's own figures are in metrics/run_figures.py.
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no display, no global state). Long timelines
 are downsampled to MAX_PLOT_POINTS time bins holding each bin's exact time-weighted mean, so a 200,000-sample
 timeline plots as fast as a short one; CDFs are drawn through at most MAX_PLOT_POINTS order statistics.
-Titles are wrapped to the figure's width, never cut. The utilization plot shades the arrival window and zooms its
-y axis to the peak when utilization stays below ZOOM_BELOW (saying so in the title) instead of drawing a flat line
-on a 0-1 axis. compare.png names the workload and shows, per scheduler, the mean over seeds (bar), the min-max
+Titles are wrapped to the figure's width, never cut. compare.png names the workload and shows, per scheduler, the mean over seeds (bar), the min-max
 range over seeds (whisker) and every seed (dot), so whiskers never go below 0 for metrics that cannot.
 """
 
@@ -15,6 +14,7 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -28,7 +28,6 @@ from sim.records import RunResult
 MAX_PLOT_POINTS = 2000
 DPI = 100
 TITLE_FONTSIZE = 10
-ZOOM_BELOW = 0.25  # peak utilization under which the utilization plot's y axis is zoomed to the peak
 
 
 def _figure(width_in: float = 6.4, height_in: float = 4.0, nrows: int = 1, ncols: int = 1):
@@ -37,10 +36,25 @@ def _figure(width_in: float = 6.4, height_in: float = 4.0, nrows: int = 1, ncols
     return fig, fig.subplots(nrows, ncols, squeeze=False)
 
 
+SAVE_METADATA = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+"""per file format, the metadata left out so the same figure gives the same bytes (no date, no version stamp)"""
+SVG_HASHSALT = "gpu-cluster-scheduling"
+"""salt of the ids inside an SVG (matplotlib draws random ids without one, so two saves would differ)"""
+
+
 def _save(fig: Figure, path: Path) -> Path:
+    """Save `fig` in the format its suffix names (png, svg or pdf), the same bytes for the same figure."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata={"Software": None})
+    fmt = path.suffix[1:]
+    # rc_context: the salt is read from rcParams when saving; set only for this call, then restored
+    with matplotlib.rc_context({"svg.hashsalt": SVG_HASHSALT}):
+        fig.savefig(path, format=fmt, metadata=SAVE_METADATA[fmt])
     return path
+
+
+def save_formats(fig: Figure, stem: Path, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """Save `fig` as `stem`.<format> for each of `formats`; returns the paths."""
+    return [_save(fig, stem.with_name(f"{stem.name}.{fmt}")) for fmt in formats]
 
 
 def _wrap(text: str, width_in: float, fontsize: float = TITLE_FONTSIZE) -> str:
@@ -91,59 +105,6 @@ def _draw_step(ax: Axes, t_s: np.ndarray, value: np.ndarray) -> str:
     return f" (time-weighted mean over {MAX_PLOT_POINTS} bins)"
 
 
-def plot_run(result: RunResult, out_dir: str | Path) -> tuple[Path, Path, Path]:
-    """Write jct_cdf.png, utilization.png and queue_length.png for one run into `out_dir`; returns their paths."""
-    out_dir = Path(out_dir)
-    title = f"{result.scheduler} on {result.workload} (seed {result.seed})"
-
-    fig, axes = _figure()
-    ax = axes[0, 0]
-    if _draw_jct_cdf(ax, result):
-        ax.set_xscale("log")
-    else:
-        _no_data(ax, "no completed jobs")
-    ax.set(xlabel="JCT (s)", ylabel="fraction of completed jobs", ylim=(0, 1.02))
-    _set_title(ax, f"JCT CDF: {title}")
-    ax.grid(True, which="both", alpha=0.3)
-    cdf_path = _save(fig, out_dir / "jct_cdf.png")
-
-    t_s = np.asarray(result.timeline_t_s, dtype=float)
-    util = np.asarray(result.timeline_busy_gpus, dtype=float) / max(result.total_gpus, 1)
-    paths = [cdf_path]
-    for name, series, ylabel in (
-        ("utilization.png", util, "busy GPUs / total GPUs"),
-        ("queue_length.png", np.asarray(result.timeline_queue_len, dtype=float), "queued jobs"),
-    ):
-        fig, axes = _figure()
-        ax = axes[0, 0]
-        note = _draw_step(ax, t_s, series) if len(t_s) else ""
-        if not len(t_s):
-            _no_data(ax, "empty timeline")
-        if name == "utilization.png":
-            note += _utilization_axis(ax, result, util)
-        ax.set(xlabel="time (h)", ylabel=ylabel)
-        _set_title(ax, f"{title}{note}")
-        ax.grid(True, alpha=0.3)
-        paths.append(_save(fig, out_dir / name))
-    return paths[0], paths[1], paths[2]
-
-
-def _utilization_axis(ax: Axes, result: RunResult, util: np.ndarray) -> str:
-    """Shade the arrival window, set the y range (0-1, or 0 to just above the peak when the peak is below
-    ZOOM_BELOW); returns a note for the title when zoomed."""
-    arrivals_s = [j.arrival_s for j in result.jobs]
-    if arrivals_s and max(arrivals_s) > min(arrivals_s):
-        ax.axvspan(min(arrivals_s) / 3600.0, max(arrivals_s) / 3600.0, color="C1", alpha=0.12, lw=0)
-        ax.plot([], [], color="C1", alpha=0.3, lw=8, label="arrival window")  # legend proxy for the span
-        ax.legend(fontsize=8, loc="best")
-    peak = float(util.max()) if len(util) else 0.0
-    if peak >= ZOOM_BELOW or peak <= 0.0:
-        ax.set_ylim(0, 1.05)
-        return ""
-    ax.set_ylim(0, peak * 1.15)
-    return f" (y axis zoomed: peak utilization {peak:.3g})"
-
-
 def _rows_by_scheduler(rows: Sequence[SummaryRow]) -> list[list[SummaryRow]]:
     """Rows grouped by (scheduler, workload) in the order `compare.aggregate` uses (first appearance)."""
     groups: dict[tuple[str, str], list[SummaryRow]] = {}
@@ -152,9 +113,11 @@ def _rows_by_scheduler(rows: Sequence[SummaryRow]) -> list[list[SummaryRow]]:
     return list(groups.values())
 
 
-def plot_compare(rows: Sequence[SummaryRow], out_dir: str | Path) -> Path:
-    """Write compare.png (see `compare_figure`); returns its path."""
-    return _save(compare_figure(rows), Path(out_dir) / "compare.png")
+def plot_compare(
+    rows: Sequence[SummaryRow], out_dir: str | Path, formats: Sequence[str] = ("png",)
+) -> list[Path]:
+    """Write compare.<format> (see `compare_figure`) for each of `formats`; returns the paths."""
+    return save_formats(compare_figure(rows), Path(out_dir) / "compare", formats)
 
 
 def compare_figure(rows: Sequence[SummaryRow]) -> Figure:
@@ -198,8 +161,11 @@ def compare_figure(rows: Sequence[SummaryRow]) -> Figure:
     return fig
 
 
-def plot_compare_cdf(results: Sequence[RunResult], out_path: str | Path) -> Path:
-    """Write the JCT CDFs of several runs of the same jobs (e.g. one seed, several schedulers) on one axes."""
+def plot_compare_cdf(
+    results: Sequence[RunResult], stem: str | Path, formats: Sequence[str] = ("png",)
+) -> list[Path]:
+    """Write the JCT CDFs of several runs of the same jobs (e.g. one seed, several schedulers) on one axes, as
+    `stem`.<format> for each of `formats`; returns the paths."""
     assert_same_jobs(results)
     fig, axes = _figure()
     ax = axes[0, 0]
@@ -213,4 +179,4 @@ def plot_compare_cdf(results: Sequence[RunResult], out_path: str | Path) -> Path
     ax.set(xlabel="JCT (s)", ylabel="fraction of completed jobs", ylim=(0, 1.02))
     _set_title(ax, title)
     ax.grid(True, which="both", alpha=0.3)
-    return _save(fig, Path(out_path))
+    return save_formats(fig, Path(stem), formats)

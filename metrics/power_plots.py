@@ -1,4 +1,4 @@
-"""PNG plots of runs with a power model: power and price over time, node power states over time, JCT vs cost."""
+"""Plots of runs with a power model: power and price over time, node power states over time, JCT vs cost."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from metrics.energy import EnergyReport, node_states_over_time
-from metrics.plots import _draw_step, _figure, _no_data, _save, _set_title
+from metrics.plots import _draw_step, _figure, _no_data, _set_title, save_formats
 from metrics.summary import SummaryRow, energy_of
 from sim.power import STATE_NAMES
 from sim.prices import PriceCurve
@@ -18,10 +18,14 @@ MAX_PRICE_SLOTS = 5000  # price slots drawn at most (a longer window draws the f
 
 
 def plot_power(
-    result: RunResult, energy: EnergyReport, prices: PriceCurve, out_dir: str | Path
+    result: RunResult,
+    energy: EnergyReport,
+    prices: PriceCurve,
+    out_dir: str | Path,
+    formats: Sequence[str] = ("png",),
 ) -> list[Path]:
-    """Write power.png (facility power and the price over the energy window) and power_states.png (nodes per
-    power state over time) into `out_dir`; returns their paths."""
+    """Write power.<format> (facility power and the price over the energy window) and power_states.<format> (nodes
+    per power state over time) into `out_dir` for each of `formats`; returns their paths."""
     out_dir = Path(out_dir)
     title = f"{result.scheduler} on {result.workload} (seed {result.seed})"
     t0, t1 = energy.window_start_s, energy.window_end_s
@@ -45,7 +49,7 @@ def plot_power(
     ax.set(xlabel="time (h)", ylabel="facility power (kW)")
     _set_title(ax, f"Power and price: {title}")
     ax.grid(True, alpha=0.3)
-    paths = [_save(fig, out_dir / "power.png")]
+    paths = save_formats(fig, out_dir / "power", formats)
 
     fig, axes = _figure()
     ax = axes[0, 0]
@@ -59,12 +63,15 @@ def plot_power(
     ax.set(xlabel="time (h)", ylabel="nodes", ylim=(0, len(result.nodes) * 1.05))
     ax.legend(fontsize=8, loc="lower right")
     _set_title(ax, f"Node power states: {title}")
-    paths.append(_save(fig, out_dir / "power_states.png"))
+    paths += save_formats(fig, out_dir / "power_states", formats)
     return paths
 
 
-def plot_jct_vs_cost(rows: Sequence[SummaryRow], out_path: str | Path) -> Path:
-    """Write a scatter of avg JCT against energy cost, one dot per run, one colour per scheduler (compare mode)."""
+def plot_jct_vs_cost(
+    rows: Sequence[SummaryRow], stem: str | Path, formats: Sequence[str] = ("png",)
+) -> list[Path]:
+    """Write a scatter of avg JCT against energy cost, one dot per run, one colour per scheduler (compare mode), as
+    `stem`.<format> for each of `formats`; returns the paths."""
     fig, axes = _figure()
     ax = axes[0, 0]
     names = list(dict.fromkeys(r.scheduler for r in rows))
@@ -77,4 +84,4 @@ def plot_jct_vs_cost(rows: Sequence[SummaryRow], out_path: str | Path) -> Path:
     ax.legend(fontsize=7)
     ax.grid(True, alpha=0.3)
     _set_title(ax, "avg JCT vs energy cost, one dot per run (seed)")
-    return _save(fig, Path(out_path))
+    return save_formats(fig, Path(stem), formats)

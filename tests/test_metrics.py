@@ -19,15 +19,16 @@ from metrics.compare import (
     format_table,
     write_compare_csv,
 )
-from metrics.plots import plot_compare, plot_compare_cdf, plot_run
+from metrics.plots import plot_compare, plot_compare_cdf
+from metrics.run_figures import draw_run_figures
 from metrics.summary import METRIC_FIELDS, SummaryRow, per_job, summarize
 from metrics.timeline import step_bin_means, step_integral
-from metrics.writers import JOB_COLUMNS, write_cluster_csv, write_jobs_csv, write_summary_csv
+from metrics.writers import JOB_COLUMNS, write_cluster_csv, write_jobs_csv, write_runs_csv, write_summary_csv
 from schedulers import POLICIES
 from sim.cluster import ClusterLayout
 from sim.cluster_spec import parse_cluster_spec
 from sim.job import Job, Workload
-from sim.records import COMPLETED, REJECTED, UNFINISHED, NodeInfo, RunResult
+from sim.records import COMPLETED, REJECTED, UNFINISHED, NodeInfo, RunResult, Runs
 from sim.simulator import Simulator
 from tests.helpers import job
 
@@ -403,16 +404,37 @@ def _assert_png(path):
     assert len(data) > 1000 and data[:8] == PNG_MAGIC
 
 
+def _plot_run(result, folder):
+    """The run's figures drawn from its CSV files, as a run writes them (one run per started job)."""
+    start_s = np.asarray(result.start_s, dtype=float)
+    started = np.flatnonzero(~np.isnan(start_s))
+    started = started[np.lexsort((started, start_s[started]))]
+    runs = Runs(
+        started,
+        start_s[started],
+        np.asarray(result.end_s, dtype=float)[started],
+        tuple(result.placement[i] for i in started),
+        tuple(result.gpu_type[i] for i in started),
+    )
+    result = dataclasses.replace(result, runs=runs)
+    write_jobs_csv(result, folder / "jobs.csv")
+    write_runs_csv(result, folder / "runs.csv")
+    write_cluster_csv(result, folder / "cluster.csv")
+    return [p for f in draw_run_figures(folder, "test") for p in f.paths]
+
+
 def test_plots_are_written(tmp_path):
-    paths = plot_run(make_result(), tmp_path / "run")
-    assert [p.name for p in paths] == ["jct_cdf.png", "utilization.png", "queue_length.png"]
+    paths = _plot_run(make_result(), tmp_path / "run")
+    assert [p.name for p in paths] == ["jct_cdf.png", "utilization.png", "queue_length.png", "gantt.png"]
     for p in paths:
         _assert_png(p)
-    for p in plot_run(empty_result(JOBS[:2]), tmp_path / "empty"):
+    for p in _plot_run(empty_result(JOBS[:2]), tmp_path / "empty"):
         _assert_png(p)
     rows = [summarize(make_result(s, seed)) for s in ("fcfs", "sjf") for seed in (0, 1)]
-    _assert_png(plot_compare(rows, tmp_path))
-    _assert_png(plot_compare_cdf([make_result("fcfs"), make_result("sjf")], tmp_path / "cdf.png"))
+    (compare_png,) = plot_compare(rows, tmp_path)
+    _assert_png(compare_png)
+    (cdf_png,) = plot_compare_cdf([make_result("fcfs"), make_result("sjf")], tmp_path / "cdf")
+    _assert_png(cdf_png)
 
 
 def _big_result(num_jobs: int, rng: np.random.Generator) -> RunResult:

@@ -1,0 +1,147 @@
+"""report.html of eval and compare run folders: what each file of a run folder holds, and the page that shows the
+run's results, figures, files, command and identity (metrics/html_page.py renders it)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cli.run_folder import RUN_CONFIG, RUN_SUBDIR
+from config import RunConfig
+from metrics.csv_table import Table
+from metrics.html_page import Page, PageFigure, write_page
+from metrics.summary import SummaryRow
+from metrics.writers import summary_table
+
+REPORT_HTML = "report.html"
+
+FILES = {
+    RUN_CONFIG: "the run's identity (every option, the inputs' and checkpoints' sha256, code versions), what each "
+    "scenario resolved to, and the list of files the run wrote",
+    REPORT_HTML: "this page",
+    "jobs.csv": "one row per job: submit, start, end, GPUs, GPU type, placement, wait, JCT, runtime, slowdown, status, "
+    "priority (docs/outputs.md)",
+    "runs.csv": "one row per execution interval of a job (several for a preempted job): start, end, GPUs held, type",
+    "cluster.csv": "one row per node: GPU type, GPUs, memory, speed",
+    "summary.csv": "one row per run: completed/unfinished/rejected jobs, JCT, wait, slowdowns, utilization, loads",
+    "fairness.csv": "one row per run: Jain's index of slowdowns, max slowdown, finish-time fairness",
+    "workload_report.json": "what the loader read and filtered, the load factors, GPU-count histogram, cluster used",
+    "compare.csv": "per policy, the mean and std over seeds of every summary.csv metric",
+    "task.json": "the node task's return, its parts and grade",
+    "jct_cdf": "CDF of completed jobs' JCT (log axis), one curve per priority class when there are several",
+    "utilization": "busy GPUs of each GPU type as a share of all GPUs, stacked, arrival window shaded",
+    "queue_length": "queued jobs stacked by the GPU type each waits for, arrival window shaded",
+    "gantt": "timeline of every GPU (or node): one block per run coloured by job, preemptions and migrations marked",
+    "power": "facility power and the electricity price over time",
+    "power_states": "nodes per power state over time",
+    "jct_vs_cost": "avg JCT against energy cost, one dot per run",
+    "compare": "per policy: mean over seeds (bar), min-max (whisker), each seed (dot); log axis where values span "
+    "decades",
+    "compare_paired": "per policy, its difference from the baseline policy on the same seed (mean and 95% interval "
+    "over seeds, each seed a dot)",
+}
+"""what each file of a run folder holds, by name (a figure by its name without the format suffix)"""
+
+_SEED_CDF = re.compile(r"jct_cdf_seed(\d+)")
+
+
+def describe(rel: str) -> str:
+    """What the file at `rel` (relative to its run folder) holds; "" for a file no run writes."""
+    path = Path(rel)
+    if len(path.parts) > 1 and RUN_SUBDIR.fullmatch(path.parts[0]):
+        algo, seed = path.parts[0].rsplit("_seed", 1)
+        return f"{algo} on seed {seed}: " + describe(Path(*path.parts[1:]).as_posix())
+    stem = path.stem if path.suffix in (".png", ".svg", ".pdf") else path.name
+    seed = _SEED_CDF.fullmatch(stem)
+    if seed:
+        return f"CDF of JCT of every policy on seed {seed.group(1)}, overlaid (log axis)"
+    return FILES.get(stem, "")
+
+
+def folder_files(folder: Path) -> list[str]:
+    """The run's files in `folder` (relative paths, sorted; hidden ones left out), report.html and run_config.json
+    included even before they are written."""
+    names = {
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    }
+    return sorted(names | {REPORT_HTML, RUN_CONFIG})
+
+
+def _figures(paths: Sequence[Path]) -> tuple[PageFigure, ...]:
+    """One PageFigure per figure stem among `paths`, in their order."""
+    by_stem: dict[str, list[Path]] = {}
+    for p in paths:
+        by_stem.setdefault(p.stem, []).append(p)
+    return tuple(PageFigure(describe(stem + ".png"), tuple(ps)) for stem, ps in by_stem.items())
+
+
+def _common(cfg: RunConfig, identity: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "command": shlex.join(cfg.command)
+        if cfg.command
+        else "(not recorded: the run was not started from main.py)",
+        "identity": identity,
+    }
+
+
+def _figures_note(cfg: RunConfig, drawn: bool) -> str:
+    if cfg.plots == "none":
+        return "No figures: the run was made with --plots none."
+    return "" if drawn else "No figure of this kind for this run."
+
+
+def write_run_page(
+    folder: Path,
+    cfg: RunConfig,
+    identity: dict[str, Any],
+    rows: Sequence[SummaryRow],
+    figure_paths: Sequence[Path],
+    title: str,
+) -> Path:
+    """report.html of one run's folder (an eval's, or one <algo>_seed<S>/ of a compare)."""
+    page = Page(
+        title=title,
+        intro="Results of one simulated run. Every number and figure here is computed from the CSV files listed "
+        "below; docs/outputs.md defines each metric.",
+        tables=(("Summary (summary.csv)", summary_table(rows)),),
+        figures=_figures(figure_paths),
+        figures_note=_figures_note(cfg, bool(figure_paths)),
+        files=tuple((name, describe(name)) for name in folder_files(folder) if "/" not in name),
+        **_common(cfg, identity),
+    )
+    return write_page(page, folder / REPORT_HTML)
+
+
+def write_compare_page(
+    folder: Path,
+    cfg: RunConfig,
+    identity: dict[str, Any],
+    compare: Table,
+    figure_paths: Sequence[Path],
+    title: str,
+) -> Path:
+    """report.html at the top of a compare folder: the policies side by side, the overlaid CDFs, every file."""
+    files = []
+    for name in folder_files(folder):
+        top = name.split("/", 1)[0]
+        if "/" not in name:
+            files.append((name, describe(name)))
+        elif name == f"{top}/{REPORT_HTML}":
+            algo, seed = top.rsplit("_seed", 1)
+            files.append((name, f"{algo} on seed {seed}: that run's page and the files of its folder"))
+    page = Page(
+        title=title,
+        intro="Policies compared on the same jobs; every number is computed from the CSV files listed below "
+        "(docs/outputs.md defines each metric). Each run's folder has its own report.html.",
+        tables=(("Mean and std over seeds (compare.csv)", compare),),
+        figures=_figures(figure_paths),
+        figures_note=_figures_note(cfg, bool(figure_paths)),
+        files=tuple(files),
+        **_common(cfg, identity),
+    )
+    return write_page(page, folder / REPORT_HTML)

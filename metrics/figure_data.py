@@ -1,0 +1,234 @@
+"""The numbers behind a run's figures, computed from its CSV files alone (jobs.csv, runs.csv, cluster.csv).
+
+Reading the written files rather than the in-memory result means a figure shows exactly what a reader of the CSVs
+can recompute (tests do: the stacked per-type utilization integrates to the per-type busy GPU-seconds of
+runs.csv). Step functions follow metrics/timeline.py's convention: one row per event time (sorted, unique), the
+value after that instant's events, 0 before the first time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+NOT_STARTED = "not started"
+"""queue_by_type's key for jobs that never started (the type they wait for is not known yet)"""
+
+
+@dataclass(frozen=True)
+class RunTables:
+    """A run folder's jobs.csv, runs.csv and cluster.csv as aligned arrays (job arrays in jobs.csv's order, run
+    arrays in runs.csv's order; times in seconds, NaN for an empty cell)."""
+
+    job_id: np.ndarray  # str
+    submit_s: np.ndarray
+    num_gpus: np.ndarray  # GPU demand, a fractional share as its fraction
+    status: np.ndarray  # str: completed | unfinished | rejected
+    priority: np.ndarray  # int
+    jct_s: np.ndarray  # NaN unless completed
+    run_job: np.ndarray  # int64 index into the job arrays
+    run_start_s: np.ndarray
+    run_end_s: np.ndarray  # NaN: still running when the run ended
+    run_placement: np.ndarray  # str, `node_id/gpu_index` entries joined by `;`
+    run_gpu_type: np.ndarray  # str
+    node_id: np.ndarray  # str, cluster.csv's order
+    node_gpu_type: np.ndarray  # str
+    node_num_gpus: np.ndarray  # int
+
+    @property
+    def horizon_s(self) -> float:
+        """The last instant the files know of: the latest submit, start or end (open runs end here)."""
+        times = np.concatenate([self.submit_s, self.run_start_s, self.run_end_s])
+        times = times[np.isfinite(times)]
+        return float(times.max()) if len(times) else 0.0
+
+    @property
+    def total_gpus(self) -> int:
+        return int(self.node_num_gpus.sum())
+
+    def gpus_by_type(self) -> dict[str, int]:
+        """GPUs per type, types in cluster.csv's order of first appearance."""
+        out: dict[str, int] = {}
+        for t, n in zip(self.node_gpu_type.tolist(), self.node_num_gpus.tolist(), strict=True):
+            out[t] = out.get(t, 0) + int(n)
+        return out
+
+
+def read_run_tables(folder: str | Path) -> RunTables:
+    """Read a run folder's jobs.csv, runs.csv and cluster.csv."""
+    folder = Path(folder)
+    text = {"job_id": str, "placement": str, "gpu_type": str, "status": str, "node_id": str}
+    jobs = pd.read_csv(folder / "jobs.csv", dtype=text, keep_default_na=False, na_values={"jct_s": [""]})
+    runs = pd.read_csv(folder / "runs.csv", dtype=text, keep_default_na=False, na_values={"end_time": [""]})
+    nodes = pd.read_csv(folder / "cluster.csv", dtype=text, keep_default_na=False)
+    index = {job_id: i for i, job_id in enumerate(jobs["job_id"].tolist())}
+    return RunTables(
+        job_id=jobs["job_id"].to_numpy(dtype=object),
+        submit_s=jobs["submit_time"].to_numpy(dtype=float),
+        num_gpus=jobs["num_gpus"].to_numpy(dtype=float),
+        status=jobs["status"].to_numpy(dtype=object),
+        priority=jobs["priority"].to_numpy(dtype=np.int64),
+        jct_s=pd.to_numeric(jobs["jct_s"]).to_numpy(dtype=float),
+        run_job=np.array([index[j] for j in runs["job_id"].tolist()], dtype=np.int64),
+        run_start_s=runs["start_time"].to_numpy(dtype=float),
+        run_end_s=pd.to_numeric(runs["end_time"]).to_numpy(dtype=float),
+        run_placement=runs["placement"].to_numpy(dtype=object),
+        run_gpu_type=runs["gpu_type"].to_numpy(dtype=object),
+        node_id=nodes["node_id"].to_numpy(dtype=object),
+        node_gpu_type=nodes["gpu_type"].to_numpy(dtype=object),
+        node_num_gpus=nodes["num_gpus"].to_numpy(dtype=np.int64),
+    )
+
+
+@dataclass(frozen=True)
+class StackedSteps:
+    """Several step functions on one time grid: value_TK[k, i] holds for keys[i] on [t_s[k], t_s[k + 1])."""
+
+    t_s: np.ndarray
+    keys: tuple[str, ...]
+    value_TK: np.ndarray
+
+    def integral(self, end_s: float) -> np.ndarray:
+        """Per key, the integral from the first time to `end_s` (value x seconds)."""
+        if not len(self.t_s):
+            return np.zeros(len(self.keys))
+        edges = np.append(self.t_s, max(end_s, self.t_s[-1]))
+        return np.diff(edges) @ self.value_TK
+
+
+def _stacked(
+    start_s: np.ndarray, end_s: np.ndarray, weight: np.ndarray, key: np.ndarray, keys: tuple[str, ...]
+) -> StackedSteps:
+    """Sum per key of `weight` over the intervals [start_s, end_s) (end NaN: open to the end)."""
+    col = {k: i for i, k in enumerate(keys)}
+    key_idx = np.array([col[k] for k in key.tolist()], dtype=np.int64)
+    closed = np.isfinite(end_s)
+    times = np.concatenate([start_s, end_s[closed]])
+    t_s = np.unique(times)
+    delta = np.zeros((len(t_s), len(keys)))
+    np.add.at(delta, (np.searchsorted(t_s, start_s), key_idx), weight)
+    np.add.at(delta, (np.searchsorted(t_s, end_s[closed]), key_idx[closed]), -weight[closed])
+    # rounded so that a sum that returns to zero is exactly zero (0.1 + 0.2 - 0.1 - 0.2 is not)
+    return StackedSteps(t_s, keys, np.round(np.cumsum(delta, axis=0), 9))
+
+
+def busy_by_type(tables: RunTables) -> StackedSteps:
+    """Busy GPUs per GPU type over time (a fractional job counts its fraction), from runs.csv and the demands in
+    jobs.csv; keys are cluster.csv's types."""
+    keys = tuple(tables.gpus_by_type())
+    return _stacked(
+        tables.run_start_s,
+        tables.run_end_s,
+        tables.num_gpus[tables.run_job],
+        tables.run_gpu_type,
+        keys,
+    )
+
+
+def queue_by_type(tables: RunTables) -> StackedSteps:
+    """Queued jobs over time by the GPU type each waits for: the type of the run that ends its wait (in hindsight;
+    a preempted job waits again for its next run's type), NOT_STARTED for a job that never started. Rejected jobs
+    never queue; a job preempted and never resumed waits until the horizon under NOT_STARTED."""
+    n_jobs = len(tables.job_id)
+    order = np.lexsort((tables.run_start_s, tables.run_job))  # each job's runs in time order
+    job = tables.run_job[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = job[1:] != job[:-1]
+    prev_end = np.where(first, tables.submit_s[job], np.roll(tables.run_end_s[order], 1))
+    starts = [prev_end]
+    ends = [tables.run_start_s[order]]
+    types = [tables.run_gpu_type[order]]
+    # jobs waiting at the horizon: never started (not rejected), or preempted after their last run
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = job[:-1] != job[1:]
+    ran = np.zeros(n_jobs, dtype=bool)
+    ran[job] = True
+    tail_end = tables.run_end_s[order][last]
+    waiting_again = last.copy()
+    waiting_again[last] = np.isfinite(tail_end) & (tables.status[job[last]] == "unfinished")
+    never = ~ran & (tables.status != "rejected")
+    starts += [tables.run_end_s[order][waiting_again], tables.submit_s[never]]
+    ends += [np.full(int(waiting_again.sum() + never.sum()), np.nan)]
+    types += [np.full(int(waiting_again.sum() + never.sum()), NOT_STARTED, dtype=object)]
+    start_s, end_s = np.concatenate(starts), np.concatenate(ends)
+    key = np.concatenate(types)
+    keep = ~(end_s <= start_s)  # a wait of zero length (started on arrival) never shows in the queue
+    keys = tuple(t for t in tables.gpus_by_type() if t in set(key[keep].tolist()))
+    keys += (NOT_STARTED,) if NOT_STARTED in set(key[keep].tolist()) else ()
+    return _stacked(start_s[keep], end_s[keep], np.ones(int(keep.sum())), key[keep], keys)
+
+
+def arrival_window(tables: RunTables) -> tuple[float, float]:
+    """(first, last) submit time over every job, rejected ones included (the arrival window of summary.csv)."""
+    if not len(tables.submit_s):
+        return 0.0, 0.0
+    return float(tables.submit_s.min()), float(tables.submit_s.max())
+
+
+def jct_by_priority(tables: RunTables) -> dict[int, np.ndarray]:
+    """Completed jobs' JCTs (s) per priority class, classes ascending."""
+    done = tables.status == "completed"
+    return {int(p): tables.jct_s[done & (tables.priority == p)] for p in np.unique(tables.priority[done])}
+
+
+@dataclass(frozen=True)
+class Gantt:
+    """Blocks of a node/GPU timeline: one per (run, GPU it held), lanes numbered from the top, plus the instants
+    where a job was preempted (a run that another run of the same job follows) and where it was migrated (a run
+    placed on other GPUs than the job's previous run)."""
+
+    lane_labels: tuple[str, ...]
+    block_lane: np.ndarray  # int
+    block_start_s: np.ndarray
+    block_end_s: np.ndarray  # open runs end at the horizon
+    block_job: np.ndarray  # int index into the job arrays
+    preempt_lane: np.ndarray
+    preempt_s: np.ndarray
+    migrate_lane: np.ndarray
+    migrate_s: np.ndarray
+
+
+def gantt(tables: RunTables, per_node: bool) -> Gantt:
+    """One lane per GPU (`node_id/gpu_index`, cluster.csv's node order), or per node with `per_node`; a lane's
+    label names the GPU type on a node's first lane."""
+    nodes = zip(
+        tables.node_id.tolist(), tables.node_num_gpus.tolist(), tables.node_gpu_type.tolist(), strict=True
+    )
+    if per_node:
+        lanes = [(str(n), f"{n} {t}") for n, _, t in nodes]
+    else:  # the type named on each node's first GPU
+        lanes = [
+            (f"{n}/{g}", f"{n}/{g} {t}" if g == 0 else f"{n}/{g}") for n, k, t in nodes for g in range(int(k))
+        ]
+    lane_of = {key: i for i, (key, _) in enumerate(lanes)}
+    horizon = tables.horizon_s
+    lane, start, end, job = [], [], [], []
+    first_lane = np.zeros(len(tables.run_job), dtype=np.int64)
+    for r, placement in enumerate(tables.run_placement.tolist()):
+        gpus = placement.split(";") if placement else []
+        held = dict.fromkeys(g.rsplit("/", 1)[0] if per_node else g for g in gpus)
+        for g in held:
+            lane.append(lane_of[g])
+            start.append(tables.run_start_s[r])
+            end_s = tables.run_end_s[r]
+            end.append(end_s if np.isfinite(end_s) else horizon)
+            job.append(tables.run_job[r])
+        first_lane[r] = lane_of[next(iter(held))] if held else 0
+    order = np.lexsort((tables.run_start_s, tables.run_job))
+    same_job = tables.run_job[order][1:] == tables.run_job[order][:-1]
+    before, after = order[:-1][same_job], order[1:][same_job]  # consecutive runs of one job
+    moved = tables.run_placement[before] != tables.run_placement[after]
+    return Gantt(
+        lane_labels=tuple(label for _, label in lanes),
+        block_lane=np.asarray(lane, dtype=np.int64),
+        block_start_s=np.asarray(start, dtype=float),
+        block_end_s=np.asarray(end, dtype=float),
+        block_job=np.asarray(job, dtype=np.int64),
+        preempt_lane=first_lane[before],
+        preempt_s=tables.run_end_s[before],
+        migrate_lane=first_lane[after[moved]],
+        migrate_s=tables.run_start_s[after[moved]],
+    )
