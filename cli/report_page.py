@@ -61,15 +61,15 @@ def describe(rel: str) -> str:
     return FILES.get(stem, "")
 
 
-def folder_files(folder: Path) -> list[str]:
-    """The run's files in `folder` (relative paths, sorted; hidden ones left out), report.html and run_config.json
-    included even before they are written."""
+def folder_files(folder: Path, top_level: bool = True) -> list[str]:
+    """The run's files in `folder` (relative paths, sorted; hidden ones left out), report.html (and at the top
+    level run_config.json) included even before they are written."""
     names = {
         p.relative_to(folder).as_posix()
         for p in folder.rglob("*")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     }
-    return sorted(names | {REPORT_HTML, RUN_CONFIG})
+    return sorted(names | {REPORT_HTML} | ({RUN_CONFIG} if top_level else set()))
 
 
 def _figures(paths: Sequence[Path]) -> tuple[PageFigure, ...]:
@@ -102,8 +102,10 @@ def write_run_page(
     rows: Sequence[SummaryRow],
     figure_paths: Sequence[Path],
     title: str,
+    top_level: bool = True,
 ) -> Path:
-    """report.html of one run's folder (an eval's, or one <algo>_seed<S>/ of a compare)."""
+    """report.html of one run's folder: an eval's, or (not `top_level`) one <algo>_seed<S>/ of a compare, whose
+    run_config.json is the compare folder's."""
     page = Page(
         title=title,
         intro="Results of one simulated run. Every number and figure here is computed from the CSV files listed "
@@ -111,7 +113,7 @@ def write_run_page(
         tables=(("Summary (summary.csv)", summary_table(rows)),),
         figures=_figures(figure_paths),
         figures_note=_figures_note(cfg, bool(figure_paths)),
-        files=tuple((name, describe(name)) for name in folder_files(folder) if "/" not in name),
+        files=tuple((name, describe(name)) for name in folder_files(folder, top_level) if "/" not in name),
         **_common(cfg, identity),
     )
     return write_page(page, folder / REPORT_HTML)

@@ -526,7 +526,9 @@ def mode_compare(cfg: RunConfig) -> Path:
                     fair.append(fairness(result))
                     run_dir = out / run_dir_name(algo, power, seed)
                     figures = write_run(result, sc, run_dir, [row], power, energy, *_plot_options(cfg))
-                    write_run_page(run_dir, cfg, folder.identity, [row], figures, _run_title(result))
+                    write_run_page(
+                        run_dir, cfg, folder.identity, [row], figures, _run_title(result), top_level=False
+                    )
                     _print_summary(row)
             assert_same_jobs(results)
             if plots:
