@@ -65,7 +65,7 @@ RUN_FILE_PATTERNS = (
     re.compile(r"events\.out\.tfevents\..+"),
     # every figure in each --plot_formats format
     re.compile(
-        r"(jct_cdf|utilization|queue_length|gantt|power|power_states|jct_vs_cost|compare|compare_log|"
+        r"(jct_cdf|utilization|queue_length|gantt|power|power_states|jct_vs_cost|compare|"
         r"compare_paired|learning_curves|jct_cdf_seed\d+)\.(png|svg|pdf)"
     ),
 )

@@ -540,10 +540,14 @@ def mode_compare(cfg: RunConfig) -> Path:
         agg = aggregate(rows)
         write_compare_csv(agg, out / "compare.csv")
         if plots:
-            from metrics.plots import plot_compare
+            from metrics.plots import plot_compare, plot_compare_paired
             from metrics.power_plots import plot_jct_vs_cost
 
-            top_figures = plot_compare(rows, out, cfg.plot_formats) + top_figures
+            top_figures = (
+                plot_compare(rows, out, cfg.plot_formats)
+                + plot_compare_paired(rows, out, cfg.plot_formats)
+                + top_figures
+            )
             if powers != [None]:
                 top_figures += plot_jct_vs_cost(rows, out / "jct_vs_cost", cfg.plot_formats)
         title = f"{', '.join(cfg.algos)} on {agg[0].workload}, seeds {', '.join(map(str, cfg.seeds))}"

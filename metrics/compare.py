@@ -15,6 +15,7 @@ import numpy as np
 
 from metrics.csv_table import Table, value_cells
 from metrics.summary import METRIC_FIELDS, SummaryRow, energy_of
+from metrics.t_quantile import t975
 from metrics.writers import PRIORITY_COLUMN
 from sim.records import RunResult
 
@@ -200,3 +201,38 @@ def assert_same_jobs(results: Sequence[RunResult]) -> None:
                 f"same ids but different jobs: {label}: job {ids[i]!r} (arrival_s, runtime_s, gpu_demand) "
                 f"{keys[i]} vs {ref_keys[i]}"
             )
+
+
+@dataclass(frozen=True)
+class PairedDiff:
+    """One policy's difference from the baseline policy on one metric, seed by seed (policy - baseline on the
+    same workload and seed), with the mean and the half-width of its 95 % t-interval (NaN for one seed)."""
+
+    scheduler: str
+    baseline: str
+    metric: str
+    seeds: tuple[int, ...]
+    diff: np.ndarray
+    mean: float
+    ci95: float
+
+
+def paired_differences(
+    rows: Sequence[SummaryRow], metric: str, baseline: str | None = None
+) -> list[PairedDiff]:
+    """Per scheduler other than `baseline` (default: the first scheduler of `rows`), its `metric` minus the
+    baseline's on each (workload, seed) both ran, in the order schedulers first appear."""
+    if not rows:
+        return []
+    baseline = rows[0].scheduler if baseline is None else baseline
+    base = {(r.workload, r.seed): float(getattr(r, metric)) for r in rows if r.scheduler == baseline}
+    out = []
+    for name in dict.fromkeys(r.scheduler for r in rows if r.scheduler != baseline):
+        pairs = [(r.seed, float(getattr(r, metric)) - base[r.workload, r.seed]) for r in rows
+                 if r.scheduler == name and (r.workload, r.seed) in base]  # fmt: skip
+        diff = np.array([d for _, d in pairs], dtype=float)
+        n = len(diff)
+        mean = float(diff.mean()) if n else np.nan
+        ci95 = float(t975(n - 1) * diff.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan
+        out.append(PairedDiff(name, baseline, metric, tuple(s for s, _ in pairs), diff, mean, ci95))
+    return out

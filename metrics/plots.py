@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from metrics.compare import aggregate, assert_same_jobs
+from metrics.compare import aggregate, assert_same_jobs, paired_differences
 from metrics.summary import SummaryRow, per_job
 from metrics.timeline import step_bin_means
 from sim.records import RunResult
@@ -28,6 +28,15 @@ from sim.records import RunResult
 MAX_PLOT_POINTS = 2000
 DPI = 100
 TITLE_FONTSIZE = 10
+DECADES_FOR_LOG = 1.5
+"""compare panels whose positive values span this many decades (a ratio of about 32) get a log axis"""
+PAIRED_METRICS = (
+    ("avg_jct_s", "avg JCT (s)"),
+    ("avg_wait_s", "avg wait (s)"),
+    ("avg_bounded_slowdown", "avg bounded slowdown"),
+    ("gpu_utilization_arrival_window", "GPU util, arrival window"),
+)
+"""the metrics of compare_paired.png"""
 
 
 def _figure(width_in: float = 6.4, height_in: float = 4.0, nrows: int = 1, ncols: int = 1):
@@ -120,10 +129,20 @@ def plot_compare(
     return save_formats(compare_figure(rows), Path(out_dir) / "compare", formats)
 
 
+def spans_decades(values: np.ndarray) -> bool:
+    """Whether positive `values` span DECADES_FOR_LOG decades or more (a linear axis would flatten the small
+    ones); never for values with zeros or negatives, which a log axis cannot show."""
+    values = values[np.isfinite(values)]
+    if not len(values) or values.min() <= 0:
+        return False
+    return bool(values.max() / values.min() >= 10.0**DECADES_FOR_LOG)
+
+
 def compare_figure(rows: Sequence[SummaryRow]) -> Figure:
     """Per scheduler, the mean over seeds (bar), the min-max range over seeds (whisker) and each seed (dot) of
     avg JCT, avg wait, bounded and reference slowdown, and GPU utilization within the arrival window and over
-    the makespan. The title names the workload(s) and the seeds."""
+    the makespan; a panel whose values span decades (spans_decades) has a log axis. The title names the
+    workload(s) and the seeds."""
     agg = aggregate(rows)
     groups = _rows_by_scheduler(rows)
     workloads = list(dict.fromkeys(a.workload for a in agg))
@@ -151,9 +170,14 @@ def compare_figure(rows: Sequence[SummaryRow]) -> Figure:
                 ax.hlines([values.min(), values.max()], i - 0.12, i + 0.12, color="black", lw=1.2)
             ax.plot(np.full(len(values), i), values, "o", color="black", ms=2.5, alpha=0.6)
         ax.set_xticks(x, labels, fontsize=8)
-        ax.set_ylabel(ylabel, fontsize=9)
-        ax.set_ylim(bottom=0)
-        ax.grid(True, axis="y", alpha=0.3)
+        values = np.array([getattr(r, name) for r in rows], dtype=float)
+        if spans_decades(values):
+            ax.set_yscale("log")  # bars start at the axis' bottom; a linear axis would flatten the small ones
+            ax.set_ylabel(f"{ylabel}, log scale", fontsize=9)
+        else:
+            ax.set_ylabel(ylabel, fontsize=9)
+            ax.set_ylim(bottom=0)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
     seeds = sorted({r.seed for r in rows})
     seed_text = ", ".join(map(str, seeds[:12])) + (f", … ({len(seeds)} seeds)" if len(seeds) > 12 else "")
     title = f"{', '.join(workloads)}: bar = mean over seeds {seed_text}; whisker = min-max over seeds; dot = one seed"
@@ -180,3 +204,41 @@ def plot_compare_cdf(
     _set_title(ax, title)
     ax.grid(True, which="both", alpha=0.3)
     return save_formats(fig, Path(stem), formats)
+
+
+def plot_compare_paired(
+    rows: Sequence[SummaryRow], out_dir: str | Path, formats: Sequence[str] = ("png",)
+) -> list[Path]:
+    """Write compare_paired.<format> (see `paired_figure`) for each of `formats` when `rows` hold two or more
+    schedulers; returns the paths (none otherwise)."""
+    if len({r.scheduler for r in rows}) < 2:
+        return []
+    return save_formats(paired_figure(rows), Path(out_dir) / "compare_paired", formats)
+
+
+def paired_figure(rows: Sequence[SummaryRow]) -> Figure:
+    """Per PAIRED_METRICS panel and per scheduler other than the first (the baseline), its difference from the
+    baseline on each seed (dot) and the mean over seeds with its 95 % t-interval (diamond and bar)."""
+    names = list(dict.fromkeys(r.scheduler for r in rows))
+    width_in = max(8.0, 1.0 * len(names) * 2 + 3)
+    fig, axes = _figure(width_in, 6.0, 2, 2)
+    for ax, (metric, label) in zip(axes.ravel(), PAIRED_METRICS, strict=True):
+        diffs = paired_differences(rows, metric)
+        for i, d in enumerate(diffs):
+            color = f"C{(i + 1) % 10}"
+            ax.plot(np.full(len(d.diff), i), d.diff, "o", color=color, ms=3, alpha=0.6)
+            ax.errorbar(
+                [i], [d.mean], yerr=[[np.nan_to_num(d.ci95)]], fmt="D", color="black", ms=5, capsize=4
+            )
+        ax.axhline(0.0, color="0.3", lw=1)
+        ax.set_xticks(range(len(diffs)), [d.scheduler for d in diffs], fontsize=8)
+        ax.set_xlim(-0.6, len(diffs) - 0.4)
+        ax.set_ylabel(f"{label}: minus {names[0]}", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    seeds = sorted({r.seed for r in rows})
+    title = (
+        f"Difference from {names[0]} on the same seed ({len(seeds)} seeds): dot = one seed, diamond = mean, bar = "
+        "95 % t-interval of the mean"
+    )
+    fig.suptitle(_wrap(title, width_in, 11), fontsize=11)
+    return fig

@@ -127,7 +127,8 @@ def test_reusing_a_folder_for_another_run_is_refused_and_overwrite_leaves_no_sta
     assert main([*second, "--overwrite"]) == 0
     names = sorted(p.relative_to(exp).as_posix() for p in exp.rglob("*"))
     assert names == sorted(
-        ["compare.csv", "compare.png", "fairness.csv", "jct_cdf_seed5.png", "run_config.json", "summary.csv"]
+        ["compare.csv", "compare.png", "fairness.csv", "jct_cdf_seed5.png", "report.html", "run_config.json"]
+        + ["summary.csv"]
         + ["easy_seed5"]
         + [f"easy_seed5/{n}" for n in snapshot(exp / "easy_seed5")]
     )
