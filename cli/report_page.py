@@ -40,8 +40,8 @@ FILES = {
     "jct_vs_cost": "avg JCT against energy cost, one dot per run",
     "compare": "per policy: mean over seeds (bar), min-max (whisker), each seed (dot); log axis where values span "
     "decades",
-    "compare_paired": "per policy, its difference from the baseline policy on the same seed (mean and 95% interval "
-    "over seeds, each seed a dot)",
+    "compare_paired": "per policy, its difference from the baseline (the first of --algos) on the same seed: each "
+    "seed a dot, the mean with its 95 % t-interval",
 }
 """what each file of a run folder holds, by name (a figure by its name without the format suffix)"""
 

@@ -56,6 +56,10 @@ class RunTables:
             out[t] = out.get(t, 0) + int(n)
         return out
 
+    def gpu_types(self) -> tuple[str, ...]:
+        """cluster.csv's types in order, then any other type runs.csv names (none in a simulated run)."""
+        return tuple(dict.fromkeys([*self.gpus_by_type(), *self.run_gpu_type.tolist()]))
+
 
 def read_run_tables(folder: str | Path) -> RunTables:
     """Read a run folder's jobs.csv, runs.csv and cluster.csv."""
@@ -117,8 +121,8 @@ def _stacked(
 
 def busy_by_type(tables: RunTables) -> StackedSteps:
     """Busy GPUs per GPU type over time (a fractional job counts its fraction), from runs.csv and the demands in
-    jobs.csv; keys are cluster.csv's types."""
-    keys = tuple(tables.gpus_by_type())
+    jobs.csv; keys are the run's GPU types (RunTables.gpu_types)."""
+    keys = tables.gpu_types()
     return _stacked(
         tables.run_start_s,
         tables.run_end_s,
@@ -156,7 +160,7 @@ def queue_by_type(tables: RunTables) -> StackedSteps:
     start_s, end_s = np.concatenate(starts), np.concatenate(ends)
     key = np.concatenate(types)
     keep = ~(end_s <= start_s)  # a wait of zero length (started on arrival) never shows in the queue
-    keys = tuple(t for t in tables.gpus_by_type() if t in set(key[keep].tolist()))
+    keys = tuple(t for t in tables.gpu_types() if t in set(key[keep].tolist()))
     keys += (NOT_STARTED,) if NOT_STARTED in set(key[keep].tolist()) else ()
     return _stacked(start_s[keep], end_s[keep], np.ones(int(keep.sum())), key[keep], keys)
 

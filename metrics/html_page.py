@@ -69,6 +69,14 @@ def _cell(text: str) -> str:
 
 
 def table_html(table: Table) -> str:
+    """The table as HTML; a one-row table is written as (column, value) rows, which a phone shows without
+    scrolling sideways."""
+    if len(table.cells) and all(len(c) == 1 for c in table.cells):
+        rows = "".join(
+            f"<tr><th>{html.escape(n)}</th>{_cell(c[0])}</tr>\n"
+            for n, c in zip(table.names, table.cells, strict=True)
+        )
+        return f'<div class="scroll"><table>\n{rows}</table></div>'
     head = "".join(f"<th>{html.escape(n)}</th>" for n in table.names)
     rows = "".join(
         "<tr>" + "".join(_cell(c) for c in row) + "</tr>\n" for row in zip(*table.cells, strict=True)

@@ -507,19 +507,6 @@ def test_long_titles_wrap_instead_of_being_cut():
     assert "".join(wrapped.split()) == "".join(text.split())  # every character kept
 
 
-def test_utilization_axis_zooms_when_utilization_is_tiny():
-    from metrics.plots import _figure, _utilization_axis
-
-    result = make_result()  # busy GPUs peak at 6 of 6
-    fig, axes = _figure()
-    assert _utilization_axis(axes[0, 0], result, np.array([0.1, 1.0])) == ""
-    assert axes[0, 0].get_ylim() == (0, 1.05)
-    fig, axes = _figure()
-    note = _utilization_axis(axes[0, 0], result, np.array([0.001, 0.004, 0.002]))
-    assert "zoomed" in note and "0.004" in note
-    assert axes[0, 0].get_ylim() == pytest.approx((0, 0.004 * 1.15))
-
-
 def test_compare_figure_names_the_workload_and_whiskers_stay_at_or_above_zero():
     from metrics.plots import compare_figure
 

@@ -4,6 +4,7 @@ self-contained, lists every file of its folder, and the same run gives the same 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import metrics.run_figures as run_figures
 from cli.parser import build_parser, config_from_args
 from cli.runner import run_one
 from main import main
+from metrics.compare import paired_differences
 from metrics.figure_data import (
     NOT_STARTED,
     _stacked,
@@ -29,6 +31,7 @@ from metrics.figure_data import (
     queue_by_type,
     read_run_tables,
 )
+from metrics.plots import compare_figure, paired_figure, spans_decades
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv
 from scenario.build import build_scenario
 
@@ -105,6 +108,18 @@ def test_gantt_hand_case(hand):
     by_node = gantt(hand, per_node=True)
     assert by_node.lane_labels == ("a X", "b Y") and sorted(by_node.block_lane.tolist()) == [0, 0, 0, 1]
     assert {p: v.tolist() for p, v in jct_by_priority(hand).items()} == {0: [20], 1: [23]}
+
+
+def test_utilization_axis_zooms_when_utilization_is_tiny(hand, tmp_path):
+    fig = run_figures.utilization_figure(hand, "t")  # peak 2.5 busy GPUs (1.5 X + 1 Y at 15-20 s) of 3
+    assert fig.axes[0].get_ylim() == (0, 1.05) and "zoomed" not in fig.axes[0].get_title()
+    (tmp_path / "big").mkdir()
+    for name, text in (("jobs.csv", JOBS), ("runs.csv", RUNS)):
+        (tmp_path / "big" / name).write_text(text)
+    (tmp_path / "big" / "cluster.csv").write_text(CLUSTER + "c,X,997,80,1\n")  # 1,000 GPUs: peak 0.0025
+    ax = run_figures.utilization_figure(read_run_tables(tmp_path / "big"), "t").axes[0]
+    assert "zoomed" in ax.get_title() and "0.0025" in ax.get_title()
+    assert ax.get_ylim() == pytest.approx((0, 0.0025 * 1.15))
 
 
 @settings(max_examples=60, deadline=None)
@@ -356,3 +371,47 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
     pixels = imread(shot)
     assert pixels.std() > 0.01  # not blank
+
+
+# ---- compare: paired differences and log axes ------------------------------------------------------------------
+
+
+def _rows(tmp_path, values: dict[str, list[float]]):
+    """SummaryRows of one simulated run with the scheduler, seed and avg_jct_s replaced."""
+    from metrics.summary import summarize
+
+    result, _ = _simulated(tmp_path, "easy")
+    base = summarize(result)
+    return [
+        dataclasses.replace(base, scheduler=name, seed=seed, avg_jct_s=v)
+        for name, jct in values.items()
+        for seed, v in enumerate(jct)
+    ]
+
+
+def test_paired_differences_by_hand(tmp_path):
+    rows = _rows(tmp_path, {"fcfs": [100, 200, 300], "sjf": [90, 150, 330], "easy": [100, 200, 300]})
+    sjf, easy = paired_differences(rows, "avg_jct_s")
+    assert (sjf.scheduler, sjf.baseline, sjf.seeds, sjf.diff.tolist()) == (
+        "sjf",
+        "fcfs",
+        (0, 1, 2),
+        [-10, -50, 30],
+    )
+    assert sjf.mean == pytest.approx(-10)
+    assert sjf.ci95 == pytest.approx(4.302652730 * 40 / np.sqrt(3))  # t_{0.975,2} x s / sqrt(n), s = 40
+    assert easy.diff.tolist() == [0, 0, 0] and easy.ci95 == 0
+    (one,) = paired_differences(rows[:1] + rows[3:4], "avg_jct_s")
+    assert one.diff.tolist() == [-10] and np.isnan(one.ci95)  # one seed: no interval
+    ax = paired_figure(rows).axes[0]
+    dots = [line.get_ydata().tolist() for line in ax.get_lines() if line.get_marker() == "o"]
+    assert dots == [[-10, -50, 30], [0, 0, 0]]
+
+
+def test_compare_panels_use_a_log_axis_only_where_values_span_decades(tmp_path):
+    assert spans_decades(np.array([1000.0, 230_000.0])) and not spans_decades(np.array([1000.0, 20_000.0]))
+    assert not spans_decades(np.array([0.0, 230_000.0]))  # a log axis cannot show 0
+    rows = _rows(tmp_path, {"fcfs": [230_000.0, 200_000.0], "easy": [1000.0, 1500.0]})
+    axes = compare_figure(rows).axes
+    assert axes[0].get_yscale() == "log" and "log scale" in axes[0].get_ylabel()  # avg JCT
+    assert all(ax.get_yscale() == "linear" for ax in axes[1:])  # the other metrics are equal across rows
