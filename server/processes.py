@@ -24,6 +24,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from config import ServeConfig
+from server.sessions import SharedCount
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -137,7 +138,7 @@ def serve_processes(cfg: ServeConfig) -> tuple[int | None, int]:
     """Serve with cfg.processes processes until a stop signal: (the signal, sessions open when it came).
     RuntimeError when a process died by itself."""
     ctx = multiprocessing.get_context("fork")  # the sockets and the shared count are inherited
-    count = ctx.Value("i", 0)
+    count = SharedCount(ctx)
     folder = tempfile.mkdtemp(prefix="serve-")  # 0700: only this user may pass requests between processes
     paths = {f"p{k}-": os.path.join(folder, f"p{k}.sock") for k in range(cfg.processes)}
     procs = []

@@ -51,14 +51,42 @@ class Session:
 
 
 class LocalCount:
-    """The count of open sessions when one process serves them (multiprocessing.Value's interface)."""
+    """The count of open sessions when one process serves them: `value` (open) and `wanted` (creations refused
+    for want of a place since a reaper last made room), read and written under get_lock()."""
 
     def __init__(self):
         self.value = 0
+        self.wanted = 0
         self._lock = threading.Lock()
 
     def get_lock(self) -> threading.Lock:
         return self._lock
+
+
+class SharedCount:
+    """LocalCount's interface over shared memory, for the processes of one server (created before they fork)."""
+
+    def __init__(self, ctx):
+        self._array = ctx.Array("i", 2)
+
+    def get_lock(self):
+        return self._array.get_lock()
+
+    @property
+    def value(self) -> int:
+        return self._array[0]
+
+    @value.setter
+    def value(self, v: int) -> None:
+        self._array[0] = v
+
+    @property
+    def wanted(self) -> int:
+        return self._array[1]
+
+    @wanted.setter
+    def wanted(self, v: int) -> None:
+        self._array[1] = v
 
 
 class SessionStore:
@@ -150,6 +178,9 @@ class SessionStore:
         with self._lock:
             self._expire()
             if not self._take_place() and not (self._evict_one() and self._take_place()):
+                if not isinstance(self.count, LocalCount):  # another process may hold an evictable session
+                    with self.count.get_lock():
+                        self.count.wanted += 1  # its reaper makes room within a second
                 raise ApiError(
                     429,
                     "too_many_sessions",
@@ -197,12 +228,13 @@ class SessionStore:
             return self._forget(sid, why) is not None if sid in self._sessions else False
 
     def reap(self) -> None:
-        """Expire idle HTTP sessions now, and when every place is taken (by this process or another), close the
-        longest-idle evictable one (the server calls this every second: no request needed)."""
+        """Expire idle HTTP sessions now, and when a creation was refused for want of a place (in any process),
+        close the longest-idle evictable session of this one (the server calls this every second)."""
         with self._lock:
             self._expire()
-            if self.count.value >= self.max_sessions:
-                self._evict_one()
+            if self.count.wanted and self.count.value >= self.max_sessions and self._evict_one():
+                with self.count.get_lock():
+                    self.count.wanted = max(0, self.count.wanted - 1)
 
     def close_all(self, why: str = "the server shut down") -> int:
         """Close every session of this process; how many were open."""
