@@ -217,7 +217,9 @@ def create_app(
     @app.post("/step", openapi_extra=body_of(StepRequest))
     async def step(request: Request) -> Response:
         _, req, elsewhere = await parsed(request, StepRequest)
-        return elsewhere or _respond(await run_in_threadpool(server.step, req))
+        if elsewhere:
+            return elsewhere
+        return _respond(server.step_now(req) or await run_in_threadpool(server.step, req))
 
     @app.get("/state")
     async def state(request: Request, session_id: str | None = None, jobs: bool = False) -> Response:
@@ -306,7 +308,8 @@ async def _ws_reply(
     if kind == "step":
         body = dict(data) if isinstance(data, dict) and "action" in data else {"action": data}
         req = validate(StepRequest, {**body, "session_id": session.session_id})
-        return {"type": "observation", "data": await run_in_threadpool(server.step, req, session)}, session
+        answer = server.step_now(req, session) or await run_in_threadpool(server.step, req, session)
+        return {"type": "observation", "data": answer}, session
     jobs = bool(data.get("jobs")) if isinstance(data, dict) else False
     return {
         "type": "state",

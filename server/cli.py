@@ -71,6 +71,10 @@ def check_serve_config(cfg: ServeConfig) -> None:
             + ") must be at least 16 printable characters without "
             "spaces (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
         )
+    try:
+        socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        raise UserError(f"--host {cfg.host}: unknown address ({err.strerror})") from None
     if cfg.token is None and not is_loopback(cfg.host):
         raise UserError(
             f"--host {cfg.host} serves other machines: give a token (set ${SERVE_TOKEN_ENV}, or --token); clients "

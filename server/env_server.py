@@ -4,6 +4,7 @@ reset (stateless or in a session), step, state, grade, close, and the discovery 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
@@ -27,6 +28,8 @@ from server.protocol import (
 from server.sessions import HTTP, ApiError, Session, SessionStore
 from server.tasks import TASKS, ActionError, Task, get_task
 
+INLINE_STEP_S = 0.0005
+"""a session whose last step took less CPU than this (seconds) steps on the event loop (EnvServer.step_now)"""
 MAX_WINDOW = 256
 """the largest `window` a session may ask for (its observation grows with it)"""
 STATELESS_BUILDS = 2
@@ -171,7 +174,7 @@ class EnvServer:
                 "was done",
             )
 
-    def step(self, req: StepRequest, session: Session | None = None) -> dict:
+    def _session_to_step(self, req: StepRequest, session: Session | None) -> Session:
         if session is None and req.session_id is None:
             raise ApiError(
                 409,
@@ -180,38 +183,55 @@ class EnvServer:
                 'the WebSocket /ws, or open an HTTP session (POST /reset with "open_session": true) and send its '
                 "session_id",
             )
-        session = session or self.store.get(req.session_id)
+        return session or self.store.get(req.session_id)
+
+    def step(self, req: StepRequest, session: Session | None = None) -> dict:
+        """One step (in a worker thread: it waits up to req.timeout_s for the session)."""
+        session = self._session_to_step(req, session)
         self._acquire(session, req.timeout_s)
         try:
-            env = session.env
-            if env is None:
-                raise ApiError(409, "no_episode", "the session has no episode: POST /reset first")
-            if session.done or session.truncated:
-                end = "terminated (done)" if session.done else "truncated"
-                raise ApiError(409, "episode_over", f"the episode is {end}: POST /reset starts a new one")
-            try:
-                action = session.task.action(env, req.action)
-            except ActionError as err:
-                raise ApiError(422, "bad_action", str(err)) from None
-            mask = session.info.get("action_mask")
-            if (
-                req.on_illegal == "error"
-                and mask is not None
-                and not (0 <= action < len(mask) and mask[action])
-            ):
-                legal = [int(i) for i in np.flatnonzero(mask)]
-                raise ApiError(
-                    409,
-                    "illegal_action",
-                    f"action {req.action!r:.200} is not legal now; legal "
-                    f"{'slots' if session.task.name == 'scheduling' else 'actions'} (info.action_mask): {legal}",
-                )
-            obs, reward, done, truncated, info = env.step(action)  # noop: the env's own illegal no-op
-            session.step_count += 1
-            session.done, session.truncated, session.info = bool(done), bool(truncated), info
-            self.store.touch(session)
+            return self._step_locked(session, req)
         finally:
             session.lock.release()
+
+    def step_now(self, req: StepRequest, session: Session | None = None) -> dict | None:
+        """The step, done on the calling (event-loop) thread when that is sure to be quick: the session is idle
+        and its last step took under INLINE_STEP_S of CPU. None otherwise: call step() in a worker thread. (A
+        hop to a worker thread costs more CPU than such a step itself.)"""
+        session = self._session_to_step(req, session)
+        if session.step_cpu_s >= INLINE_STEP_S or not session.lock.acquire(blocking=False):
+            return None
+        try:
+            return self._step_locked(session, req)
+        finally:
+            session.lock.release()
+
+    def _step_locked(self, session: Session, req: StepRequest) -> dict:
+        env = session.env
+        if env is None:
+            raise ApiError(409, "no_episode", "the session has no episode: POST /reset first")
+        if session.done or session.truncated:
+            end = "terminated (done)" if session.done else "truncated"
+            raise ApiError(409, "episode_over", f"the episode is {end}: POST /reset starts a new one")
+        try:
+            action = session.task.action(env, req.action)
+        except ActionError as err:
+            raise ApiError(422, "bad_action", str(err)) from None
+        mask = session.info.get("action_mask")
+        if req.on_illegal == "error" and mask is not None and not (0 <= action < len(mask) and mask[action]):
+            legal = [int(i) for i in np.flatnonzero(mask)]
+            raise ApiError(
+                409,
+                "illegal_action",
+                f"action {req.action!r:.200} is not legal now; legal "
+                f"{'slots' if session.task.name == 'scheduling' else 'actions'} (info.action_mask): {legal}",
+            )
+        t0_s = time.thread_time()
+        obs, reward, done, truncated, info = env.step(action)  # noop: the env's own illegal no-op
+        session.step_cpu_s = time.thread_time() - t0_s
+        session.step_count += 1
+        session.done, session.truncated, session.info = bool(done), bool(truncated), info
+        self.store.touch(session)
         return {
             "observation": observation(obs, info, bool(truncated)),
             "reward": float(reward),

@@ -46,6 +46,8 @@ class Session:
     done: bool = False
     truncated: bool = False
     info: dict = field(default_factory=dict)
+    step_cpu_s: float = float("inf")
+    """CPU seconds the last step took (inf: none yet), to decide where the next one runs"""
     last_used_s: float = 0.0
     """clock time of the last request (read by the store under its own lock: a float write is atomic)"""
 
