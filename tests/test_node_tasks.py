@@ -92,8 +92,8 @@ def test_json_actions_map_to_the_discrete_encoding():
 
 
 def random_play_return(cfg: RunConfig, sc, rollouts: int) -> float:
-    """Mean return of uniform-random legal play, rollout k drawing from default_rng([seed, k]), summed step by
-    step here (a plain second implementation of the graders' score-0 anchor)."""
+    """The best return of uniform-random legal episodes, rollout k drawing from default_rng([seed, k]), summed
+    step by step here (a plain second implementation of the graders' score-0 anchor)."""
     returns = []
     for k in range(rollouts):
         rng = np.random.default_rng([sc.seed, k])
@@ -104,7 +104,7 @@ def random_play_return(cfg: RunConfig, sc, rollouts: int) -> float:
             _, r, done, _, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
             total += r
         returns.append(total)
-    return float(np.mean(returns))
+    return max(returns)
 
 
 @pytest.mark.parametrize("task", ["power", "autoscaling"])
