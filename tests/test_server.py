@@ -431,13 +431,21 @@ def test_a_slow_session_does_not_block_the_others(served, url, monkeypatch):
             r = post(url, "/step", {"session_id": fast["session_id"], "action": {"slot": 4}})
             assert r.status_code == 200 and time.monotonic() - t0 < 5
         assert "r" not in pending
+        busy = post(url, "/step", {"session_id": slow["session_id"], "action": {"slot": 0}, "timeout_s": 0.3})
+        assert (busy.status_code, busy.json()["error"]) == (
+            504,
+            "timeout",
+        )  # waited 0.3 s for it, did nothing
+        assert "timeout_s (0.3 s)" in busy.json()["detail"]
         served[2].now_s = 2 * TTL_S  # both idle past the TTL, but the slow one is in the middle of a step
         assert httpx.get(url + "/state", params={"session_id": fast["session_id"]}).status_code == 404
     finally:
         _Blocking.release.set()
         thread.join(20)
     assert pending["r"].status_code == 200
-    assert httpx.get(url + "/state", params={"session_id": slow["session_id"]}).json()["step_count"] == 1
+    assert (
+        httpx.get(url + "/state", params={"session_id": slow["session_id"]}).json()["step_count"] == 1
+    )  # not 2
 
 
 # -- WebSocket --------------------------------------------------------------------------------------------------
@@ -473,6 +481,15 @@ def test_ws_session_protocol_errors_and_close(url):
             "truncated",
             "info",
         }
+        rpc = ask(
+            {
+                "type": "mcp",
+                "data": {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "state"}},
+            }
+        )
+        assert (
+            rpc["type"] == "mcp" and rpc["data"]["result"]["structuredContent"]["step_count"] == 1
+        )  # this socket's
         state = ask({"type": "state"})
         assert state["type"] == "state" and state["data"]["step_count"] == 1
         sid = state["data"]["session_id"]
@@ -684,3 +701,48 @@ def test_session_store_against_a_plain_model(ops):
                 assert store.close(sid) == (sid in model)
                 model.pop(sid, None)
         assert len(store) == len({s for s, t in model.items() if clock.now_s - t <= 100.0}) <= 3
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("create"), st.just(0)),
+            st.tuples(st.just("get"), st.integers(0, 7)),
+            st.tuples(st.just("wait"), st.integers(0, 80)),
+        ),
+        max_size=40,
+    )
+)
+def test_session_store_eviction_against_a_plain_model(ops):
+    """With every place taken, create() closes the session unused longest if unused >= evict_idle_s (50 s),
+    else refuses: a plain model of last-use times agrees on which sessions are open after every operation."""
+    from server.sessions import ApiError, SessionStore
+
+    clock = FakeClock()
+    store = SessionStore(max_sessions=3, ttl_s=100.0, clock=clock, evict_idle_s=50.0)
+    model: dict[str, float] = {}
+    ids: list[str] = []
+    for op, arg in ops:
+        model = {s: t for s, t in model.items() if clock.now_s - t <= 100.0}
+        if op == "create":
+            if len(model) >= 3:
+                oldest = min(model, key=lambda s: (model[s], s))
+                if clock.now_s - model[oldest] >= 50.0:
+                    ties = [s for s in model if model[s] == model[oldest]]
+                    del model[max(ties)]  # the store breaks ties of equal idle time by the larger id
+                else:
+                    with pytest.raises(ApiError) as err:
+                        store.create()
+                    assert err.value.status == 429
+                    continue
+            sid = store.create().session_id
+            ids.append(sid)
+            model[sid] = clock.now_s
+        elif op == "wait":
+            clock.now_s += arg
+        elif arg < len(ids) and ids[arg] in model:
+            store.get(ids[arg])
+            model[ids[arg]] = clock.now_s
+        live = {s for s, t in model.items() if clock.now_s - t <= 100.0}
+        assert len(store) == len(live) <= 3  # len() expires the idle ones first
+        assert {s for s in ids if store.is_open(s)} == live
