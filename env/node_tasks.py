@@ -214,7 +214,7 @@ def _finished(env: NodeManagerEnv) -> NodeManagerEnv:
 
 NODE_SUITE = ("always_on", "provision_to_demand", "idle_off:600:1", "idle_off:1800")
 """the reference node managers a grader's score-1 anchor is the best of"""
-RANDOM_ROLLOUTS = {"power": 2, "autoscaling": 3}
+RANDOM_ROLLOUTS = {"power": 2, "autoscaling": 10}
 """uniform-random legal episodes whose best return is a grader's score-0 anchor (the best, not the mean: another
 random episode then scores 0 most of the time, however noisy random play is; power: two, as random toggling
 makes a medium episode take ~20 s)"""

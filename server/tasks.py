@@ -168,9 +168,9 @@ def avg_jct_s(result) -> float:
     return float(np.mean(jct)) if jct else float("nan")
 
 
-RANDOM_ROLLOUTS = 3
-"""uniform-random legal episodes whose best is a grader's score-0 anchor (the best, not the mean: another random
-episode then scores 0 three times in four, however noisy random play is)"""
+RANDOM_ROLLOUTS = 5
+"""uniform-random legal episodes whose best is the grader's score-0 anchor (the best, not the mean: another random
+episode then scores 0 five times in six, however noisy random play is)"""
 
 
 @lru_cache(maxsize=256)
@@ -274,9 +274,9 @@ def _scheduling_state(env: gym.Env, with_jobs: bool) -> dict:
 
 
 SCHEDULING_GRADER = (
-    "score = (R - avg JCT of the episode) / (R - B), clipped to [0, 1]: R = the best avg JCT of 3 episodes of "
-    "uniform-random legal actions, B = the avg JCT of the best non-preemptive heuristic (fcfs, sjf, easy, cbf, "
-    "sjf_gate, ect: what an agent that starts jobs can match), all on the episode's scenario (same seed and "
+    "score = (R - avg JCT of the episode) / (R - B), clipped to [0, 1]: R = the best avg JCT of "
+    f"{RANDOM_ROLLOUTS} episodes of uniform-random legal actions, B = the avg JCT of the best non-preemptive "
+    "heuristic (fcfs, sjf, easy, cbf, sjf_gate, ect: what an agent that starts jobs can match), all on the episode's scenario (same seed and "
     "options, same jobs). 0 = no better than random play, 1 = at least as good as the best heuristic; it never "
     "rises when the episode's average JCT rises. Only a terminated episode (every accepted job completed) is "
     "graded."

@@ -559,7 +559,7 @@ def test_grade_is_in_0_1_and_never_rises_with_the_objective(a, b, trivial, refer
     assert 0.0 <= g_hi <= g_lo <= 1.0
 
 
-def random_play_jct_s(cfg, scenario, rollouts: int = 3) -> float:
+def random_play_jct_s(cfg, scenario, rollouts: int = tasks.RANDOM_ROLLOUTS) -> float:
     """The best avg JCT (summary.csv's metric) of uniform-random legal episodes, rollout k drawing from
     default_rng([seed, k]) (a plain second implementation of the grader's score-0 anchor)."""
     values = []
@@ -576,7 +576,7 @@ def random_play_jct_s(cfg, scenario, rollouts: int = 3) -> float:
 
 def test_grader_scores_an_sjf_episode_against_random_play_and_the_best_heuristic(url):
     """Drive SJF through the server; its grade must be (R - SJF) / (R - B) with R the mean of random legal play
-    (the best of 3 random legal episodes) and B the best non-preemptive heuristic run natively, every avg JCT taken from summary.csv's metric."""
+    (the best of 5 random legal episodes) and B the best non-preemptive heuristic run natively, every avg JCT taken from summary.csv's metric."""
     options = {"difficulty": "easy", "num_jobs": 80, "cluster": "2xA100:8,1xV100:4", "window": 16}
     remote = RemoteEnv(url, options=options)
     local = in_process_env(options)
