@@ -1,8 +1,9 @@
 """`python main.py --mode serve`: its options checked, then the environment server run until a stop signal.
 
-Exit status: 2 for a mistake in the options (one `error:` line); after SIGTERM, SIGINT (Ctrl-C) or SIGHUP, once
-requests in flight are answered and every session is closed, 128 + the signal (143, 130, 129), the convention
-of the other modes, so that a batch system sees the server was stopped, not finished."""
+Exit status: 2 for a mistake in the options (one `error:` line); after a stop signal (SIGTERM, SIGINT (Ctrl-C),
+SIGHUP, SIGUSR1: interrupts.py), once requests in flight are answered and every session is closed, 128 + the signal
+(143, 130, 129, 138), the convention of the other modes, so that a batch system sees the server was stopped, not
+finished."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import argparse
 import ipaddress
 import math
 import os
-import signal
 import socket
 import sys
 from dataclasses import fields
 
 from cli.parser import SERVE_OPTIONS, SERVE_TOKEN_ENV, add_serve_options
 from config import ServeConfig, UserError
+from interrupts import Stopped, exit_status, signal_name
 
 CONFIG_FIELD = {"data_dir": "data_dirs"}
 """serve options whose ServeConfig field is named otherwise"""
@@ -148,9 +149,8 @@ def serve_main(argv: list[str]) -> int:
     if sig is None:
         return 0
     print(
-        f"stopped by {signal.Signals(sig).name}: requests in flight answered, the {sessions} open session(s) "
-        "closed",
+        f"stopped by {signal_name(sig)}: requests in flight answered, the {sessions} open session(s) closed",
         file=sys.stderr,
         flush=True,
     )
-    return 128 + sig
+    return exit_status(Stopped(sig))

@@ -1,5 +1,6 @@
-"""Running the server: uvicorn with this project's settings, stopped by SIGTERM, SIGINT or SIGHUP after draining
-(requests in flight finish, sockets close, every session is closed), in one process or `--processes N`.
+"""Running the server: uvicorn with this project's settings, stopped by any stop signal (SIGINT, SIGTERM, SIGHUP,
+SIGUSR1: interrupts.py) after draining (requests in flight finish, sockets close, every session is closed), in one
+process or `--processes N`.
 
 With N processes each listens on the port (SO_REUSEPORT: the kernel spreads connections over them) and on a
 private Unix socket in a 0700 folder. A session lives in the process that opened it (its id starts with `pK-`);
@@ -16,7 +17,6 @@ import shutil
 import signal
 import socket
 import tempfile
-import threading
 import time
 
 import uvicorn
@@ -24,9 +24,8 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from config import ServeConfig
+from interrupts import on_stop_signals
 from server.sessions import SharedCount
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def uvicorn_config(app, cfg: ServeConfig, **kwargs) -> uvicorn.Config:
@@ -52,17 +51,9 @@ class DrainingServer(uvicorn.Server):
     count = None
     """the shared session count (SessionStore.count)"""
 
-    @contextlib.contextmanager
     def capture_signals(self):
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        """uvicorn's drain on every stop signal of interrupts.py (a second one: stop at once)."""
+        return on_stop_signals(self.handle_exit)
 
     def handle_exit(self, sig: int, frame) -> None:
         if self.stop_signal is None:
@@ -127,11 +118,18 @@ def _worker(
 ) -> None:
     from server.app import create_app
 
-    # the parent forwards SIGTERM/SIGHUP; a terminal's Ctrl-C reaches every process of the group
+    # the parent passes every stop signal on as SIGTERM; a terminal's Ctrl-C reaches every process of the group
     app = create_app(
         cfg, count=count, prefix=f"p{k}-", forward=_owner({p: s for p, s in paths.items() if p != f"p{k}-"})
     )
     serve_one(cfg, app, [public, private])
+
+
+def _end_all(procs) -> None:
+    """SIGTERM to every server process: each drains and exits."""
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGTERM)
 
 
 def serve_processes(cfg: ServeConfig) -> tuple[int | None, int]:
@@ -149,39 +147,34 @@ def serve_processes(cfg: ServeConfig) -> tuple[int | None, int]:
         if not stop:
             stop.append(sig)
             open_at_stop[0] = count.value
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.pid, signal.SIGTERM)
+        _end_all(procs)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
-    try:
-        for k in range(cfg.processes):
-            public = _reuse_port_socket(cfg)
-            private = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            private.bind(paths[f"p{k}-"])
-            private.listen(2048)
-            p = ctx.Process(target=_worker, args=(k, cfg, count, public, private, paths), daemon=False)
-            p.start()
-            public.close()
-            private.close()
-            procs.append(p)
-        while all(p.is_alive() for p in procs):
-            time.sleep(0.2)
-        if not stop:  # one died by itself: stop the others
-            on_signal(signal.SIGTERM, None)
-            stop.clear()
-        for p in procs:
-            p.join(cfg.drain_s + 30)
-        if not stop:
-            codes = ", ".join(str(p.exitcode) for p in procs)
-            raise RuntimeError(
-                f"a server process stopped by itself (exit statuses {codes}); the server stopped"
-            )
-        return stop[0], open_at_stop[0]
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        shutil.rmtree(folder, ignore_errors=True)
+    with on_stop_signals(on_signal):
+        try:
+            for k in range(cfg.processes):
+                public = _reuse_port_socket(cfg)
+                private = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                private.bind(paths[f"p{k}-"])
+                private.listen(2048)
+                p = ctx.Process(target=_worker, args=(k, cfg, count, public, private, paths), daemon=False)
+                p.start()
+                public.close()
+                private.close()
+                procs.append(p)
+            while all(p.is_alive() for p in procs):
+                time.sleep(0.2)
+            if not stop:  # one died by itself: stop the others
+                _end_all(procs)
+            for p in procs:
+                p.join(cfg.drain_s + 30)
+            if not stop:
+                codes = ", ".join(str(p.exitcode) for p in procs)
+                raise RuntimeError(
+                    f"a server process stopped by itself (exit statuses {codes}); the server stopped"
+                )
+            return stop[0], open_at_stop[0]
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            shutil.rmtree(folder, ignore_errors=True)

@@ -482,8 +482,14 @@ def start_serving(*argv: str) -> tuple[subprocess.Popen, str]:
 
 @pytest.mark.parametrize(
     ("sig", "argv"),
-    [(signal.SIGTERM, ()), (signal.SIGINT, ()), (signal.SIGTERM, ("--processes", "2"))],
-    ids=["sigterm", "sigint", "sigterm-2-processes"],
+    [
+        (signal.SIGTERM, ()),
+        (signal.SIGINT, ()),
+        (signal.SIGUSR1, ()),
+        (signal.SIGTERM, ("--processes", "2")),
+        (signal.SIGHUP, ("--processes", "2")),
+    ],
+    ids=["sigterm", "sigint", "sigusr1", "sigterm-2-processes", "sighup-2-processes"],
 )
 def test_a_stop_signal_drains_closes_every_session_and_exits_128_plus_it(sig, argv):
     proc, base = start_serving(*argv)
@@ -503,7 +509,8 @@ def test_a_stop_signal_drains_closes_every_session_and_exits_128_plus_it(sig, ar
         if proc.poll() is None:
             proc.kill()
     err = proc.stderr.read().strip().splitlines()
-    assert err == [f"stopped by {sig.name}: requests in flight answered, the 2 open session(s) closed"], err
+    shown = "Ctrl-C" if sig == signal.SIGINT else sig.name
+    assert err == [f"stopped by {shown}: requests in flight answered, the 2 open session(s) closed"], err
     assert "serving on" in proc.stdout.read()
     with pytest.raises(httpx.TransportError):  # nothing listens any more
         httpx.get(base + "/health", timeout=2)
