@@ -43,12 +43,14 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    """Every file under folder (relative path -> bytes), except the captured output logs and study_config.json
-    (whose run command lines name the folder)."""
+    """Every file under folder (relative path -> bytes), except the captured output logs, study_config.json
+    (whose run command lines name the folder) and the hidden token (random per invocation)."""
     return {
         p.relative_to(folder).as_posix(): p.read_bytes()
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.parts[len(folder.parts)] != "output" and p.name != "study_config.json"
+        if p.is_file()
+        and p.parts[len(folder.parts)] != "output"
+        and p.name not in ("study_config.json", ".sweep_token")
     }
 
 
@@ -409,7 +411,9 @@ def test_resume_skips_complete_runs_and_reruns_interrupted_ones(tiny_study, tmp_
 
 def test_study_folder_holding_another_study_or_foreign_files_is_refused(tiny_study, tmp_path, capsys):
     study, first = tiny_study
-    other = _write(tmp_path, TINY.replace("num_jobs = 15", "num_jobs = 12"), "other.toml")
+    other = _write(
+        tmp_path, TINY.replace('"tiny"', '"other"').replace("num_jobs = 15", "num_jobs = 12"), "other.toml"
+    )
     out = tmp_path / "out"
     shutil.copytree(first, out)
     assert _sweep(other, out) == 2
