@@ -62,12 +62,20 @@ def run_local(jobs: Sequence[Job], workers: int, stop: StopRequests) -> Iterator
                 for child in list(running):
                     if (outcome := child.poll()) is not None:
                         running.remove(child)
-                        yield outcome
+                        yield _stopped(outcome)
     finally:
         for child in running:
             child.kill()
         for child in running:
             child.process.join()
+
+
+def _stopped(outcome: RunOutcome) -> RunOutcome:
+    """An outcome that arrives after the stop request: a run that finished is kept; any other end (Ctrl-C, a
+    process killed before its run started) is no failure of the run: it is not run, and --resume runs it."""
+    if outcome.status == "ok":
+        return outcome
+    return RunOutcome(outcome.name, "interrupted", "interrupted", outcome.output, outcome.wall_s)
 
 
 class RaySession:
@@ -157,7 +165,7 @@ class RaySession:
                 while refs and time.monotonic() < until and not stop.urgent:
                     done, _ = ray.wait(list(refs), num_returns=1, timeout=POLL_S)
                     for ref in done:
-                        yield self._outcome(refs.pop(ref), ref)
+                        yield _stopped(self._outcome(refs.pop(ref), ref))
         finally:
             for ref in refs:
                 ray.cancel(ref, force=True)

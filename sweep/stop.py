@@ -54,7 +54,7 @@ class StopRequests:
             return
         self._announced = True
         print(
-            f"\n{self.name}: stopping; {in_flight} run{'s' if in_flight != 1 else ''} in flight get Ctrl-C and up "
+            f"\n{self.name}: stopping; {in_flight} run{'s' if in_flight != 1 else ''} in flight {'get' if in_flight != 1 else 'gets'} Ctrl-C and up "
             f"to {grace_s:g} s to end (a second signal stops them at once); finished runs are kept",
             file=sys.stderr,
             flush=True,

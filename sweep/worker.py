@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import ctypes
 import io
+import math
 import multiprocessing
 import os
 import signal
@@ -24,6 +25,8 @@ IGNORED_BY_FORK_SERVER = tuple(
 )
 """a `timeout` or `kill` of the sweep's process group must not end the fork server under the runs (they die with
 it): the sweep itself stops its runs gracefully"""
+STARTED = "started"
+"""the first message of a run's process: its time limit starts"""
 TIMEOUT_GRACE_S = 5.0
 """a run past its time limit gets Ctrl-C, then SIGKILL after this long"""
 
@@ -150,6 +153,7 @@ def _child_main(conn: Connection, name: str, argv: list[str], env: dict[str, str
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    conn.send(STARTED)  # the time limit counts from here, not from a fork server still importing the code
     try:
         outcome = execute(name, argv)
     except BaseException as err:  # noqa: BLE001 - Ctrl-C outside the run's own handling
@@ -179,7 +183,10 @@ class RunChild:
         self.process.start()
         send.close()
         self.started = time.monotonic()
+        """when the run's process started running it (STARTED), until then when it was asked for"""
+        self.running = False
         self.timed_out = False
+        self._outcome: RunOutcome | None = None
         self._kill_at: float | None = None
 
     @property
@@ -191,37 +198,44 @@ class RunChild:
         """The run's outcome once it has ended (ok, failed, interrupted, timed out, or its process died), else None
         after enforcing its time limit."""
         now = time.monotonic()
-        if self.timeout_s is not None and not self.timed_out and now - self.started > self.timeout_s:
-            self.timed_out = True
-            self.interrupt()
-            self._kill_at = now + TIMEOUT_GRACE_S
-        if self._kill_at is not None and now > self._kill_at:
-            self.kill()
-        outcome = None
-        if self.conn.poll():
-            try:
-                outcome = self.conn.recv()
-            except (EOFError, OSError):
-                outcome = None
-            else:
-                self.process.join(TIMEOUT_GRACE_S)
-                self.kill()  # anything the run left behind in its process group
-        if outcome is None:
+        self._read(now)
+        if self._outcome is None:
+            if self.running and not self.timed_out and now - self.started > (self.timeout_s or math.inf):
+                self.timed_out = True
+                self.interrupt()
+                self._kill_at = now + TIMEOUT_GRACE_S
+            if self._kill_at is not None and now > self._kill_at:
+                self.kill()
             if self.process.is_alive():
                 return None
             self.process.join()
-            outcome = RunOutcome(
-                self.name,
-                "failed",
-                f"run process died (exit code {self.process.exitcode})",
-                "",
-                now - self.started,
-            )
+            self._read(now)  # what it sent just before it ended, if anything
+        outcome = self._outcome or RunOutcome(
+            self.name,
+            "failed",
+            f"run process died (exit code {self.process.exitcode})",
+            "",
+            now - self.started,
+        )
         self.conn.close()
         if self.timed_out:
             error = f"timed out after {self.timeout_s:g} s (timeout_s of the study)"
             return RunOutcome(self.name, "failed", error, outcome.output + f"\n{error}\n", outcome.wall_s)
         return outcome
+
+    def _read(self, now: float) -> None:
+        """The messages the run's process has sent: STARTED (its time limit starts), then its outcome."""
+        while self._outcome is None and not self.conn.closed and self.conn.poll():
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            if message == STARTED:
+                self.started, self.running = now, True
+                continue
+            self._outcome = message
+            self.process.join(TIMEOUT_GRACE_S)
+            self.kill()  # a process that does not exit after sending its outcome
 
     def _signal_group(self, sig: int) -> None:
         pid = self.process.pid
@@ -235,8 +249,10 @@ class RunChild:
 
     def interrupt(self) -> None:
         """Ctrl-C, as if typed in the run's terminal: a run stops as it does by hand (training writes its
-        checkpoint)."""
-        self._signal_group(signal.SIGINT)
+        checkpoint). A process that has not started the run yet (its Ctrl-C handling is not in place) is
+        killed."""
+        self._read(time.monotonic())
+        self._signal_group(signal.SIGINT if self.running else signal.SIGKILL)
 
     def kill(self) -> None:
         self._signal_group(signal.SIGKILL)

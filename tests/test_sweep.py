@@ -243,6 +243,41 @@ def test_model_sets_of_train_runs_that_set_different_keys(tmp_path):
         ),
         ("[grid\nseed = [0]\n", "not valid TOML"),
         ("[grid]\nseed = [0]\n[[runs]]\nseed = 1\n", "[grid] key 'seed' is also set in [[runs]]"),
+        (
+            "[options]\nseed = 1\n[grid]\nseed = [0, 1]\n",
+            "key 'seed' is set in both [options] and [grid]: set it in one place",
+        ),
+        (
+            "[options]\nmode = 'eval'\n[[runs]]\nmode = 'compare'\n",
+            "key 'mode' is set in both [options] and [[runs]]",
+        ),
+        (
+            "[train.options]\nseed = 0\n[train.grid]\nalgo = ['d3qn']\nseed = [0, 1]\n[grid]\nseed = [0]\n",
+            "key 'seed' is set in both [train.options] and [train.grid]",
+        ),
+        ("[grid]\nseed = [1, 1]\n", "[grid] key 'seed': 1 is listed twice"),
+        ("[grid]\nload_factor = [1, 0.5, 1.0]\n", "[grid] key 'load_factor': 1.0 is listed twice"),
+        (
+            "[train.grid]\nalgo = ['d3qn', 'sac', 'd3qn']\n[grid]\nseed = [0]\n",
+            "[train.grid] key 'algo': d3qn is listed twice",
+        ),
+        (
+            "[[runs]]\nalgo = 'fcfs'\n[[runs]]\nalgo = 'easy'\n[[runs]]\nalgo = 'fcfs'\n",
+            "runs 000_algo=fcfs and 002_algo=fcfs have the same options",
+        ),
+        ("[resources]\nnum_gpu = 1\n[grid]\nseed = [0]\n", "[resources] key 'num_gpu' is unknown"),
+        (
+            "[resources]\nnum_gpus = -1\n[grid]\nseed = [0]\n",
+            "[resources] key 'num_gpus': expected a number >= 0",
+        ),
+        (
+            "[resources]\ntimeout_s = 0\n[grid]\nseed = [0]\n",
+            "[resources] key 'timeout_s': expected a number > 0",
+        ),
+        (
+            "[train.resources]\nnum_cpus = 'two'\n[train.grid]\nalgo = ['d3qn']\n[grid]\nseed = [0]\n",
+            "[train.resources] key 'num_cpus': expected a number, got 'two'",
+        ),
     ],
 )
 def test_study_mistakes_name_the_file_and_key_and_run_nothing(tmp_path, capsys, text, expected):
@@ -495,6 +530,7 @@ def test_shipped_studies_are_valid(path):
     assert study.runs and study.name == path.stem
     for spec in study.runs:
         parse_run(run_argv(study, spec, Path("logs") / "x"))
+    assert len(set(study.params)) == len(study.params), study.params  # no column twice in results.csv
 
 
 def test_a_sweep_option_argparse_refuses_is_one_error_line(tmp_path, capsys):
@@ -519,3 +555,190 @@ def test_a_ray_address_nothing_answers_on_is_an_error_at_once(tmp_path, capsys):
     args = ["--mode", "sweep", "--study", str(study), "--backend", "ray", "--address", f"127.0.0.1:{port}"]
     assert main([*args, "--no_progress", "--log_dir", str(tmp_path / "out")]) == 2
     assert f"--address 127.0.0.1:{port}: no Ray head answers there" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- columns, identity, grown studies
+
+
+def test_results_csv_names_each_column_once_when_options_set_mode(tmp_path):
+    from sweep.report import write_results
+
+    study = load_study(_write(tmp_path, '[options]\nmode = "eval"\nnum_jobs = 10\n[grid]\nalgo = ["fcfs"]\n'))
+    assert study.params == ("mode", "num_jobs", "algo")
+    write_results(study, [], tmp_path / "results.csv")
+    header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
+    assert header == ["run", "phase", "status", "error", "mode", "num_jobs", "algo"]
+
+
+def test_a_run_key_covers_its_options_and_model_set_but_not_its_place_in_the_study(tmp_path):
+    small = load_study(_write(tmp_path, TINY, "a.toml"))
+    grown = load_study(_write(tmp_path, TINY.replace("seed = [0, 1]", "seed = [0, 1, 2]"), "b.toml"))
+    keys = {s.key: s.name for s in small.runs}
+    # the same four runs under other names (the index moved), two new ones
+    assert [keys.get(s.key) for s in grown.runs] == [
+        "000_algo=fcfs_seed=0", "001_algo=fcfs_seed=1", None, "002_algo=easy_seed=0", "003_algo=easy_seed=1", None,
+    ]  # fmt: skip
+    assert len({s.key for s in grown.runs}) == 6
+    changed = load_study(_write(tmp_path, TINY.replace("num_jobs = 15", "num_jobs = 16"), "c.toml"))
+    assert not {s.key for s in changed.runs} & set(keys)
+    # the study folder's default name does not depend on the file, so a grown study finds its folder again
+    from sweep.cli import default_study_dir
+
+    assert (
+        default_study_dir(small)
+        == default_study_dir(grown)
+        != default_study_dir(load_study(_write(tmp_path, TINY.replace('"tiny"', '"other"'), "d.toml")))
+    )
+
+
+def test_a_grown_study_reuses_its_finished_runs_and_equals_a_fresh_run(tiny_study, tmp_path, capsys):
+    study, first = tiny_study
+    out = tmp_path / "grown"
+    shutil.copytree(first, out)
+    stamps = {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").rglob("jobs.csv")}
+    grown = _write(tmp_path, TINY.replace("seed = [0, 1]", "seed = [0, 1, 2]"), "grown.toml")
+    capsys.readouterr()
+    assert _sweep(grown, out, "--resume", "--workers", "2") == 0
+    printed = capsys.readouterr().out
+    assert (
+        "6 runs (0 training, 6 evaluation), 4 already complete (skipped), 2 found again under a new name"
+        in printed
+    )
+    renamed = {"002_algo=easy_seed=0": "003_algo=easy_seed=0", "003_algo=easy_seed=1": "004_algo=easy_seed=1"}
+    for old, stamp in stamps.items():  # not rerun: the same file, moved to the run's new name
+        assert (out / "runs" / renamed.get(old, old) / "jobs.csv").stat().st_mtime_ns == stamp
+    fresh = tmp_path / "fresh"
+    assert _sweep(grown, fresh, "--workers", "2") == 0
+    assert _tree(out) == _tree(fresh)
+    # shrinking it back: the two runs the study no longer has are refused, then removed with --overwrite
+    assert _sweep(study, out, "--resume") == 2
+    err = capsys.readouterr().err
+    assert "holds 2 runs that this version of the study no longer has" in err and err.count("\n") == 1
+    assert _sweep(study, out, "--resume", "--overwrite") == 0
+    assert "4 already complete (skipped)" in capsys.readouterr().out
+    assert _tree(out) == _tree(first)
+
+
+# ---------------------------------------------------------------- signals and time limits
+
+
+def test_stop_requests_count_signals_and_give_the_shells_exit_status():
+    import os
+    import signal
+
+    from sweep.stop import STOP_SIGNALS, StopRequests
+
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    with StopRequests() as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread before the next bytecode
+        assert stop.requested and not stop.urgent and stop.exit_status == 143 and stop.name == "SIGTERM"
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.urgent and stop.exit_status == 143  # the first signal decides the exit status
+    assert {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} == before
+    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= set(STOP_SIGNALS)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below pid (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_sigterm_keeps_finished_runs_writes_the_tables_and_the_study_resumes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    study = _write(
+        tmp_path, TINY.replace("num_jobs = 15", "num_jobs = 200").replace("seed = [0, 1]", "seed = [0, 1, 2]")
+    )
+    out = tmp_path / "out"
+    cmd = [sys.executable, "main.py", "--mode", "sweep", "--study", str(study), "--log_dir", str(out)]
+    proc = subprocess.Popen(
+        [*cmd, "--workers", "1", "--no_progress"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # until a run has finished and the next one is under way (its folder claimed)
+            records = [json.loads(p.read_text() or "{}") for p in out.glob("runs/*/run_config.json")]
+            if any(r.get("outputs") for r in records) and any(r.get("outputs", []) is None for r in records):
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        below = _descendants(proc.pid)
+        assert below  # the fork server and the run in flight
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, (stdout, stderr)
+    # the run in flight got Ctrl-C (it says so in its log) rather than SIGKILL after the grace period
+    logs = [p.read_text() for p in (out / "output").glob("*.log")]
+    assert any("interrupted" in text for text in logs)
+    assert "SIGTERM: stopping" in stderr and "continue with --resume" in stderr and "Traceback" not in stderr
+    rows = _csv(out / "results.csv")
+    done = [r["run"] for r in rows if r["status"] == "ok"]
+    assert len(rows) == 6 and done and {r["status"] for r in rows} == {"ok", "not run"}
+    assert all(r["avg_jct_s"] for r in rows if r["status"] == "ok")
+    assert (out / "aggregate.csv").is_file()
+    record = json.loads((out / "study_config.json").read_text())
+    assert record["result"] == {"ok": len(done), "failed": 0, "not run": 6 - len(done)}
+    for r in rows:  # a stopped run left nothing but the study's marker (the run cleaned up as on Ctrl-C)
+        if r["status"] != "ok":
+            assert not [p for p in (out / "runs" / r["run"]).iterdir() if p.name != ".sweep_run"], r["run"]
+    time.sleep(0.5)
+    assert not [pid for pid in below if _alive(pid)]  # no fork server or run left behind
+    stamps = {run: (out / "runs" / run / "jobs.csv").stat().st_mtime_ns for run in done}
+    resumed = subprocess.run(
+        [*cmd, "--workers", "2", "--no_progress", "--resume"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(done)} already complete (skipped)" in resumed.stdout
+    assert {r["status"] for r in _csv(out / "results.csv")} == {"ok"}
+    assert stamps == {run: (out / "runs" / run / "jobs.csv").stat().st_mtime_ns for run in done}
+
+
+def test_a_run_past_its_time_limit_is_stopped_and_recorded_failed(tmp_path):
+    study = _write(
+        tmp_path,
+        '[options]\ndifficulty = "easy"\nalgo = "fcfs"\n[resources]\ntimeout_s = 3\n[grid]\nnum_jobs = [40000]\n',
+    )  # about 20 s of compute
+    out = tmp_path / "out"
+    assert _sweep(study, out) == 1
+    (row,) = _csv(out / "results.csv")
+    assert (row["status"], row["error"]) == ("failed", "timed out after 3 s (timeout_s of the study)")
+    log = (out / "output" / "000_num_jobs=40000.log").read_text()
+    assert log.rstrip().endswith("timed out after 3 s (timeout_s of the study)")
+    assert "interrupted" in log  # it got Ctrl-C (not SIGKILL) and removed its own files, as by hand
+    assert [p.name for p in (out / "runs" / "000_num_jobs=40000").iterdir()] == [".sweep_run"]
