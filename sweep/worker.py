@@ -139,7 +139,7 @@ def _context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
-def _child_main(conn: Connection, name: str, argv: list[str], env: dict[str, str | None]) -> None:
+def _child_main(conn: Connection, name: str, argv: list[str], cwd: str, env: dict[str, str | None]) -> None:
     """The body of a run's fresh process: its own process group (a terminal's Ctrl-C reaches the sweep only, which
     passes it on once), dies with its parent, the default signal handlers (the fork server ignores the stop
     signals), then the run; its outcome goes back through `conn`."""
@@ -148,6 +148,9 @@ def _child_main(conn: Connection, name: str, argv: list[str], env: dict[str, str
     for sig in IGNORED_BY_FORK_SERVER:
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(
+        cwd
+    )  # relative paths mean what they mean where the run was asked for (the fork server may be elsewhere)
     for key, value in env.items():  # e.g. CUDA_VISIBLE_DEVICES of a Ray task, which the fork server predates
         if value is None:
             os.environ.pop(key, None)
@@ -179,7 +182,9 @@ class RunChild:
         self.name = name
         self.timeout_s = timeout_s
         self.conn, send = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=_child_main, args=(send, name, argv, env or {}), name=f"run {name}")
+        self.process = ctx.Process(
+            target=_child_main, args=(send, name, argv, os.getcwd(), env or {}), name=f"run {name}"
+        )
         self.process.start()
         send.close()
         self.started = time.monotonic()

@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaluation.paired import t975
 from main import main
@@ -742,3 +744,171 @@ def test_a_run_past_its_time_limit_is_stopped_and_recorded_failed(tmp_path):
     assert log.rstrip().endswith("timed out after 3 s (timeout_s of the study)")
     assert "interrupted" in log  # it got Ctrl-C (not SIGKILL) and removed its own files, as by hand
     assert [p.name for p in (out / "runs" / "000_num_jobs=40000").iterdir()] == [".sweep_run"]
+
+
+# ---------------------------------------------------------------- runs on a node that does not see the study folder
+
+
+def _node_run(study, spec, folder: Path, token: str = "driver-token", timeout_s=None):
+    from sweep.cli import run_argv
+    from sweep.node import NodeRun
+    from sweep.worker import parse_run
+
+    argv = run_argv(study, spec, folder)
+    cfg = parse_run(argv)
+    prefix = f"{cfg.algo}_seed{cfg.seed}_" if spec.phase == "train" else ""
+    return NodeRun(spec.name, tuple(argv), str(folder), spec.models, prefix, token, timeout_s), prefix
+
+
+def test_runs_on_nodes_without_the_study_folder_send_every_file_back(tmp_path, monkeypatch):
+    """Two 'nodes' (working folders) that never see the driver's study folder: the study folder is named by a
+    relative path, as on a cluster without a shared filesystem. A training run on one, an evaluation of its model
+    on the other (the driver sends the model there), each result sent back; the driver's folder equals the same
+    runs done locally."""
+    from sweep.folder import receive_files, run_complete
+    from sweep.node import REPLICA, run_on_node
+
+    text = (
+        '[train.options]\ntotal_steps = 150\ndemo_policy = "none"\nvalidation_seeds = "none"\ndifficulty = "easy"\n'
+        'num_jobs = 12\ndevice = "cpu"\n[train.grid]\nalgo = ["d3qn"]\nseed = [0]\n'
+        '[options]\nalgo = "d3qn"\ndifficulty = "easy"\nnum_jobs = 12\n[grid]\nseed = [0]\n'
+    )
+    study = load_study(_write(tmp_path, text))
+    train, evaluation = study.runs
+    driver, node_a, node_b = (tmp_path / d for d in ("driver", "node_a", "node_b"))
+    for d in (driver, node_a, node_b):
+        d.mkdir()
+    rel = Path("study")
+
+    monkeypatch.chdir(node_a)
+    run, prefix = _node_run(study, train, rel)
+    outcome = run_on_node(run, ())
+    assert outcome.status == "ok", outcome.output
+    assert {name for name, _ in outcome.files} >= {
+        "runs/train_000_algo=d3qn_seed=0/run_config.json", "models/d3qn_seed0_final.pt",
+    }  # fmt: skip
+    assert (node_a / rel / REPLICA).is_file() and not (node_a / rel / "runs" / train.name).exists()
+    assert receive_files(driver / rel, train, prefix, outcome.files) == ""
+    assert run_complete(driver / rel / "runs" / train.name, "train")
+
+    from sweep.cli import _model_files
+
+    models = _model_files(driver / rel, evaluation.models)
+    assert [name for name, _ in models] == ["models/d3qn_seed0_final.pt"]  # no replay buffer
+    monkeypatch.chdir(node_b)
+    run, prefix = _node_run(study, evaluation, rel)
+    outcome = run_on_node(run, models)
+    assert outcome.status == "ok", outcome.output
+    assert (node_b / rel / "models" / "d3qn_seed0_final.pt").read_bytes() == models[0][1]
+    assert receive_files(driver / rel, evaluation, prefix, outcome.files) == ""
+    assert run_complete(driver / rel / "runs" / evaluation.name, "eval")
+
+    # the evaluation by hand, in the driver's folder with the model the node sent back: the same results
+    monkeypatch.chdir(driver)
+    argv = [*run.argv[: run.argv.index("--log_dir")], "--models_dir", "study/models", "--log_dir", "hand"]
+    assert main([*argv, "--no_progress"]) == 0
+    for name in ("summary.csv", "jobs.csv"):
+        assert (driver / "hand" / name).read_bytes() == (
+            driver / rel / "runs" / evaluation.name / name
+        ).read_bytes()
+
+
+def test_a_node_refuses_a_foreign_folder_at_the_study_path_and_the_driver_refuses_stray_files(
+    tmp_path, monkeypatch
+):
+    from sweep.folder import receive_files
+    from sweep.node import run_on_node
+
+    study = load_study(_write(tmp_path, TINY))
+    spec = study.runs[0]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "thesis.tex").write_text("mine")
+    run, _ = _node_run(study, spec, Path("study"))
+    outcome = run_on_node(run, ())
+    assert outcome.status == "failed" and "holds files that are not this study's" in outcome.error
+    assert (tmp_path / "study" / "thesis.tex").read_text() == "mine"
+    driver = tmp_path / "driver"
+    wrong = receive_files(driver, spec, "", (("runs/another_run/summary.csv", b"x"),))
+    assert wrong == "the node sent back a file outside the run's folder: runs/another_run/summary.csv"
+    wrong = receive_files(driver, spec, "", ((f"runs/{spec.name}/../../evil.csv", b"x"),))
+    assert wrong.startswith("the node sent back a file outside") and not driver.exists()
+
+
+def test_an_ok_run_whose_files_never_arrived_is_failed_not_an_empty_ok_row(tmp_path):
+    from sweep.cli import _Phase
+    from sweep.stop import StopRequests
+    from sweep.worker import RunOutcome
+
+    study = load_study(_write(tmp_path, TINY))
+    spec = study.runs[0]
+    phase = _Phase(study, tmp_path / "S", {}, {spec.name: ""}, "t", {}, True, StopRequests())
+    state, error = phase._check(spec, RunOutcome(spec.name, "ok", "", "", 1.0, ()))
+    assert state == "failed" and "did not reach the study folder" in error
+
+
+# ---------------------------------------------------------------- confidence bars of the plots
+
+
+def test_geometric_interval_by_hand():
+    from sweep.report import geometric_ci95
+
+    # log values 0 and ln 100: mean ln 10, s = ln 100 / sqrt 2, half-width t(1) * s / sqrt 2 = 12.7062 * ln 100 / 2
+    gmean, low, high = geometric_ci95([1.0, 100.0])
+    half = 12.706204736 * math.log(100.0) / 2
+    assert gmean == pytest.approx(10.0)
+    assert low == pytest.approx(10.0 * math.exp(-half)) and high == pytest.approx(10.0 * math.exp(half))
+    assert 0 < low < 1.0 and high > 100.0
+    assert geometric_ci95([5.0])[0] == pytest.approx(5.0) and math.isnan(geometric_ci95([5.0])[1])
+    assert all(math.isnan(v) for v in geometric_ci95([0.0, 3.0]))  # no logarithm of 0
+
+
+@given(st.lists(st.floats(min_value=1e-3, max_value=1e9), min_size=2, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_geometric_interval_is_positive_and_symmetric_on_a_log_axis(values):
+    from sweep.report import geometric_ci95
+
+    gmean, low, high = geometric_ci95(values)
+    assert 0 < low <= gmean * (1 + 1e-12) and gmean <= high * (1 + 1e-12)
+    assert math.log(gmean) - math.log(low) == pytest.approx(math.log(high) - math.log(gmean), abs=1e-9)
+
+
+def _groups_for(tmp_path, jcts: dict[str, list[float]], waits: dict[str, list[float]]):
+    from sweep.report import ResultRow, aggregate
+
+    study = load_study(_write(tmp_path, '[grid]\nalgo = ["fcfs", "easy"]\nseed = [0, 1, 2]\n'))
+    rows = []
+    for spec in study.runs:
+        algo, seed = spec.value("algo"), spec.value("seed")
+        metrics = (
+            ("scheduler", algo),
+            ("avg_jct_s", repr(jcts[algo][seed])),
+            ("avg_wait_s", repr(waits[algo][seed])),
+        )
+        params = tuple(str(spec.value(k)) for k in study.params)
+        rows.append(ResultRow(spec.name, "eval", "ok", "", params, metrics))
+    return study, aggregate(study, rows)
+
+
+def test_plotted_bars_never_go_below_zero(tmp_path):
+    from sweep.report import figures, plot_groups
+
+    # FCFS's JCT over 3 seeds is so spread that mean - t-interval is far below zero (as at overload)
+    jcts = {"fcfs": [1_000.0, 5_000.0, 400_000.0], "easy": [900.0, 1_000.0, 1_100.0]}
+    waits = {"fcfs": [0.0, 10.0, 300_000.0], "easy": [0.0, 0.0, 5.0]}  # zeros: no logarithm
+    study, groups = _groups_for(tmp_path, jcts, waits)
+    (fcfs_stats,) = [g for g in groups if dict(g.key)["scheduler"] == "fcfs"]
+    mean, half = {m: (a, b) for m, a, b in fcfs_stats.stats}["avg_jct_s"]
+    assert mean - half < -100_000  # the arithmetic interval aggregate.csv reports goes below zero
+    by_metric = {f.metric: f for f in figures(study, groups)}
+    jct, wait = by_metric["avg_jct_s"], by_metric["avg_wait_s"]
+    assert jct.log_scale and not wait.log_scale
+    for fig in (jct, wait):
+        for curve in fig.curves:
+            assert all(0 <= low <= centre <= high for _, centre, low, high in curve.points), fig.metric
+    assert jct.x_col == "scheduler" and jct.x_ticks == ("fcfs", "easy")
+    ((x, centre, low, high), _) = jct.curves[0].points  # fcfs at x = 0
+    expected = math.exp(sum(math.log(v) for v in jcts["fcfs"]) / 3)
+    assert (x, centre) == (0.0, pytest.approx(expected)) and low > 0  # the geometric mean and its interval
+    assert wait.curves[0].points[0][2] == 0.0  # the arithmetic interval, cut at zero
+    assert {p.name for p in plot_groups(study, groups, tmp_path)} == {"avg_jct_s.png", "avg_wait_s.png"}
