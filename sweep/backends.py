@@ -4,10 +4,10 @@ Ctrl-C, finished ones are still yielded during a grace period, the rest are kill
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -26,8 +26,8 @@ POLL_S = 0.25
 STOP_GRACE_S = 10.0
 """after a stop request, how long the runs in flight have to end by themselves (Kubernetes and Slurm wait 30 s
 between SIGTERM and SIGKILL)"""
-PROBE_S = 10.0
-"""how long a Ray head's GCS has to answer --address's check"""
+PROBE_S = 5.0
+"""how long a Ray head has to answer --address's check"""
 
 
 @dataclass(frozen=True)
@@ -195,34 +195,54 @@ def _check_head(address: str | None) -> None:
             f"--address {address}: expected HOST:PORT of a Ray head node, 'auto' or ray://HOST:PORT"
         )
     try:
-        socket.create_connection((host, int(port)), timeout=5.0).close()
+        with socket.create_connection((host, int(port)), timeout=PROBE_S) as conn:
+            conn.settimeout(PROBE_S)
+            conn.sendall(
+                HTTP2_PREFACE
+            )  # a Ray head's GCS speaks gRPC, which answers with its own SETTINGS frame
+            try:
+                reply = conn.recv(9)
+            except TimeoutError:
+                reply = b""
     except OSError as err:
         raise UserError(
             f"--address {address}: no Ray head answers there ({err.strerror or err}); start one with "
             "`ray start --head` or leave --address out for a local Ray"
         ) from None
-    answer: list[str] = []
-
-    def probe() -> None:
-        try:
-            # Ray's own client of the head's GCS (what ray.init connects to)
+    if len(reply) < 4 or reply[3] != 0x4:
+        raise UserError(
+            f"--address {address}: something answers there, but not a Ray head (no gRPC); give the address "
+            "`ray start --head` printed (port 6379 by default)"
+        )
+    try:
+        with _quiet_stderr():  # Ray's C++ client logs its failure on the process's stderr
+            # Ray's own client of the head's GCS (what ray.init connects to); it answers within milliseconds
             from ray._raylet import GcsClient
 
             GcsClient(address=address).cluster_id  # noqa: B018 - the call is the check
-            answer.append("")
-        except Exception as err:  # noqa: BLE001 - any failure is the answer
-            answer.append(f"{type(err).__name__}: {' '.join(str(err).split())[:200]}")
-
-    thread = threading.Thread(target=probe, daemon=True)  # the GCS client cannot be given a shorter timeout
-    thread.start()
-    thread.join(PROBE_S)
-    if not answer:
+    except Exception as err:  # noqa: BLE001 - any failure is the answer
+        text = " ".join(str(err).split())[:200]
         raise UserError(
-            f"--address {address}: something answers there, but not a Ray head's GCS within {PROBE_S:g} s "
-            "(`ray start --head` prints the address to use, by default port 6379)"
-        )
-    if answer[0]:
-        raise UserError(f"--address {address}: not a Ray cluster that accepts us ({answer[0]})")
+            f"--address {address}: not a Ray head's GCS ({type(err).__name__}: {text}); for Ray Client give "
+            "ray://HOST:PORT"
+        ) from None
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""an HTTP/2 client's connection preface and an empty SETTINGS frame"""
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def describe_local(workers: int) -> str:

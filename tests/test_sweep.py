@@ -3,6 +3,7 @@ failed runs, --resume and the study folder rules."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -912,3 +913,158 @@ def test_plotted_bars_never_go_below_zero(tmp_path):
     assert (x, centre) == (0.0, pytest.approx(expected)) and low > 0  # the geometric mean and its interval
     assert wait.curves[0].points[0][2] == 0.0  # the arithmetic interval, cut at zero
     assert {p.name for p in plot_groups(study, groups, tmp_path)} == {"avg_jct_s.png", "avg_wait_s.png"}
+
+
+# ---------------------------------------------------------------- a 2-node Ray cluster on this machine
+
+
+def _free_ports(n: int) -> list[int]:
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _stop_group(pgid: int) -> None:
+    """Every process of one `ray start` (its own session: nothing else of this machine's Ray is touched)."""
+    import os
+    import signal
+    import time
+
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        until = time.monotonic() + wait_s
+        while time.monotonic() < until:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_two_node_ray_cluster_without_a_shared_study_folder(tiny_study, tmp_path):
+    """A head node that runs nothing (0 CPUs) and a worker node with 2 CPUs, started with `ray start` in their own
+    working folders; the driver names its study folder by a relative path, so the node writes into a folder of its
+    own that the driver never sees: everything the driver has came back through Ray, and equals a local run."""
+    pytest.importorskip("ray", reason="Ray absent: pip install -r requirements-ray.txt")
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    study, local = tiny_study
+    root = Path(__file__).resolve().parents[1]
+    ray_cli = [sys.executable, "-m", "ray.scripts.scripts", "start", "--disable-usage-stats"]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    gcs, client, agent_head, agent_node = _free_ports(4)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
+    head, node, driver = (tmp_path / d for d in ("head", "node", "driver"))
+    groups: list[int] = []
+    try:
+        for cwd, args in (
+            (head, ["--head", f"--port={gcs}", "--num-cpus=0", "--include-dashboard=false", f"--temp-dir={ray_tmp}",
+                    f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent_head}"]),
+            (node, [f"--address=127.0.0.1:{gcs}", "--num-cpus=2", f"--dashboard-agent-listen-port={agent_node}"]),
+        ):  # fmt: skip
+            cwd.mkdir()
+            proc = subprocess.Popen(
+                [*ray_cli, *args],
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            groups.append(proc.pid)
+            out, _ = proc.communicate(timeout=120)
+            assert proc.returncode == 0, out[-2000:]
+        driver.mkdir()
+        shutil.copy(study, driver / "study.toml")
+        sweep = [
+            sys.executable,
+            str(root / "main.py"),
+            "--mode",
+            "sweep",
+            "--backend",
+            "ray",
+            "--no_progress",
+        ]
+        where = ["--address", f"127.0.0.1:{gcs}"]
+
+        # a study asking for a GPU that no node has: refused before anything is written
+        (driver / "gpu.toml").write_text(TINY + "[resources]\nnum_gpus = 1\n")
+        refused = subprocess.run(
+            [*sweep, *where, "--study", "gpu.toml", "--log_dir", "gpu"],
+            cwd=driver,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 2 and "no node of the Ray cluster has that much" in refused.stderr
+        assert refused.stderr.count("\n") == 1 and not (driver / "gpu").exists()
+
+        done = subprocess.run(
+            [*sweep, *where, "--study", "study.toml", "--log_dir", "study"],
+            cwd=driver,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "(2 nodes, 2 CPUs, 0 GPUs)" in done.stdout
+    finally:
+        for pgid in reversed(groups):
+            _stop_group(pgid)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    # the node worked in its own copy of the study folder, which it emptied after sending each run back
+    copy = node / "study"
+    assert (copy / ".sweep_replica").is_file() and not any((copy / "runs").iterdir())
+    assert not (copy / ".sweep_token").exists()
+    # the driver's folder is complete and byte-identical to the same study run locally
+    ours, theirs = _tree(driver / "study"), _tree(local)
+    assert ours.keys() == theirs.keys() and [k for k in ours if ours[k] != theirs[k]] == []
+
+
+@pytest.mark.ray
+def test_a_ray_address_that_answers_but_is_no_ray_head_is_an_error_at_once(tmp_path, capsys):
+    pytest.importorskip("ray", reason="Ray absent: pip install -r requirements-ray.txt")
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:  # accepts, never answers (a wrong port of some other service)
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(listener.accept()[0])
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = listener.getsockname()[1]
+    study = _write(tmp_path, TINY)
+    try:
+        args = ["--backend", "ray", "--address", f"127.0.0.1:{port}"]
+        assert _sweep(study, tmp_path / "out", *args) == 2
+    finally:
+        listener.close()
+        for conn in accepted:
+            conn.close()
+    err = capsys.readouterr().err
+    assert f"--address 127.0.0.1:{port}: something answers there, but not a Ray head" in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
