@@ -160,30 +160,34 @@ def _run_claimed(
     token = claim_study_folder(folder, study, identity, argvs, plan)
     status: dict[str, tuple[str, str]] = {}
     complete = {s.name for s in study.runs if args.resume and reusable(folder, s)}
+    # an evaluation that loads models of a set that is trained (again) now is rerun, not reused
+    retrained = {s.models for s in study.runs if s.phase == "train" and s.name not in complete}
+    stale = {s.name for s in study.runs if s.phase == "eval" and s.name in complete and s.models in retrained}
+    complete -= stale
     n_train = sum(s.phase == "train" for s in study.runs)
     where = session.describe() if session is not None else _describe_local(workers)
     print(
         f"study {study.name}: {len(study.runs)} runs ({n_train} training, {len(study.runs) - n_train} evaluation)"
         + (f", {len(complete)} already complete (skipped)" if args.resume else "")
+        + (
+            f", {len(stale)} finished evaluation{'s' if len(stale) != 1 else ''} rerun (new models)"
+            if stale
+            else ""
+        )
         + (f", {len(plan.moves)} found again under a new name" if plan.moves else "")
         + (f", {len(plan.obsolete)} no longer in the study removed" if plan.obsolete else "")
         + f" -> {folder}/ on {where}"
     )
     t0 = time.perf_counter()
-    retrained: set[str] = set()
     for phase in ("train", "eval"):
         specs = [s for s in study.runs if s.phase == phase]
-        stale = [s for s in specs if s.name in complete and s.models in retrained]
-        if stale:
-            print(f"{len(stale)} finished evaluation runs are rerun: the models they load were retrained")
         for s in specs:
-            if s.name in complete and s not in stale:
+            if s.name in complete:
                 status[s.name] = ("ok", "")
-        todo = [s for s in specs if s.name not in complete or s in stale]
+        todo = [s for s in specs if s.name not in complete]
         if todo and not stop.requested:
             run = _Phase(study, folder, argvs, prefixes, token, status, args.no_progress, stop)
             run.run(phase, todo, session, workers)
-        retrained |= {s.models for s in todo if status.get(s.name, ("",))[0] == "ok"}
     rows = result_rows(study, folder / "runs", status)
     write_results(study, rows, folder / "results.csv")
     groups = aggregate(study, rows)

@@ -465,7 +465,7 @@ def test_study_folder_holding_another_study_or_foreign_files_is_refused(tiny_stu
     assert (out / "study.toml").read_text() == other.read_text()
 
 
-def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path):
+def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path, capsys):
     study = _write(
         tmp_path,
         '[train.options]\ntotal_steps = 150\ndemo_policy = "none"\nvalidation_seeds = "none"\n'
@@ -484,6 +484,22 @@ def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path)
     ]
     record = json.loads((out / "runs" / "000_seed=0" / "run_config.json").read_text())
     assert record["run"]["checkpoints"]["d3qn"]["path"] == str(out / "models" / "d3qn_seed0_final.pt")
+    # one more training seed: the finished training is reused, but the evaluation loads models of a set that was
+    # trained again, so it is rerun rather than reused
+    model = out / "models" / "d3qn_seed0_final.pt"
+    stamps = (model.stat().st_mtime_ns, (out / "runs" / "000_seed=0" / "summary.csv").stat().st_mtime_ns)
+    (tmp_path / "grown").mkdir()  # the same study (its name is the file's), one more seed
+    text = study.read_text().replace("seed = [0]\n[options]", "seed = [0, 1]\n[options]")
+    grown = _write(tmp_path / "grown", text)
+    capsys.readouterr()
+    assert _sweep(grown, out, "--workers", "2", "--resume") == 0
+    printed = capsys.readouterr().out
+    assert (
+        "3 runs (2 training, 1 evaluation), 1 already complete (skipped), 1 finished evaluation rerun"
+        in printed
+    )
+    assert model.stat().st_mtime_ns == stamps[0] and (out / "models" / "d3qn_seed1_final.pt").is_file()
+    assert (out / "runs" / "000_seed=0" / "summary.csv").stat().st_mtime_ns != stamps[1]
 
 
 def test_a_study_training_two_budgets_evaluates_each_budgets_model(tmp_path):
