@@ -78,7 +78,8 @@ def _raise_user_error(message: str):
     raise UserError(message)
 
 
-def _limit_threads() -> None:
+def limit_threads() -> None:
+    """One BLAS/OpenMP thread per run (runs are the parallelism), unless the user's environment says otherwise."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, "1")
 
@@ -86,7 +87,7 @@ def _limit_threads() -> None:
 def execute(name: str, argv: list[str]) -> RunOutcome:
     """Run one study run in this process (RunChild's fresh process, or a benchmark's); never raises. Ctrl-C (the
     sweep's stop request) makes it `interrupted`."""
-    _limit_threads()
+    limit_threads()
     from config import UserError
 
     t0 = time.perf_counter()
