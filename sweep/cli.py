@@ -9,8 +9,9 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cli.checks import usage_error
 from cli.run_folder import short_hash
@@ -31,6 +32,10 @@ from sweep.folder import (
 from sweep.report import aggregate, format_table, plot_groups, result_rows, write_aggregate, write_results
 from sweep.stop import StopRequests
 from sweep.study import RunSpec, Study, argv_of, load_study
+from sweep.worker import RunOutcome
+
+if TYPE_CHECKING:
+    from sweep.backends import RaySession
 
 
 def build_sweep_parser() -> argparse.ArgumentParser:
@@ -115,13 +120,12 @@ def _run_study(args: argparse.Namespace, stop: StopRequests) -> int:
             raise UserError(f"{args.study}: run {spec.name}: {err}") from None
         prefixes[spec.name] = f"{cfg.algo}_seed{cfg.seed}_" if spec.phase == "train" else ""
     plan = check_study_folder(folder, study, identity, Path(args.study), args.overwrite)
-    session = None
+    session: RaySession | None = None
     if args.backend == "ray":
         from sweep.backends import RaySession
 
-        session = RaySession(
-            args.address, workers
-        )  # before anything is written: a wrong address costs nothing
+        # connected before anything is written: a wrong address or a cluster too small costs nothing
+        session = RaySession(args.address, workers)
     try:
         stop.install()  # ray.init installs its own SIGTERM handler
         if session is not None:
@@ -153,7 +157,7 @@ def _run_claimed(
     argvs: dict[str, list[str]],
     prefixes: dict[str, str],
     plan: Plan,
-    session: Any,
+    session: RaySession | None,
     workers: int,
     stop: StopRequests,
 ) -> int:
@@ -241,18 +245,15 @@ class _Phase:
         self.study, self.folder, self.argvs, self.prefixes, self.token = study, folder, argvs, prefixes, token
         self.status, self.no_progress, self.stop = status, no_progress, stop
 
-    def run(self, phase: str, jobs: list[RunSpec], session: Any, workers: int) -> None:
+    def run(self, phase: str, jobs: list[RunSpec], session: RaySession | None, workers: int) -> None:
         from tqdm import tqdm
 
         for spec in jobs:
             run_dir = self.folder / "runs" / spec.name
             marker = read_marker(run_dir)
-            if run_dir.is_dir() and (
-                marker is None or marker["key"] != spec.key or not run_complete(run_dir, phase)
-            ):
-                clear_run(
-                    run_dir
-                )  # an unfinished run, or files of no run of this study (the folder was checked)
+            same = marker is not None and marker["key"] == spec.key
+            if run_dir.is_dir() and not (same and run_complete(run_dir, phase)):
+                clear_run(run_dir)  # an unfinished run, or no run of this study's (the folder was checked)
             write_marker(run_dir, spec, self.prefixes[spec.name])
         specs = {spec.name: spec for spec in jobs}
         outcomes = self._outcomes(phase, jobs, session, workers)
@@ -275,7 +276,7 @@ class _Phase:
             bar.close()
             outcomes.close()
 
-    def _check(self, spec: RunSpec, outcome: Any) -> tuple[str, str]:
+    def _check(self, spec: RunSpec, outcome: RunOutcome) -> tuple[str, str]:
         """ok only when the run's files are in the driver's study folder (those a Ray node sent back written)."""
         if outcome.status != "ok":
             return outcome.status, outcome.error
@@ -292,7 +293,9 @@ class _Phase:
             )
         return "ok", ""
 
-    def _outcomes(self, phase: str, jobs: list[RunSpec], session: Any, workers: int):
+    def _outcomes(
+        self, phase: str, jobs: list[RunSpec], session: RaySession | None, workers: int
+    ) -> Iterator[RunOutcome]:
         from sweep.backends import Job, run_local
 
         if session is None:

@@ -149,9 +149,8 @@ def _child_main(conn: Connection, name: str, argv: list[str], cwd: str, env: dic
     for sig in IGNORED_BY_FORK_SERVER:
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    os.chdir(
-        cwd
-    )  # relative paths mean what they mean where the run was asked for (the fork server may be elsewhere)
+    # relative paths mean what they mean where the run was asked for (the fork server may have started elsewhere)
+    os.chdir(cwd)
     for key, value in env.items():  # e.g. CUDA_VISIBLE_DEVICES of a Ray task, which the fork server predates
         if value is None:
             os.environ.pop(key, None)
