@@ -357,6 +357,8 @@ class RunConfig:
     """auto | cpu | cuda"""
     total_steps: int | None = None
     checkpoint_every_episodes: int = 20
+    keep_checkpoints: int = 3
+    """train: keep the newest N periodic <algo>_seed<S>_ep<N>.pt files (0 = every one)"""
     validation_seeds: tuple[int, ...] = (200, 201, 202, 203, 204)
     """train: scenarios every checkpoint is scored on (avg JCT); the best is kept as <algo>_seed<S>_best.pt.
     () = no validation. Keep them apart from the seeds you report results on (the docs use 100-109)"""

@@ -13,6 +13,7 @@ from sim.catalog import CATALOG, resolve_gpu_type
 from sim.cluster import ClusterLayout
 from sim.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
 from sim.job import FULL_GPU_MILLI, Workload
+from sim.limits import MAX_ARRIVAL_S, MAX_GPUS, MAX_JOBS, MAX_RUNTIME_S, TIME_SCALE_RANGE, time_problem
 from sim.power import PowerModel
 from sim.simulator import Simulator
 from sim.throughput import ThroughputError, ThroughputMatrix, load_matrix
@@ -90,8 +91,13 @@ def check_options(cfg: RunConfig) -> None:
         raise UserError(
             f"--load_factor must be between {LOAD_FACTOR_RANGE[0]:g} and {LOAD_FACTOR_RANGE[1]:g}, got {w.load_factor}"
         )
-    if not (math.isfinite(w.time_scale) and w.time_scale > 0):
-        raise UserError(f"--time_scale must be a finite number > 0, got {w.time_scale}")
+    low, high = TIME_SCALE_RANGE
+    if not low <= w.time_scale <= high:
+        raise UserError(
+            f"--time_scale must be between {low:g} and {high:g} (arrival times are divided by it), got {w.time_scale}"
+        )
+    if w.num_jobs is not None and w.num_jobs > MAX_JOBS:
+        raise UserError(f"--num_jobs must be at most {MAX_JOBS:,} (sim/limits.py), got {w.num_jobs:,}")
     for option, value in (("--trace_start", w.trace_start_s), ("--trace_end", w.trace_end_s)):
         if value is not None and not math.isfinite(value):
             raise UserError(f"{option} must be a finite number of seconds, got {value}")
@@ -314,6 +320,11 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
             f"workload {workload.name!r} has no jobs after filtering ({why}); check --trace_start/--trace_end "
             "(seconds on the trace's clock), --max_jobs and --exclude_failed"
         )
+    if cluster.num_gpus > MAX_GPUS:
+        raise UserError(
+            f"cluster {cluster.name} has {cluster.num_gpus:,} GPUs; at most {MAX_GPUS:,} are simulated"
+        )
+    check_job_times(workload)
     layout = ClusterLayout(cluster, uniform_speed=cfg.cluster.uniform_speed)
     if cfg.workload.workload_type in TRACE_TYPES:
         workload, note = _to_reference_runtimes(workload, layout, cfg.workload.recorded_gpu_type, note)
@@ -339,6 +350,23 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         cfg.sim.preempt_overhead_s,
         throughput,
     )
+
+
+def check_job_times(workload: Workload) -> None:
+    """Every job's arrival and runtime within sim/limits.py's ranges (the loaders check their rows with file and
+    line; this covers every source, generators included), else a UserError naming the job."""
+    arrival = np.fromiter((j.arrival_s for j in workload.jobs), float, len(workload.jobs))
+    runtime = np.fromiter((j.runtime_s for j in workload.jobs), float, len(workload.jobs))
+    for values, limit, what in (
+        (arrival - arrival.min(), MAX_ARRIVAL_S, "arrival after the first job's"),
+        (runtime, MAX_RUNTIME_S, "runtime"),
+    ):
+        bad = np.flatnonzero(~(values <= limit))
+        if len(bad):
+            job = workload.jobs[int(bad[0])]
+            raise UserError(
+                f"workload {workload.name!r}, job {job.job_id}: {time_problem(what, float(values[bad[0]]), limit)}"
+            )
 
 
 def _with_job_types(
