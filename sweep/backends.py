@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from config import UserError
+from interrupts import StopRequest
 from sweep.node import NodeRun
-from sweep.stop import StopRequests
 from sweep.worker import RunChild, RunOutcome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,16 @@ class Job:
     timeout_s: float | None = None
 
 
-def run_local(jobs: Sequence[Job], workers: int, stop: StopRequests) -> Iterator[RunOutcome]:
+def stop_request() -> StopRequest:
+    """The sweep's stop request (interrupts.py): the first stop signal lets the runs in flight end gracefully, a
+    second one stops them at once; either way the tables of what finished are written."""
+    return StopRequest(
+        f"stopping: the runs in flight get Ctrl-C and up to {STOP_GRACE_S:g} s to end; finished runs are kept",
+        again_stops_at_once=False,
+    )
+
+
+def run_local(jobs: Sequence[Job], workers: int, stop: StopRequest) -> Iterator[RunOutcome]:
     """Yield each run's outcome as it finishes, at most `workers` runs at a time, each in a fresh process (nothing
     leaks from one run into another)."""
     queue = deque(jobs)
@@ -53,11 +62,10 @@ def run_local(jobs: Sequence[Job], workers: int, stop: StopRequests) -> Iterator
                     running.remove(child)
                     yield outcome
         if running:
-            stop.announce(len(running), STOP_GRACE_S)
             for child in running:
                 child.interrupt()
             until = time.monotonic() + STOP_GRACE_S
-            while running and time.monotonic() < until and not stop.urgent:
+            while running and time.monotonic() < until and not stop.again:
                 wait([w for child in running for w in child.waitables], POLL_S)
                 for child in list(running):
                     if (outcome := child.poll()) is not None:
@@ -139,7 +147,7 @@ class RaySession:
     def run(
         self,
         jobs: Sequence[tuple[NodeRun, Any, float, float]],
-        stop: StopRequests,
+        stop: StopRequest,
     ) -> Iterator[RunOutcome]:
         """Yield each run's outcome as it finishes: (run, its models (an object ref), num_cpus, num_gpus) per
         job, each a Ray task (sweep.node.run_on_node) that runs the run in a fresh process on its node and sends
@@ -158,11 +166,10 @@ class RaySession:
                 for ref in done:
                     yield self._outcome(refs.pop(ref), ref)
             if refs:
-                stop.announce(len(refs), STOP_GRACE_S)
                 for ref in refs:
                     ray.cancel(ref)  # KeyboardInterrupt in the task: its run gets Ctrl-C (sweep.node)
                 until = time.monotonic() + STOP_GRACE_S
-                while refs and time.monotonic() < until and not stop.urgent:
+                while refs and time.monotonic() < until and not stop.again:
                     done, _ = ray.wait(list(refs), num_returns=1, timeout=POLL_S)
                     for ref in done:
                         yield _stopped(self._outcome(refs.pop(ref), ref))

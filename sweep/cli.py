@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from cli.checks import usage_error
 from cli.run_folder import short_hash
 from config import UserError
+from interrupts import StopRequest, exit_status, signal_name
 from sweep.folder import (
     Plan,
     check_study_folder,
@@ -30,7 +31,6 @@ from sweep.folder import (
     write_study_config,
 )
 from sweep.report import aggregate, format_table, plot_groups, result_rows, write_aggregate, write_results
-from sweep.stop import StopRequests
 from sweep.study import RunSpec, Study, argv_of, load_study
 from sweep.worker import RunOutcome
 
@@ -96,11 +96,13 @@ def run_argv(study: Study, spec: RunSpec, folder: Path) -> list[str]:
 
 
 def run_study(args: argparse.Namespace) -> int:
-    with StopRequests() as stop:
+    from sweep.backends import stop_request
+
+    with stop_request() as stop:
         return _run_study(args, stop)
 
 
-def _run_study(args: argparse.Namespace, stop: StopRequests) -> int:
+def _run_study(args: argparse.Namespace, stop: StopRequest) -> int:
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     if workers < 1:
         raise UserError(f"--workers must be >= 1, got {workers}")
@@ -131,8 +133,8 @@ def _run_study(args: argparse.Namespace, stop: StopRequests) -> int:
         if session is not None:
             session.check_fits(_resource_needs(study))
         if stop.requested:
-            print(f"{stop.name}: stopped before any run; nothing was written", file=sys.stderr)
-            return stop.exit_status
+            print(f"{signal_name(stop.signum)}: stopped before any run; nothing was written", file=sys.stderr)
+            return exit_status(stop)
         return _run_claimed(args, study, folder, identity, argvs, prefixes, plan, session, workers, stop)
     finally:
         if session is not None:
@@ -159,7 +161,7 @@ def _run_claimed(
     plan: Plan,
     session: RaySession | None,
     workers: int,
-    stop: StopRequests,
+    stop: StopRequest,
 ) -> int:
     token = claim_study_folder(folder, study, identity, argvs, plan)
     status: dict[str, tuple[str, str]] = {}
@@ -213,11 +215,11 @@ def _run_claimed(
     )
     if stop.requested:
         print(
-            f"{stop.name}: stopped; the {counts['ok']} finished runs and their tables are kept: continue with "
+            f"{signal_name(stop.signum)}: stopped; the {counts['ok']} finished runs and their tables are kept: continue with "
             "--resume",
             file=sys.stderr,
         )
-        return stop.exit_status
+        return exit_status(stop)
     return 1 if counts["failed"] else 0
 
 
@@ -240,7 +242,7 @@ class _Phase:
         token: str,
         status: dict[str, tuple[str, str]],
         no_progress: bool,
-        stop: StopRequests,
+        stop: StopRequest,
     ):
         self.study, self.folder, self.argvs, self.prefixes, self.token = study, folder, argvs, prefixes, token
         self.status, self.no_progress, self.stop = status, no_progress, stop

@@ -6,11 +6,9 @@ first module a fork server imports: one BLAS/OpenMP thread is set before the cod
 
 from __future__ import annotations
 
-import signal
-
-from sweep.worker import IGNORED_BY_FORK_SERVER, die_with_parent, limit_threads
+from interrupts import ignore_stop_signals
+from sweep.worker import die_with_parent, limit_threads
 
 die_with_parent()
 limit_threads()
-for _sig in IGNORED_BY_FORK_SERVER:
-    signal.signal(_sig, signal.SIG_IGN)
+ignore_stop_signals()

@@ -17,14 +17,11 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from interrupts import STOP_SIGNALS
+
 PR_SET_PDEATHSIG = 1
 FORKSERVER_PRELOAD = ["sweep.forkserver_guard", "sweep.worker", "cli.runner"]
 """imported once by the fork server, so each fresh run process starts with the code already loaded"""
-IGNORED_BY_FORK_SERVER = tuple(
-    getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGUSR1") if hasattr(signal, n)
-)
-"""a `timeout` or `kill` of the sweep's process group must not end the fork server under the runs (they die with
-it): the sweep itself stops its runs gracefully"""
 STARTED = "started"
 """the first message of a run's process: its time limit starts"""
 TIMEOUT_GRACE_S = 5.0
@@ -106,7 +103,7 @@ def execute(name: str, argv: list[str]) -> RunOutcome:
 
             with one_line_warnings():
                 rc = run_command(list(argv))  # exactly `python main.py ARGV`
-            if rc == 130:
+            if rc - 128 in STOP_SIGNALS:  # stopped by a signal (interrupts.exit_status), as by Ctrl-C
                 status, error = "interrupted", "interrupted"
             elif rc != 0:
                 errors = [line for line in buf.getvalue().splitlines() if line.startswith("error:")]
@@ -146,7 +143,7 @@ def _child_main(conn: Connection, name: str, argv: list[str], cwd: str, env: dic
     signals), then the run; its outcome goes back through `conn`."""
     os.setpgid(0, 0)
     die_with_parent()
-    for sig in IGNORED_BY_FORK_SERVER:
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # relative paths mean what they mean where the run was asked for (the fork server may have started elsewhere)

@@ -641,21 +641,30 @@ def test_a_grown_study_reuses_its_finished_runs_and_equals_a_fresh_run(tiny_stud
 # ---------------------------------------------------------------- signals and time limits
 
 
-def test_stop_requests_count_signals_and_give_the_shells_exit_status():
+def test_the_sweeps_stop_request_notes_two_signals_and_gives_the_shells_exit_status(capsys):
     import os
     import signal
 
-    from sweep.stop import STOP_SIGNALS, StopRequests
+    from interrupts import STOP_SIGNALS, exit_status, signal_name
+    from sweep.backends import stop_request
 
     before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    with StopRequests() as stop:
+    with stop_request() as stop:
         assert not stop.requested
         os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread before the next bytecode
-        assert stop.requested and not stop.urgent and stop.exit_status == 143 and stop.name == "SIGTERM"
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.urgent and stop.exit_status == 143  # the first signal decides the exit status
+        assert stop.requested and not stop.again and exit_status(stop) == 143
+        assert signal_name(stop.signum) == "SIGTERM"
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as ray.init replaces a handler
+        stop.install()
+        os.kill(os.getpid(), signal.SIGINT)  # noted, not raised: the sweep still writes its tables
+        assert stop.again and exit_status(stop) == 143  # the first signal decides the exit status
     assert {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} == before
-    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= set(STOP_SIGNALS)
+    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1} <= set(STOP_SIGNALS)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "SIGTERM: stopping: the runs in flight get Ctrl-C and up to 10 s to end; finished runs are kept "
+        "(SIGTERM again to stop at once)"
+    ]
 
 
 def _descendants(pid: int) -> set[int]:
@@ -853,13 +862,13 @@ def test_a_node_refuses_a_foreign_folder_at_the_study_path_and_the_driver_refuse
 
 
 def test_an_ok_run_whose_files_never_arrived_is_failed_not_an_empty_ok_row(tmp_path):
+    from sweep.backends import stop_request
     from sweep.cli import _Phase
-    from sweep.stop import StopRequests
     from sweep.worker import RunOutcome
 
     study = load_study(_write(tmp_path, TINY))
     spec = study.runs[0]
-    phase = _Phase(study, tmp_path / "S", {}, {spec.name: ""}, "t", {}, True, StopRequests())
+    phase = _Phase(study, tmp_path / "S", {}, {spec.name: ""}, "t", {}, True, stop_request())
     state, error = phase._check(spec, RunOutcome(spec.name, "ok", "", "", 1.0, ()))
     assert state == "failed" and "did not reach the study folder" in error
 
