@@ -1,0 +1,338 @@
+"""Gavel's policies as the authors' own simulator runs them (github.com/stanford-futuredata/gavel at c4fa400,
+scheduler/scheduler.py `simulate` with a trace, its policies in scheduler/policies/), replayed round by round:
+`--gavel_mode original` for `gavel` (its `max_min_fairness_perf`) and `gavel_agnostic` (`max_min_fairness`),
+and the baselines `gavel_fifo` (`fifo`) and `gavel_fifo_perf` (`fifo_perf`). docs/schedulers.md compares it
+with the default mode; tests/test_side_by_side.py holds the original's per-job completion times.
+
+One iteration of its loop at time T (the end of the last round, or the next arrival when nothing ran):
+1. the round's micro-tasks are accounted: each job's time on its type since the last reset grows by its
+   micro-task's end minus the start of the round (the original's `current_round_start_time`, which after an
+   idle gap is still the end of the last round that ran); finished jobs leave (an allocation change is due);
+2. jobs that arrived by T join (time on every type set to ROUND_S / 2; an allocation change is due);
+3. a reset happens when a change is due and T is at least RESET_INTERVAL_S after the last reset (or no reset
+   happened at a time > 0 yet): each job's deficit on each type grows by allocation x time since the reset
+   minus the time it got, every job's time restarts at ROUND_S / 2, and the allocation is computed for the jobs
+   present. Only then: a job that arrived after the last reset has no allocation, is chosen by nobody (it
+   still takes a type's GPUs in the walk of step 4, which then stay idle) and waits for the next reset;
+4. priorities on type t: allocation / (its time on t / all jobs' time on t), 0 where the allocation or the
+   throughput is 0; types in the order V100, P100, K80 (the cluster's types, fastest first), shuffled every
+   round for the policies without "Perf" in their name (max_min_fairness, fifo) with the run's generator; on
+   each type its jobs by (priority, deficit, allocation), highest first, ties in arrival order; a job is chosen
+   for the first type where it is visited while the type still has GPUs for it (fifo: priority > 0 only);
+5. chosen jobs run for min(ROUND_S, their remaining time) on their type (kept where they ran on the same type,
+   else preempted and started again, a migration); the round ends when the last of them ends (not at a fixed
+   boundary). With nothing chosen, time jumps to the next arrival; once every job has arrived, a reset is
+   forced (the original's trace mode) and the iteration repeats once.
+Allocations: max-min fairness as the original's cvxpy problem solved by ECOS (the same cone program cvxpy 1.2.3
+hands ECOS: maximise min_i sum_j c[i, j] x[i, j], x >= 0, sum_i scale_i x[i, j] <= GPUs of type j, sum_j x[i, j]
+<= 1; one stage, so among several optima ECOS's interior point, which spreads a job over the types, as
+the original does), c = scale x throughput / the job's throughput with each type's share of the cluster
+(`ProportionalPolicy`: GPUs of type j / all GPUs) for the aware policy, c = scale for the agnostic one (every
+throughput 1). fifo / fifo_perf: the original's FIFOPolicy, including what its code does rather than what its
+comments say: fifo_perf gives the first jobs by id (all of them, each time) their fastest type with GPUs left;
+fifo keeps earlier assignments and, for a new job, picks a random type index but assigns the stale loop
+variable, i.e. the last type in name order (V100), so every job is allocated to V100 only (and the V100s are
+time-shared among them by priority). Random draws come from a Generator seeded with the policy's seed at the
+start of each run, not from Python's `random` as in the original, so shuffled runs match it statistically, not
+draw for draw.
+Deviations: a micro-task is ROUND_S of time, not int(throughput x ROUND_S) steps (the original's rounds are a
+fraction of a step shorter); multi-GPU jobs use the simulator's speeds (a spread job its unconsolidated
+throughput, where the original keeps the consolidated one on one-GPU servers); restore overhead is charged as
+`--preempt_overhead_s` says (the original charges none). State: kept between calls of a run
+(schedulers/run_state.py); the remaining time of a chosen job comes from the known runtime, so the round ends as
+the original's with `--runtime_info oracle`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedulers.plan import Plan
+from schedulers.run_state import RunStates
+from sim.cluster import gb_to_mb
+from sim.placement import effective_speed, place, spans_nodes_on
+from sim.simulator import View, WakeUp
+
+ROUND_S = 360.0
+"""the original's `time_per_iteration` default (Scheduler and both drivers)"""
+RESET_INTERVAL_S = 1920.0
+"""the original's `minimum_time_between_allocation_resets` default (Scheduler.__init__)"""
+_NEW_JOB_PRIORITY = 1e9  # allocation x 1e9 where the type has no time recorded yet
+
+AWARE, AGNOSTIC, FIFO, FIFO_PERF = "max_min_fairness_perf", "max_min_fairness", "fifo", "fifo_perf"
+_SHUFFLED = frozenset({AGNOSTIC, FIFO})  # names without "Perf"/"Packing": the original shuffles the types
+
+
+class _Run:
+    """The original simulator's bookkeeping for one run (its names in comments)."""
+
+    def __init__(self, view: View, seed: int):
+        self.rng = np.random.default_rng(seed)
+        layout = view.layout
+        self.num_types = len(layout.type_names)
+        # the original's sorted(cluster_spec): its LP columns and FIFO's type order (k80, p100, v100)
+        self.by_name = sorted(range(self.num_types), key=lambda t: layout.type_names[t].lower())
+        self.added: dict[int, None] = {}  # _jobs, in arrival order
+        self.job_time: dict[int, np.ndarray] = {}  # _job_time_so_far
+        self.worker_time = np.zeros(self.num_types)  # _worker_time_so_far
+        self.deficit: dict[int, np.ndarray] = {}  # _deficits
+        self.alloc: dict[int, np.ndarray] = {}  # _allocation
+        self.fifo: dict[int, int] = {}  # FIFOPolicy._allocation: job -> type
+        self.last_reset_s = 0.0  # _last_reset_time
+        self.need_update = False  # _need_to_update_allocation
+        self.round_start_s = 0.0  # current_round_start_time
+        self.round_end_prev_s: float | None = None  # current_round_end_time
+        self.round: dict[int, tuple[int, float]] = {}  # this round's micro-tasks: job -> (type, end)
+        self.round_end_s: float | None = None  # when the last micro-task ends (None: nothing ran)
+        self.now = -np.inf
+
+
+def make_gavel_original(policy: str, seed: int = 0):
+    """The policy `policy` (AWARE, AGNOSTIC, FIFO or FIFO_PERF) of the original simulator; `seed` seeds the
+    generator of its type shuffles and FIFO's draws at the start of every run."""
+    if policy not in (AWARE, AGNOSTIC, FIFO, FIFO_PERF):
+        raise ValueError(f"unknown Gavel policy {policy!r}")
+    runs: RunStates[_Run] = RunStates()
+
+    def gavel_original(view: View) -> list:
+        st = runs.get(view, lambda v: _Run(v, seed))
+        now = view.now_s
+        if now == st.now:
+            return []  # asked again at an instant already handled
+        if st.round_end_s is not None:
+            if now < st.round_end_s:
+                return []  # mid-round: the micro-tasks run on
+        elif not any(i not in st.added for i in view.queue):
+            return []  # idle, and no job arrived: not an iteration of the original
+        st.now = now
+        speeds = _speeds(view)
+        plan = _iteration(view, st, policy, speeds)
+        if not st.round and all(i in st.added for i in range(len(view.jobs.jobs))):
+            st.last_reset_s = 0.0  # trace mode: every job arrived and nothing ran: reset at once
+            plan = _iteration(view, st, policy, speeds)
+        wake = [] if st.round_end_s is None else [WakeUp(st.round_end_s)]
+        return [*plan.decisions, *wake]
+
+    gavel_original.__name__ = f"gavel_original_{policy}"
+    return gavel_original
+
+
+def _iteration(view: View, st: _Run, policy: str, speeds: np.ndarray) -> Plan:
+    """Steps 1-5 of the module docstring at view.now_s; returns the plan (preemptions and starts)."""
+    now = view.now_s
+    running = {j for _, j in view.running}
+    waiting = view.queue
+    if st.round:
+        if st.round_end_prev_s is not None:
+            st.round_start_s = st.round_end_prev_s
+        st.round_end_prev_s = now
+        for j, (t, end_s) in st.round.items():
+            if j in st.job_time:
+                st.job_time[j][t] += end_s - st.round_start_s
+                st.worker_time[t] += end_s - st.round_start_s
+    for j in [j for j in st.added if j not in running and j not in waiting]:  # finished
+        del st.added[j], st.job_time[j], st.deficit[j]
+        st.need_update = True
+    arrival = view.jobs.arrival_s
+    for j in sorted(j for j in waiting if j not in st.added and arrival[j] <= now):
+        st.added[j] = None
+        st.job_time[j] = np.full(st.num_types, ROUND_S / 2)
+        st.deficit[j] = np.zeros(st.num_types)
+        st.need_update = True
+    if st.need_update and (now - st.last_reset_s >= RESET_INTERVAL_S or st.last_reset_s == 0):
+        _reset(st, now)
+        st.alloc = _allocation(view, st, policy, speeds)
+        st.need_update = False
+    chosen = _choose(view, st, policy, speeds)
+    return _realise(view, st, chosen, speeds)
+
+
+def _reset(st: _Run, now: float) -> None:
+    """_reset_time_run_so_far: deficits grow by what each job should have got minus what it got."""
+    elapsed = now - st.last_reset_s
+    st.worker_time[:] = 0.0
+    for j in st.added:
+        should = st.alloc[j] * elapsed if j in st.alloc else 0.0
+        st.deficit[j] += should - (st.job_time[j] - ROUND_S / 2)
+        st.job_time[j][:] = ROUND_S / 2
+        st.worker_time += ROUND_S / 2
+    st.last_reset_s = now
+
+
+def _speeds(view: View) -> np.ndarray:
+    """Job x type speed (reference seconds per second; 0 where the job cannot run), as the default mode's."""
+    jt = view.jobs
+    layout = view.layout
+    table = np.empty((len(jt.shape), len(layout.type_names)))
+    for i, (elig, k, milli, _, pace) in enumerate(jt.shape):
+        table[i] = [
+            effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else 0.0
+            for t, v in enumerate(layout.type_speed)
+        ]
+    return table
+
+
+def _allocation(view: View, st: _Run, policy: str, speeds: np.ndarray) -> dict[int, np.ndarray]:
+    """The policy's allocation for the jobs present (their ids ascending, as the original sorts them)."""
+    jobs = sorted(st.added)
+    if not jobs:
+        return {}
+    scale = np.array([view.jobs.num_gpus[j] for j in jobs], dtype=float)
+    gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
+    if policy in (FIFO, FIFO_PERF):
+        return _fifo(st, jobs, scale, speeds, gpus, perf=policy == FIFO_PERF)
+    cols = st.by_name
+    if policy == AWARE:
+        thr = speeds[jobs][:, cols]
+        share = gpus[cols] / len(jobs)
+        share = share / share.sum()  # ProportionalPolicy: every row the same, normalised by its sum
+        proportional = (thr * share).sum(axis=1)
+        coef = thr * (1.0 / np.where(proportional > 0, proportional, 1.0))[:, None] * scale[:, None]
+    else:
+        coef = np.repeat(scale[:, None], len(cols), axis=1)
+    x = np.zeros((len(jobs), st.num_types))
+    x[:, cols] = max_min_ecos(coef, scale, gpus[cols])
+    return {j: x[k] for k, j in enumerate(jobs)}
+
+
+def max_min_ecos(coef_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray) -> np.ndarray:
+    """x maximising min_i sum_j coef[i, j] x[i, j] subject to x >= 0, sum_i scale[i] x[i, j] <= gpus[j] and
+    sum_j x[i, j] <= 1, solved by ECOS on the cone program cvxpy 1.2.3 builds for the original's
+    `cp.Maximize(cp.min(cp.sum(cp.multiply(coef, x), axis=1)))` (variables: the epigraph bound, then x column
+    by column; rows: the m epigraph rows, -x <= 0, the capacity rows, the row sums), clipped to [0, 1] as the
+    original clips it."""
+    import ecos  # imported here: only the original Gavel mode needs it
+    from scipy.sparse import coo_matrix
+
+    m, n = coef_JT.shape
+    var = 1 + np.arange(n)[None, :] * m + np.arange(m)[:, None]  # x[i, j] -> its column (column-major)
+    rows = np.concatenate(
+        [
+            np.arange(m),
+            np.repeat(np.arange(m), n),
+            m + np.arange(m * n),
+            m + m * n + np.tile(np.arange(n), m),
+            m + m * n + n + np.repeat(np.arange(m), n),
+        ]
+    )
+    cols = np.concatenate([np.zeros(m, dtype=int), var.ravel(), var.T.ravel(), var.ravel(), var.ravel()])
+    vals = np.concatenate(
+        [-np.ones(m), -coef_JT.ravel(), -np.ones(m * n), np.repeat(scale_J, n), np.ones(m * n)]
+    )
+    num_rows = m + m * n + n + m
+    g = coo_matrix((vals, (rows, cols)), shape=(num_rows, 1 + m * n)).tocsc()
+    h = np.concatenate([np.zeros(m + m * n), gpus_T, np.ones(m)])
+    c = np.zeros(1 + m * n)
+    c[0] = 1.0
+    sol = ecos.solve(c, g, h, {"l": num_rows, "q": [], "e": 0}, verbose=False)
+    x = np.asarray(sol["x"][1:]).reshape(n, m).T
+    return np.clip(x, 0.0, 1.0)
+
+
+def _fifo(
+    st: _Run, jobs: list[int], scale: np.ndarray, speeds: np.ndarray, gpus: np.ndarray, perf: bool
+) -> dict:
+    """FIFOPolicy.get_allocation (base mode: fifo; 'perf' mode: fifo_perf), its stale-variable pick included."""
+    present = set(jobs)
+    scale_of = dict(zip(jobs, scale.tolist(), strict=True))
+    if perf:
+        st.fifo = {}
+    available = {t: float(gpus[t]) for t in st.by_name}  # the cluster's types in name order
+    queue = [j for j in jobs if j not in st.fifo]
+    for j in sorted(st.fifo):
+        t = st.fifo[j]
+        if j not in present:  # completed: its type goes to the head of the queue if it fits there
+            if queue and scale_of[queue[0]] <= available[t] and speeds[queue[0], t] > 0:
+                head = queue.pop(0)
+                st.fifo[head] = t
+                available[t] -= scale_of[head]
+            del st.fifo[j]
+        else:
+            available[t] -= scale_of[j]
+    types = [t for t in st.by_name if available[t] > 0]  # sorted by name, as available_worker_types.sort()
+    stale = st.by_name[-1]  # the loop variable left from `for worker_type in available_workers`
+    while queue and types:
+        j = queue.pop(0)
+        fits = [(k, t) for k, t in enumerate(types) if available[t] >= scale_of[j]]
+        if not fits:
+            break
+        if perf:
+            best, pick = -1.0, 0
+            for k, (_, t) in enumerate(fits):
+                if speeds[j, t] > best:
+                    best, pick = speeds[j, t], k
+            t = fits[pick][1]
+        else:
+            pick = int(st.rng.integers(len(fits)))
+            t = stale
+        if speeds[j, t] > 0:
+            st.fifo[j] = t
+            available[t] -= scale_of[j]
+            if available[t] == 0:
+                types.pop(fits[pick][0])
+    out = {}
+    for j in jobs:
+        row = np.zeros(st.num_types)
+        if j in st.fifo:
+            row[st.fifo[j]] = 1.0
+        out[j] = row
+    return out
+
+
+def _choose(view: View, st: _Run, policy: str, speeds: np.ndarray) -> dict[int, int]:
+    """Steps 4 (priorities, the walk over the types) and the original's rule that a job without an allocation
+    gets no workers: job -> type."""
+    order = list(range(st.num_types))  # fastest first: V100, P100, K80
+    if policy in _SHUFFLED:
+        order = [order[k] for k in st.rng.permutation(len(order))]
+    left = list(view.layout.type_num_gpus)
+    gpus = view.jobs.num_gpus
+    scheduled: dict[int, int] = {}
+    fifo = policy in (FIFO, FIFO_PERF)
+    for t in order:
+        entries = []
+        for j in st.added:
+            a = st.alloc[j][t] if j in st.alloc else 0.0
+            prio = 0.0
+            if j in st.alloc and a != 0.0 and speeds[j, t] != 0.0:
+                w = st.worker_time[t]
+                frac = st.job_time[j][t] / w if w != 0.0 else 0.0
+                prio = a / frac if frac > 0.0 else a * _NEW_JOB_PRIORITY
+            entries.append((j, prio, st.deficit[j][t], a))
+        entries = sorted(entries, key=lambda e: (e[1], e[2], e[3]), reverse=True)
+        for j, prio, _, _ in entries:
+            if left[t] == 0:
+                break
+            if j in scheduled or speeds[j, t] <= 0 or (fifo and prio <= 0.0) or gpus[j] > left[t]:
+                continue
+            left[t] -= gpus[j]
+            scheduled[j] = t
+    return {j: t for j, t in scheduled.items() if j in st.alloc}
+
+
+def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -> Plan:
+    """Step 5: keep, preempt and start; the micro-tasks and the round's end."""
+    now = view.now_s
+    jt = view.jobs
+    placements = view.placements
+    plan = Plan(view.free)
+    running = {j for _, j in view.running}
+    for j in sorted(running):
+        if chosen.get(j) != placements[j].type_idx:
+            plan.preempt(j, placements[j])
+    st.round = {}
+    for j, t in chosen.items():
+        left_s = (jt.known_runtime_s[j] - view.progress_now(j)) / speeds[j, t]
+        if j in running and placements[j].type_idx == t:
+            st.round[j] = (t, now + min(ROUND_S, left_s))
+            continue
+        _, k_gpus, milli, mem_mb, pace = jt.shape[j]
+        elig_t = view.layout.eligible((view.layout.type_names[t],), gb_to_mb(jt.jobs[j].gpu_mem_gb))
+        p = place(plan.free, elig_t, k_gpus, milli, mem_mb, pace)
+        if p is None:
+            continue  # the original counts GPUs per type; here the nodes are real (fragmentation): it waits
+        plan.add(j, p)
+        overhead_s = view.restore_overhead_s if view.preemptions[j] or j in running else 0.0
+        st.round[j] = (t, now + min(ROUND_S, overhead_s + left_s))
+    st.round_end_s = max((end for _, end in st.round.values()), default=None)
+    return plan
