@@ -80,10 +80,13 @@ def _knob(schedule: str) -> float:
     return float(digits) / 10 if digits.startswith("0") else float(digits)
 
 
-def gavel_variants(policy: str, seed: int) -> dict:
+def gavel_variants(policy: str, seed: int, matrix) -> dict:
     """Our policies standing for Gavel's `policy`: name -> policy."""
     default = {AWARE: "gavel", AGNOSTIC: "gavel_agnostic", FIFO: "fcfs", FIFO_PERF: "fcfs"}[policy]
-    return {default: POLICIES[default], f"gavel_original({policy})": make_gavel_original(policy, seed)}
+    return {
+        default: POLICIES[default],
+        f"gavel_original({policy})": make_gavel_original(policy, seed, matrix),
+    }
 
 
 def run_tiresias_reference(args, out_dir: Path) -> Path:
@@ -244,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         counts = a.cluster.split(":")
         if len(counts) != 3 or not all(c.isdigit() for c in counts):
             p.error("--cluster is V100:P100:K80 GPU counts, e.g. 12:12:12")
-        variants = gavel_variants(a.policy, a.seed)
         matrix = load_matrix("gavel")
+        variants = gavel_variants(a.policy, a.seed, matrix)
         workload = load_gavel_trace(a.trace, matrix)
         layout = ClusterLayout(
             parse_cluster_spec(
@@ -290,7 +293,12 @@ def main(argv: list[str] | None = None) -> int:
             w.writerow(["job_id", "arrival_s", "theirs_jct_s", *(f"{n}_jct_s" for n in columns)])
             for i, j in enumerate(workload.jobs):
                 w.writerow(
-                    [j.job_id, repr(j.arrival_s), repr(theirs[i]), *(repr(c[i]) for c in columns.values())]
+                    [
+                        j.job_id,
+                        repr(j.arrival_s),
+                        repr(float(theirs[i])),
+                        *(repr(float(c[i])) for c in columns.values()),
+                    ]
                 )
     return 0
 

@@ -1,8 +1,8 @@
 """Gavel's policies as the authors' own simulator runs them (github.com/stanford-futuredata/gavel at c4fa400,
 scheduler/scheduler.py `simulate` with a trace, its policies in scheduler/policies/), replayed round by round:
-`--gavel_mode original` for `gavel` (its `max_min_fairness_perf`) and `gavel_agnostic` (`max_min_fairness`),
-and the baselines `gavel_fifo` (`fifo`) and `gavel_fifo_perf` (`fifo_perf`). docs/schedulers.md compares it
-with the default mode; tests/test_side_by_side.py holds the original's per-job completion times.
+its `max_min_fairness_perf` (our `gavel`), `max_min_fairness` (`gavel_agnostic`) and the baselines `fifo` and
+`fifo_perf`. docs/schedulers.md (Side by side with the authors' simulators) compares it with the default mode
+and gives the measured agreement; tests/test_side_by_side.py holds the original's per-job completion times.
 
 One iteration of its loop at time T (the end of the last round, or the next arrival when nothing ran):
 1. the round's micro-tasks are accounted: each job's time on its type since the last reset grows by its
@@ -11,39 +11,52 @@ One iteration of its loop at time T (the end of the last round, or the next arri
 2. jobs that arrived by T join (time on every type set to ROUND_S / 2; an allocation change is due);
 3. a reset happens when a change is due and T is at least RESET_INTERVAL_S after the last reset (or no reset
    happened at a time > 0 yet): each job's deficit on each type grows by allocation x time since the reset
-   minus the time it got, every job's time restarts at ROUND_S / 2, and the allocation is computed for the jobs
-   present. Only then: a job that arrived after the last reset has no allocation, is chosen by nobody (it
+   minus the time it got, every job's time restarts at ROUND_S / 2, and the allocation is computed for the
+   jobs present. Only then: a job that arrived after the last reset has no allocation, is chosen by nobody (it
    still takes a type's GPUs in the walk of step 4, which then stay idle) and waits for the next reset;
 4. priorities on type t: allocation / (its time on t / all jobs' time on t), 0 where the allocation or the
-   throughput is 0; types in the order V100, P100, K80 (the cluster's types, fastest first), shuffled every
-   round for the policies without "Perf" in their name (max_min_fairness, fifo) with the run's generator; on
-   each type its jobs by (priority, deficit, allocation), highest first, ties in arrival order; a job is chosen
-   for the first type where it is visited while the type still has GPUs for it (fifo: priority > 0 only);
-5. chosen jobs run for min(ROUND_S, their remaining time) on their type (kept where they ran on the same type,
-   else preempted and started again, a migration); the round ends when the last of them ends (not at a fixed
-   boundary). With nothing chosen, time jumps to the next arrival; once every job has arrived, a reset is
-   forced (the original's trace mode) and the iteration repeats once.
-Allocations: max-min fairness as the original's cvxpy problem solved by ECOS (the same cone program cvxpy 1.2.3
-hands ECOS: maximise min_i sum_j c[i, j] x[i, j], x >= 0, sum_i scale_i x[i, j] <= GPUs of type j, sum_j x[i, j]
-<= 1; one stage, so among several optima ECOS's interior point, which spreads a job over the types, as
+   throughput is 0; types in the order V100, P100, K80 (the original's list; other types after them), shuffled
+   every round for the policies without "Perf" in their name (max_min_fairness, fifo) by its shuffler; on
+   each type its jobs by (priority, deficit, allocation), highest first, ties in arrival order; a job is
+   chosen for the first type where it is visited while the type still has GPUs for it (fifo: priority > 0
+   only);
+5. chosen jobs run for a micro-task (below) or their remaining work on their type (kept where they ran on the
+   same type, else preempted and started again, a migration); the round ends when the last of them ends (not
+   at a fixed boundary). With nothing chosen, time jumps to the next arrival; once every job has arrived, a
+   reset is forced (the original's trace mode) and the iteration repeats once.
+Allocations: max-min fairness as the original's cvxpy problem solved by ECOS (the same cone program cvxpy
+1.2.3 hands ECOS: maximise min_i sum_j c[i, j] x[i, j], x >= 0, sum_i scale_i x[i, j] <= GPUs of type j, sum_j
+x[i, j] <= 1; one stage, so among several optima ECOS's interior point, which spreads a job over the types, as
 the original does), c = scale x throughput / the job's throughput with each type's share of the cluster
-(`ProportionalPolicy`: GPUs of type j / all GPUs) for the aware policy, c = scale for the agnostic one (every
-throughput 1). fifo / fifo_perf: the original's FIFOPolicy, including what its code does rather than what its
-comments say: fifo_perf gives the first jobs by id (all of them, each time) their fastest type with GPUs left;
-fifo keeps earlier assignments and, for a new job, picks a random type index but assigns the stale loop
-variable, i.e. the last type in name order (V100), so every job is allocated to V100 only (and the V100s are
-time-shared among them by priority). Random draws come from a Generator seeded with the policy's seed at the
-start of each run, not from Python's `random` as in the original, so shuffled runs match it statistically, not
-draw for draw.
-Deviations: a micro-task is ROUND_S of time, not int(throughput x ROUND_S) steps (the original's rounds are a
-fraction of a step shorter); multi-GPU jobs use the simulator's speeds (a spread job its unconsolidated
-throughput, where the original keeps the consolidated one on one-GPU servers); restore overhead is charged as
-`--preempt_overhead_s` says (the original charges none). State: kept between calls of a run
-(schedulers/run_state.py); the remaining time of a chosen job comes from the known runtime, so the round ends as
-the original's with `--runtime_info oracle`.
+(`ProportionalPolicy`: GPUs of type j / all GPUs), computed with the original's operations in its order on its
+throughputs (steps per second, from the matrix when the policy has it) so that the solver gets the same bits:
+jobs of one type have equal allocations up to the solver's rounding, which then decides their order; for the
+agnostic policy every throughput is 1. fifo / fifo_perf: the original's FIFOPolicy, including what its code
+does rather than what its comments say: fifo_perf gives the first jobs by id (all of them, each time) their
+fastest type with GPUs left; fifo keeps earlier assignments and, for a new job, draws a random index among the
+types with room for it but assigns the stale loop variable, the last type of its list of types with GPUs left
+(name order: V100 while it is listed), even past the type's GPUs; when the assigned type's count reaches
+exactly 0 it removes the type at the DRAWN index from that list. So jobs pile onto V100 (time-shared by
+priority) until a draw removes V100, then onto P100, and so on. Random draws: the original's own generators
+(Python's `random.Random`, the type shuffler seeded with seed + 5, FIFO's with seed, as its Scheduler and
+FIFOPolicy seed them), drawn at the same points, so shuffled and FIFO runs match it draw for draw.
+Micro-tasks: int(steps/s x ROUND_S) steps, as the original's, when the policy is given the throughput matrix
+(their lengths differ by a fraction of a step from job to job, which breaks the ties between equal priorities
+as the original's do), else ROUND_S. A job whose micro-task ends before the round's last one keeps running
+(and progressing) here until the round ends, where the original idles its GPU: the replay therefore counts
+each job's work as the original does (its micro-tasks) and plans from that count, so a job can end here up to
+those fractions of steps early; it then still holds its place in the original's walk (its GPU idles) until its
+count is done, and rounds stay the original's. Deviations: multi-GPU jobs use the simulator's speeds (a job
+spread over nodes its unconsolidated throughput, where the original uses the consolidated one whatever the
+servers); restore overhead is charged as `--preempt_overhead_s` says (the original charges none). State: kept
+between calls of a run (schedulers/run_state.py); the remaining work comes from the known runtime, so rounds
+end as the original's with `--runtime_info oracle` (a job gone here with more than a round of work left in the
+original's count, a runtime estimated too long, leaves at once).
 """
 
 from __future__ import annotations
+
+import random
 
 import numpy as np
 
@@ -52,50 +65,70 @@ from schedulers.run_state import RunStates
 from sim.cluster import gb_to_mb
 from sim.placement import effective_speed, place, spans_nodes_on
 from sim.simulator import View, WakeUp
+from sim.throughput import MEASURED_COLUMN, ThroughputError, ThroughputMatrix
 
 ROUND_S = 360.0
 """the original's `time_per_iteration` default (Scheduler and both drivers)"""
 RESET_INTERVAL_S = 1920.0
 """the original's `minimum_time_between_allocation_resets` default (Scheduler.__init__)"""
+_DONE_TOL = 1e-9  # relative: work left below this counts as none (float sums of micro-tasks)
 _NEW_JOB_PRIORITY = 1e9  # allocation x 1e9 where the type has no time recorded yet
 
 AWARE, AGNOSTIC, FIFO, FIFO_PERF = "max_min_fairness_perf", "max_min_fairness", "fifo", "fifo_perf"
+_GAVEL_ORDER = ("v100", "p100", "k80")
 _SHUFFLED = frozenset({AGNOSTIC, FIFO})  # names without "Perf"/"Packing": the original shuffles the types
 
 
 class _Run:
     """The original simulator's bookkeeping for one run (its names in comments)."""
 
-    def __init__(self, view: View, seed: int):
-        self.rng = np.random.default_rng(seed)
+    def __init__(self, view: View, seed: int, matrix: ThroughputMatrix | None):
+        self.matrix = matrix
+        self.steps_per_s: dict[tuple[int, int], float] = {}  # (job, type) -> steps/s, 0: not known
+        # The original's own generators, Python's Mersenne Twister seeded as its Scheduler seeds them
+        # (`_worker_type_shuffler`: seed + 5; FIFOPolicy's `_rng`: seed), so that every draw is the same.
+        self.shuffler = random.Random(seed + 5)
+        self.fifo_rng = random.Random(seed)
         layout = view.layout
         self.num_types = len(layout.type_names)
         # the original's sorted(cluster_spec): its LP columns and FIFO's type order (k80, p100, v100)
-        self.by_name = sorted(range(self.num_types), key=lambda t: layout.type_names[t].lower())
+        names = [MEASURED_COLUMN.get(n, n.lower()) for n in layout.type_names]  # the original's names
+        self.by_name = sorted(range(self.num_types), key=lambda t: names[t])
+        # the original's round order before its shuffle: its hard-coded ["v100", "p100", "k80"] (the types it
+        # knows), other types after them in the layout's order
+        known = [names.index(n) for n in _GAVEL_ORDER if n in names]
+        self.round_order = known + [t for t in range(self.num_types) if t not in known]
         self.added: dict[int, None] = {}  # _jobs, in arrival order
         self.job_time: dict[int, np.ndarray] = {}  # _job_time_so_far
         self.worker_time = np.zeros(self.num_types)  # _worker_time_so_far
         self.deficit: dict[int, np.ndarray] = {}  # _deficits
+        self.done: dict[
+            int, float
+        ] = {}  # work done in the original's count (its steps, as reference seconds)
         self.alloc: dict[int, np.ndarray] = {}  # _allocation
         self.fifo: dict[int, int] = {}  # FIFOPolicy._allocation: job -> type
         self.last_reset_s = 0.0  # _last_reset_time
         self.need_update = False  # _need_to_update_allocation
         self.round_start_s = 0.0  # current_round_start_time
         self.round_end_prev_s: float | None = None  # current_round_end_time
-        self.round: dict[int, tuple[int, float]] = {}  # this round's micro-tasks: job -> (type, end)
+        # this round's micro-tasks: job -> (type, end, work in reference seconds)
+        self.round: dict[int, tuple[int, float, float]] = {}
         self.round_end_s: float | None = None  # when the last micro-task ends (None: nothing ran)
         self.now = -np.inf
 
 
-def make_gavel_original(policy: str, seed: int = 0):
+def make_gavel_original(policy: str, seed: int = 0, matrix: ThroughputMatrix | None = None):
     """The policy `policy` (AWARE, AGNOSTIC, FIFO or FIFO_PERF) of the original simulator; `seed` seeds the
-    generator of its type shuffles and FIFO's draws at the start of every run."""
+    generators of its type shuffles and FIFO's draws (as the original's `--seed`) at the start of every run.
+    `matrix`: the run's throughput matrix (--job_types), whose steps per second make each micro-task a whole
+    number of steps as in the original; without it (or for a job without a job type) a micro-task is
+    ROUND_S."""
     if policy not in (AWARE, AGNOSTIC, FIFO, FIFO_PERF):
         raise ValueError(f"unknown Gavel policy {policy!r}")
     runs: RunStates[_Run] = RunStates()
 
     def gavel_original(view: View) -> list:
-        st = runs.get(view, lambda v: _Run(v, seed))
+        st = runs.get(view, lambda v: _Run(v, seed, matrix))
         now = view.now_s
         if now == st.now:
             return []  # asked again at an instant already handled
@@ -126,18 +159,26 @@ def _iteration(view: View, st: _Run, policy: str, speeds: np.ndarray) -> Plan:
         if st.round_end_prev_s is not None:
             st.round_start_s = st.round_end_prev_s
         st.round_end_prev_s = now
-        for j, (t, end_s) in st.round.items():
+        for j, (t, end_s, work_s) in st.round.items():
             if j in st.job_time:
                 st.job_time[j][t] += end_s - st.round_start_s
                 st.worker_time[t] += end_s - st.round_start_s
-    for j in [j for j in st.added if j not in running and j not in waiting]:  # finished
-        del st.added[j], st.job_time[j], st.deficit[j]
-        st.need_update = True
+                st.done[j] += work_s
+    known = view.jobs.known_runtime_s
+    full_round_s = ROUND_S * float(np.max(speeds)) if speeds.size else 0.0
+    for j in list(st.added):
+        left = known[j] - st.done[j]
+        if left <= _DONE_TOL * max(1.0, known[j]) or (
+            j not in running and j not in waiting and left > full_round_s
+        ):  # finished in the original's count; or gone here with more than a round left (a misestimate)
+            del st.added[j], st.job_time[j], st.deficit[j], st.done[j]
+            st.need_update = True
     arrival = view.jobs.arrival_s
     for j in sorted(j for j in waiting if j not in st.added and arrival[j] <= now):
         st.added[j] = None
         st.job_time[j] = np.full(st.num_types, ROUND_S / 2)
         st.deficit[j] = np.zeros(st.num_types)
+        st.done[j] = 0.0
         st.need_update = True
     if st.need_update and (now - st.last_reset_s >= RESET_INTERVAL_S or st.last_reset_s == 0):
         _reset(st, now)
@@ -182,14 +223,19 @@ def _allocation(view: View, st: _Run, policy: str, speeds: np.ndarray) -> dict[i
     if policy in (FIFO, FIFO_PERF):
         return _fifo(st, jobs, scale, speeds, gpus, perf=policy == FIFO_PERF)
     cols = st.by_name
+    m = len(jobs)
     if policy == AWARE:
-        thr = speeds[jobs][:, cols]
-        share = gpus[cols] / len(jobs)
-        share = share / share.sum()  # ProportionalPolicy: every row the same, normalised by its sum
-        proportional = (thr * share).sum(axis=1)
-        coef = thr * (1.0 / np.where(proportional > 0, proportional, 1.0))[:, None] * scale[:, None]
+        thr = np.array([[_steps_per_s(view, st, j, t) or speeds[j, t] for t in cols] for j in jobs])
     else:
-        coef = np.repeat(scale[:, None], len(cols), axis=1)
+        thr = np.ones((m, len(cols)))  # MaxMinFairnessPolicy hands every throughput as 1.0 to the aware one
+    # MaxMinFairnessPolicyWithPerf's coefficients with its operations in its order (the solver sees the same
+    # bits): ProportionalPolicy's share of each type, the proportional throughput, weight
+    # 1 / (priority weight 1 x proportional throughput), times the scale factor
+    share = np.array([[gpus[t] / m for t in cols] for _ in range(m)])
+    share = share / np.sum(share, axis=1).max()
+    proportional = np.sum(np.multiply(thr, share), axis=1).reshape((m, 1))
+    weights = np.multiply(np.ones((m, 1)), 1.0 / np.where(proportional > 0, proportional, 1.0))
+    coef = np.multiply(thr * weights.reshape((m, 1)), np.repeat(scale[:, None], len(cols), axis=1))
     x = np.zeros((len(jobs), st.num_types))
     x[:, cols] = max_min_ecos(coef, scale, gpus[cols])
     return {j: x[k] for k, j in enumerate(jobs)}
@@ -232,7 +278,8 @@ def max_min_ecos(coef_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray) -
 def _fifo(
     st: _Run, jobs: list[int], scale: np.ndarray, speeds: np.ndarray, gpus: np.ndarray, perf: bool
 ) -> dict:
-    """FIFOPolicy.get_allocation (base mode: fifo; 'perf' mode: fifo_perf), its stale-variable pick included."""
+    """FIFOPolicy.get_allocation (base mode: fifo; 'perf' mode: fifo_perf), its stale-variable pick
+    included."""
     present = set(jobs)
     scale_of = dict(zip(jobs, scale.tolist(), strict=True))
     if perf:
@@ -250,7 +297,6 @@ def _fifo(
         else:
             available[t] -= scale_of[j]
     types = [t for t in st.by_name if available[t] > 0]  # sorted by name, as available_worker_types.sort()
-    stale = st.by_name[-1]  # the loop variable left from `for worker_type in available_workers`
     while queue and types:
         j = queue.pop(0)
         fits = [(k, t) for k, t in enumerate(types) if available[t] >= scale_of[j]]
@@ -263,8 +309,10 @@ def _fifo(
                     best, pick = speeds[j, t], k
             t = fits[pick][1]
         else:
-            pick = int(st.rng.integers(len(fits)))
-            t = stale
+            pick = st.fifo_rng.randrange(len(fits))
+            t = types[
+                -1
+            ]  # the loop variable left from `for i, worker_type in enumerate(available_worker_types)`
         if speeds[j, t] > 0:
             st.fifo[j] = t
             available[t] -= scale_of[j]
@@ -282,9 +330,9 @@ def _fifo(
 def _choose(view: View, st: _Run, policy: str, speeds: np.ndarray) -> dict[int, int]:
     """Steps 4 (priorities, the walk over the types) and the original's rule that a job without an allocation
     gets no workers: job -> type."""
-    order = list(range(st.num_types))  # fastest first: V100, P100, K80
+    order = list(st.round_order)
     if policy in _SHUFFLED:
-        order = [order[k] for k in st.rng.permutation(len(order))]
+        st.shuffler.shuffle(order)
     left = list(view.layout.type_num_gpus)
     gpus = view.jobs.num_gpus
     scheduled: dict[int, int] = {}
@@ -310,6 +358,33 @@ def _choose(view: View, st: _Run, policy: str, speeds: np.ndarray) -> dict[int, 
     return {j: t for j, t in scheduled.items() if j in st.alloc}
 
 
+def _steps_per_s(view: View, st: _Run, j: int, t: int) -> float:
+    """Job j's steps per second on type t as the original knows them (its single-job throughput for the job's
+    type and scale factor, consolidated: it never uses the `_unconsolidated` entries); 0 where not known (no
+    matrix, no job type, no entry)."""
+    key = (j, t)
+    hit = st.steps_per_s.get(key)
+    if hit is None:
+        hit = 0.0
+        job = view.jobs.jobs[j]
+        if st.matrix is not None and job.job_type:
+            m = st.matrix
+            try:
+                col = m.column_of(view.layout.type_names[t])
+                hit = m.solo_thr.get((col, job.job_type, m.scale_for(job.job_type, job.num_gpus)), 0.0)
+            except ThroughputError:
+                hit = 0.0
+        st.steps_per_s[key] = hit
+    return hit
+
+
+def _micro_task_s(view: View, st: _Run, j: int, t: int) -> float:
+    """The length of a full micro-task of job j on type t: int(steps/s x ROUND_S) steps (the original's
+    `_get_num_steps`), ROUND_S where the steps per second are not known."""
+    thr = _steps_per_s(view, st, j, t)
+    return int(thr * ROUND_S) / thr if thr > 0 else ROUND_S
+
+
 def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -> Plan:
     """Step 5: keep, preempt and start; the micro-tasks and the round's end."""
     now = view.now_s
@@ -318,13 +393,16 @@ def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -
     plan = Plan(view.free)
     running = {j for _, j in view.running}
     for j in sorted(running):
-        if chosen.get(j) != placements[j].type_idx:
-            plan.preempt(j, placements[j])
+        if j in st.added and chosen.get(j) != placements[j].type_idx:
+            plan.preempt(j, placements[j])  # (a job the original counts as finished runs on to its end here)
+    waiting = view.queue
     st.round = {}
     for j, t in chosen.items():
-        left_s = (jt.known_runtime_s[j] - view.progress_now(j)) / speeds[j, t]
-        if j in running and placements[j].type_idx == t:
-            st.round[j] = (t, now + min(ROUND_S, left_s))
+        # the remaining work in the original's count, which may be less here (see the module docstring)
+        left_s = (jt.known_runtime_s[j] - st.done[j]) / speeds[j, t]
+        task_s = min(_micro_task_s(view, st, j, t), left_s)
+        if (j in running and placements[j].type_idx == t) or (j not in running and j not in waiting):
+            st.round[j] = (t, now + task_s, task_s * speeds[j, t])  # kept, or finished here: its GPU idles
             continue
         _, k_gpus, milli, mem_mb, pace = jt.shape[j]
         elig_t = view.layout.eligible((view.layout.type_names[t],), gb_to_mb(jt.jobs[j].gpu_mem_gb))
@@ -333,6 +411,7 @@ def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -
             continue  # the original counts GPUs per type; here the nodes are real (fragmentation): it waits
         plan.add(j, p)
         overhead_s = view.restore_overhead_s if view.preemptions[j] or j in running else 0.0
-        st.round[j] = (t, now + min(ROUND_S, overhead_s + left_s))
-    st.round_end_s = max((end for _, end in st.round.values()), default=None)
+        end_s = now + min(_micro_task_s(view, st, j, t), overhead_s + left_s)
+        st.round[j] = (t, end_s, max(0.0, end_s - now - overhead_s) * speeds[j, t])
+    st.round_end_s = max((end for _, end, _ in st.round.values()), default=None)
     return plan
