@@ -232,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     g = sub.choices["gavel"]
     g.add_argument("--cluster", default="12:12:12", help="Gavel's -c: V100:P100:K80 GPUs, one per server")
     g.add_argument("--policy", default=AWARE, choices=GAVEL_POLICIES)
+    g.add_argument(
+        "--node_gpus",
+        type=int,
+        default=1,
+        help="GPUs per node of OUR cluster (the original runs one per server but always at the consolidated "
+        "throughput; nodes as large as each type make ours consolidated too)",
+    )
     g.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
 
@@ -250,9 +257,15 @@ def main(argv: list[str] | None = None) -> int:
         matrix = load_matrix("gavel")
         variants = gavel_variants(a.policy, a.seed, matrix)
         workload = load_gavel_trace(a.trace, matrix)
+        if a.node_gpus < 1 or any(int(c) % a.node_gpus for c in counts):
+            p.error("--node_gpus must be >= 1 and divide every count of --cluster")
         layout = ClusterLayout(
             parse_cluster_spec(
-                ",".join(f"{c}x{t}:1" for c, t in zip(counts, GAVEL_TYPES, strict=True) if c != "0")
+                ",".join(
+                    f"{int(c) // a.node_gpus}x{t}:{a.node_gpus}"
+                    for c, t in zip(counts, GAVEL_TYPES, strict=True)
+                    if c != "0"
+                )
             )
         )
     arrival_s = np.array([j.arrival_s for j in workload.jobs])

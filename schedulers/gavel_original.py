@@ -114,6 +114,7 @@ class _Run:
         # this round's micro-tasks: job -> (type, end, work in reference seconds)
         self.round: dict[int, tuple[int, float, float]] = {}
         self.round_end_s: float | None = None  # when the last micro-task ends (None: nothing ran)
+        self.stops: dict[int, float] = {}  # job -> when it is preempted (its micro-task's end), see _realise
         self.now = -np.inf
 
 
@@ -134,7 +135,7 @@ def make_gavel_original(policy: str, seed: int = 0, matrix: ThroughputMatrix | N
             return []  # asked again at an instant already handled
         if st.round_end_s is not None:
             if now < st.round_end_s:
-                return []  # mid-round: the micro-tasks run on
+                return _stop(view, st)  # mid-round: the micro-tasks run on
         elif not any(i not in st.added for i in view.queue):
             return []  # idle, and no job arrived: not an iteration of the original
         st.now = now
@@ -144,6 +145,7 @@ def make_gavel_original(policy: str, seed: int = 0, matrix: ThroughputMatrix | N
             st.last_reset_s = 0.0  # trace mode: every job arrived and nothing ran: reset at once
             plan = _iteration(view, st, policy, speeds)
         wake = [] if st.round_end_s is None else [WakeUp(st.round_end_s)]
+        wake += [WakeUp(t) for t in sorted(set(st.stops.values()))]
         return [*plan.decisions, *wake]
 
     gavel_original.__name__ = f"gavel_original_{policy}"
@@ -397,12 +399,15 @@ def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -
             plan.preempt(j, placements[j])  # (a job the original counts as finished runs on to its end here)
     waiting = view.queue
     st.round = {}
+    work_from: dict[int, float] = {}  # jobs running here this round -> when their work starts
     for j, t in chosen.items():
         # the remaining work in the original's count, which may be less here (see the module docstring)
         left_s = (jt.known_runtime_s[j] - st.done[j]) / speeds[j, t]
         task_s = min(_micro_task_s(view, st, j, t), left_s)
         if (j in running and placements[j].type_idx == t) or (j not in running and j not in waiting):
             st.round[j] = (t, now + task_s, task_s * speeds[j, t])  # kept, or finished here: its GPU idles
+            if j in running:
+                work_from[j] = now
             continue
         _, k_gpus, milli, mem_mb, pace = jt.shape[j]
         elig_t = view.layout.eligible((view.layout.type_names[t],), gb_to_mb(jt.jobs[j].gpu_mem_gb))
@@ -413,5 +418,33 @@ def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -
         overhead_s = view.restore_overhead_s if view.preemptions[j] or j in running else 0.0
         end_s = now + min(_micro_task_s(view, st, j, t), overhead_s + left_s)
         st.round[j] = (t, end_s, max(0.0, end_s - now - overhead_s) * speeds[j, t])
+        work_from[j] = now + overhead_s
     st.round_end_s = max((end for _, end, _ in st.round.values()), default=None)
+    # A job running here to the round's end would complete although the original still counts work left for
+    # it (the fractions of steps it gained in its earlier rounds' tails): it is preempted instead once its work
+    # here equals the original's count after this micro-task, its GPU idling as the original's, so that it
+    # ends when the original says.
+    st.stops = {}
+    known = jt.known_runtime_s
+    for j, start_s in work_from.items():
+        t, end_s, work_s = st.round[j]
+        if known[j] - st.done[j] - work_s > _DONE_TOL * max(1.0, known[j]) and (
+            st.round_end_s - start_s
+        ) * speeds[j, t] >= known[j] - view.progress_now(j) - _DONE_TOL * max(1.0, known[j]):
+            # when its work here reaches the original's count after this micro-task (at or before its end)
+            st.stops[j] = max(start_s, start_s + (st.done[j] + work_s - view.progress_now(j)) / speeds[j, t])
     return plan
+
+
+def _stop(view: View, st: _Run) -> list:
+    """Mid-round: preempt the jobs whose stop (see _realise) is due."""
+    due = [j for j, at_s in st.stops.items() if at_s <= view.now_s]
+    if not due:
+        return []
+    plan = Plan(view.free)
+    running = {j for _, j in view.running}
+    for j in due:
+        del st.stops[j]
+        if j in running:
+            plan.preempt(j, view.placements[j])
+    return plan.decisions

@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 
 from schedulers import POLICIES
+from schedulers.gavel_original import AGNOSTIC, AWARE, FIFO, FIFO_PERF, make_gavel_original
 from schedulers.tiresias import make_tiresias
 from schedulers.tiresias_original import make_tiresias_original
 from sim.cluster import ClusterLayout
 from sim.cluster_spec import parse_cluster_spec
 from sim.job import Job, Workload
 from sim.simulator import Simulator
-from workloads.sim_traces import load_tiresias_trace
+from tests.test_throughput import needs_gavel
+from workloads.sim_traces import load_gavel_trace, load_tiresias_trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -103,3 +105,84 @@ def test_tiresias_original_notices_a_demotion_only_at_its_events():
     np.testing.assert_array_equal(r.start_s, [0.0, 34.0])
     # our default demotes at the crossing itself (A at 100 / 3 s) and keeps B running in the lower queue
     np.testing.assert_allclose(_two(a, b, 3, make_tiresias((100.0,))), [2000.0, 1000.0 + 100.0 / 3])
+
+
+# --- Gavel (stanford-futuredata/gavel at c4fa400, scheduler/scripts/drivers/simulate_scheduler_with_trace.py) ---
+
+_GAVEL_POLICIES = (AWARE, AGNOSTIC, FIFO_PERF, FIFO)
+
+
+def _gavel_fixture(name: str, tmp_path: Path):
+    """(workload, cluster, their JCTs by policy) of tests/fixtures/gavel/<name>.csv: the trace's fields that
+    matter written back as Gavel's trace lines (read by workloads/sim_traces.py), the original's JCT columns."""
+    from sim.throughput import load_matrix
+
+    path = FIXTURES / "gavel" / f"{name}.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    lines = [
+        f"{r['job_type']}\tcmd\tdir\t--steps\t1\t{r['total_steps']}\t{r['scale_factor']}\t1\t-1.000000\t"
+        f"{r['arrival_time']}\n"
+        for r in rows
+    ]
+    trace = tmp_path / f"{name}.trace"
+    trace.write_text("".join(lines))
+    matrix = load_matrix("gavel")
+    workload = load_gavel_trace(trace, matrix)
+    # one GPU per server as the original ran them (4:4:4); a multi-GPU trace on one node per type, so that
+    # ours runs every job at the consolidated throughput, as the original does whatever its servers
+    node = 4 if name.startswith("m") else 1
+    cluster = ",".join(f"{4 // node}x{t}:{node}" for t in ("V100", "P100", "K80"))
+    theirs = {p: np.array([float(r[f"jct_{p}"]) for r in rows]) for p in _GAVEL_POLICIES}
+    return workload, cluster, theirs, matrix
+
+
+@needs_gavel
+@pytest.mark.parametrize(
+    "name",
+    ["s60", "m60", pytest.param("s120", marks=pytest.mark.slow), pytest.param("m80", marks=pytest.mark.slow)],
+)
+@pytest.mark.parametrize("policy", _GAVEL_POLICIES)
+def test_gavel_original_matches_the_originals_jcts(name, policy, tmp_path):
+    # measured (docs/schedulers.md): every round the same jobs on the same types; a job can end a fraction of
+    # a step early here (it keeps its GPU to the round's end, the original idles it), and ties between equal
+    # jobs follow the solver's rounding
+    workload, cluster, theirs, matrix = _gavel_fixture(name, tmp_path)
+    arrival = np.array([j.arrival_s for j in workload.jobs])
+    ours = _ends(workload, cluster, make_gavel_original(policy, 0, matrix), matrix) - arrival
+    rel = np.abs(ours - theirs[policy]) / theirs[policy]
+    assert abs(ours.mean() / theirs[policy].mean() - 1) < 0.001
+    assert np.median(rel) < 0.0002
+    assert np.percentile(rel, 90) < 0.001
+
+
+def _fifo_types(seed: int, policy: str) -> list[str]:
+    # 8 one-GPU jobs at t = 0 on 3 V100 + 3 P100 + 3 K80: each job's GPU types over its run
+    jobs = tuple(Job(str(i), 0.0, 36000.0, 1) for i in range(8))
+    sim = Simulator(
+        Workload("eight", jobs, {}), ClusterLayout(parse_cluster_spec("3xV100:1,3xP100:1,3xK80:1")), None
+    )
+    sim.run(make_gavel_original(policy, seed))
+    return list(sim.result("x", seed, preemptive=True).gpu_type)
+
+
+_LETTER = {"V100-16GB": "V", "P100": "P", "K80": "K"}
+
+
+@pytest.mark.parametrize(
+    ("seed", "expected"), [(0, "VVVVVVVV"), (1, "VVVVVVVV"), (3, "VVVPPPKK"), (5, "VVVPPPKK")]
+)
+def test_gavel_fifo_assigns_its_stale_type_and_drops_the_drawn_one(seed, expected):
+    # the original's FIFOPolicy(seed=seed).get_allocation for these 8 jobs (run on its code): every job gets
+    # the last listed type (V100) whatever the draw, and when V100 fills up the DRAWN type leaves the list:
+    # seeds 0 and 1 keep V100 listed (all 8 pile onto 3 V100s and take turns), seeds 3 and 5 drop it, so the
+    # next jobs go to P100, then K80. Allocations never change, so each job runs on that type only.
+    assert "".join(_LETTER[t] for t in _fifo_types(seed, FIFO)) == expected  # (one type a job: no ';')
+
+
+def test_gavel_fifo_perf_gives_each_job_its_fastest_type_with_room():
+    # FIFOPolicyWithPerf on the same jobs: the first jobs by id their fastest type with GPUs left; it is
+    # recomputed at resets, so later jobs move to faster types as the first ones end (a migration)
+    types = _fifo_types(0, FIFO_PERF)
+    assert "".join(_LETTER[t.split(";")[0]] for t in types) == "VVVPPPKK"
+    assert types[:3] == ["V100-16GB"] * 3 and all(t.endswith("V100-16GB") for t in types[3:6])
