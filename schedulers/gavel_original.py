@@ -44,9 +44,10 @@ Micro-tasks: int(steps/s x ROUND_S) steps, as the original's, when the policy is
 (their lengths differ by a fraction of a step from job to job, which breaks the ties between equal priorities
 as the original's do), else ROUND_S. A job whose micro-task ends before the round's last one keeps running
 (and progressing) here until the round ends, where the original idles its GPU: the replay therefore counts
-each job's work as the original does (its micro-tasks) and plans from that count, so a job can end here up to
-those fractions of steps early; it then still holds its place in the original's walk (its GPU idles) until its
-count is done, and rounds stay the original's. Deviations: multi-GPU jobs use the simulator's speeds (a job
+each job's work as the original does (its micro-tasks) and plans from that count; a job that would complete
+here while the original still counts work left is preempted once its work here meets that count (its GPU idles
+as the original's, at the cost of one preemption), and a job that completed here anyway (fractions of a step)
+still holds its place in the original's walk until its count is done, so rounds stay the original's. Deviations: multi-GPU jobs use the simulator's speeds (a job
 spread over nodes its unconsolidated throughput, where the original uses the consolidated one whatever the
 servers); restore overhead is charged as `--preempt_overhead_s` says (the original charges none). State: kept
 between calls of a run (schedulers/run_state.py); the remaining work comes from the known runtime, so rounds
