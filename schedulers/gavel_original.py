@@ -47,12 +47,13 @@ as the original's do), else ROUND_S. A job whose micro-task ends before the roun
 each job's work as the original does (its micro-tasks) and plans from that count; a job that would complete
 here while the original still counts work left is preempted once its work here meets that count (its GPU idles
 as the original's, at the cost of one preemption), and a job that completed here anyway (fractions of a step)
-still holds its place in the original's walk until its count is done, so rounds stay the original's. Deviations: multi-GPU jobs use the simulator's speeds (a job
-spread over nodes its unconsolidated throughput, where the original uses the consolidated one whatever the
-servers); restore overhead is charged as `--preempt_overhead_s` says (the original charges none). State: kept
-between calls of a run (schedulers/run_state.py); the remaining work comes from the known runtime, so rounds
-end as the original's with `--runtime_info oracle` (a job gone here with more than a round of work left in the
-original's count, a runtime estimated too long, leaves at once).
+still holds its place in the original's walk until its count is done, so rounds stay the original's.
+Deviations: multi-GPU jobs use the simulator's speeds (a job spread over nodes its unconsolidated throughput,
+where the original uses the consolidated one whatever the servers); restore overhead is charged as
+`--preempt_overhead_s` says (the original charges none). State: kept between calls of a run
+(schedulers/run_state.py); the remaining work comes from the known runtime, so rounds end as the original's
+with `--runtime_info oracle` (a job gone here with more than a round of work left in the original's count, a
+runtime estimated too long, leaves at once).
 """
 
 from __future__ import annotations
@@ -421,10 +422,10 @@ def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -
         st.round[j] = (t, end_s, max(0.0, end_s - now - overhead_s) * speeds[j, t])
         work_from[j] = now + overhead_s
     st.round_end_s = max((end for _, end, _ in st.round.values()), default=None)
-    # A job running here to the round's end would complete although the original still counts work left for
-    # it (the fractions of steps it gained in its earlier rounds' tails): it is preempted instead once its work
-    # here equals the original's count after this micro-task, its GPU idling as the original's, so that it
-    # ends when the original says.
+    # A job running here to the round's end would complete although the original still counts work left
+    # for it (the fractions of steps it gained in its earlier rounds' tails): it is preempted instead once
+    # its work here equals the original's count after this micro-task, its GPU idling as the original's, so
+    # that it ends when the original says.
     st.stops = {}
     known = jt.known_runtime_s
     for j, start_s in work_from.items():
