@@ -186,3 +186,24 @@ def test_gavel_fifo_perf_gives_each_job_its_fastest_type_with_room():
     types = _fifo_types(0, FIFO_PERF)
     assert "".join(_LETTER[t.split(";")[0]] for t in types) == "VVVPPPKK"
     assert types[:3] == ["V100-16GB"] * 3 and all(t.endswith("V100-16GB") for t in types[3:6])
+
+
+@needs_gavel
+def test_convert_trace_writes_a_jobs_csv_that_reads_back_as_the_same_jobs(tmp_path):
+    import subprocess
+    import sys
+
+    from workloads.csv_jobs import load_jobs_csv
+
+    workload, _, _, _ = _gavel_fixture("m60", tmp_path)
+    out = tmp_path / "m60.csv"
+    script = Path(__file__).resolve().parents[1] / "bench" / "convert_trace.py"
+    cmd = [sys.executable, str(script), "--format", "gavel", str(tmp_path / "m60.trace"), str(out)]
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=120).returncode == 0
+    back = load_jobs_csv(out).jobs
+    key = ("arrival_s", "runtime_s", "num_gpus", "job_type", "runtime_includes_spread")
+    assert [tuple(getattr(j, k) for k in key) for j in back] == [
+        tuple(getattr(j, k) for k in key) for j in workload.jobs
+    ]
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)  # never overwrites a file
+    assert again.returncode == 2 and again.stderr.strip().splitlines()[-1].endswith("exists; name a new file")
