@@ -142,7 +142,7 @@ def run_gavel_reference(args, out_dir: Path) -> Path:
         "--seed",
         str(args.seed),
         "--time_per_iteration",
-        str(ROUND_S),
+        str(int(ROUND_S)),
     ]
     out = out_dir / "stdout.txt"
     _run(cmd, sched, {}, out)
@@ -156,7 +156,8 @@ def _run(cmd: list[str], cwd: Path, env: dict, stdout: Path) -> None:
     with stdout.open("w") as f, (stdout.parent / "stderr.txt").open("w") as e:
         rc = subprocess.call(cmd, cwd=cwd, env={**os.environ, **env}, stdout=f, stderr=e)
     if rc:
-        raise SystemExit(f"error: the reference exited {rc}; see {stdout.parent}/stderr.txt")
+        tail = (stdout.parent / "stderr.txt").read_text(errors="replace").strip().splitlines()[-3:]
+        raise SystemExit(f"error: the reference exited {rc}: {' | '.join(tail)}")
     print(f"reference: {' '.join(cmd[1:3])} ... {time.time() - t0:.0f} s wall", file=sys.stderr)
 
 
