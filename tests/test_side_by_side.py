@@ -41,8 +41,9 @@ def _tiresias_columns():
         with path.open(newline="") as f:
             header = next(csv.reader(f))
         for col in header[4:]:
-            # promotion (dlas-gpu-<knob>) on the long traces takes seconds a run: the slow suite's
-            slow = "dlas-gpu-" in col and path.stem != "t60"
+            # promotion (dlas-gpu-<knob>) takes seconds a run: the default suite keeps one trace's, the slow suite
+            # has the rest
+            slow = "dlas-gpu-" in col and path.stem != "t480_l0.8"
             yield pytest.param(path, col, id=f"{path.stem}-{col}", marks=[pytest.mark.slow] if slow else [])
 
 
@@ -65,7 +66,7 @@ def test_tiresias_fixtures_identical_job_for_job(path, column):
 
 def test_tiresias_fixtures_cover_every_schedule_and_the_long_traces():
     ids = {p.id for p in _tiresias_columns()}
-    for trace in ("t60", "t480_l0.8", "t480_l1.0", "t480_l1.8"):
+    for trace in ("t480_l0.8", "t480_l1.0", "t480_l1.8"):
         for schedule in ("fifo", "shortest", "dlas-gpu", "dlas-gpu-2", "dlas-gpu-05"):
             assert f"{trace}-end_{schedule}_64g" in ids
 
