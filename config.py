@@ -335,6 +335,11 @@ class MixConfig:
     """FORMAT=PATH[@CLUSTER] traces whose first TRAIN_FRACTION of time training windows are drawn from"""
 
 
+PLOT_FORMATS = ("png", "none")
+"""what --plots takes (run modes and --mode dispatch alike): the figures' file format, or none (no figure; every
+other file is the same)"""
+
+
 @dataclass(frozen=True)
 class RunConfig:
     mode: str = "eval"
@@ -365,6 +370,9 @@ class RunConfig:
     model: str = "final"
     """eval/compare: which checkpoint of a training seed to load when --checkpoint is not given (final | best)"""
     progress: bool = True
+    plots: str = "png"
+    """eval/compare/report: one of PLOT_FORMATS (png: the run's figures as PNG files; none: no figure; the
+    figures take most of a small run's time)"""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     sim: SimConfig = field(default_factory=SimConfig)
@@ -457,8 +465,8 @@ class DispatchConfig:
     """without a terminal: seconds between two status lines"""
     progress: bool = True
     """the live status board on a terminal"""
-    plots: bool = True
-    """write the run's plots beside its CSV files"""
+    plots: str = "png"
+    """one of PLOT_FORMATS: the run's plots beside its CSV files as PNG files, or none"""
 
 
 def run_config_from_dict(saved: dict[str, Any]) -> RunConfig:

@@ -271,11 +271,14 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(("recorded_gpu_type",), "with --uniform_speed every GPU type runs at speed 1")
     if w.workload_type == "csv" and (cfg.cluster.spec or cfg.cluster.path):
         refuse(("difficulty",), "a jobs CSV with --cluster/--cluster_path takes nothing from the preset")
+    warnings = []
     if cfg.mode != "train" and not runs_agent:
         hit = [f"--{n}" for n in AGENT_WHERE if n in given]
         if hit:
-            return [f"{', '.join(hit)} ignored: no RL agent runs"]
-    return []
+            warnings.append(f"{', '.join(hit)} ignored: no RL agent runs")
+    if cfg.mode == "train" and "plots" in given:
+        warnings.append("--plots ignored: training draws no figures (its curves are in TensorBoard)")
+    return warnings
 
 
 def _note_size(cfg: RunConfig) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from config import (
     DIFFICULTIES,
+    PLOT_FORMATS,
     TASKS,
     ClusterConfig,
     D3QNConfig,
@@ -120,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--no_progress", action="store_true", help="no progress bar (the same as --progress never)"
+    )
+    g.add_argument(
+        "--plots",
+        choices=PLOT_FORMATS,
+        default=d.plots,
+        help="eval/compare/report: write the figures as PNG files, or none (the same CSV and JSON files; "
+        "most of a small run's time goes into the figures)",
     )
     g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; docs/sweeps.md)")
     g.add_argument(
@@ -449,6 +457,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         validation_seeds=a.validation_seeds,
         model=a.model,
         progress=show_progress(a),
+        plots=a.plots,
         cluster=ClusterConfig(a.cluster, a.cluster_path, a.uniform_speed, a.multi_node_factor),
         workload=WorkloadConfig(
             workload_type=a.workload_type.lower(),

@@ -100,8 +100,10 @@ def mode_report(cfg: RunConfig) -> Path:
         note = "No validation curves found (the training runs' folders are gone or validated nothing)."
         if points:
             write_csv(out / "learning_curves.csv", ("algo", "train_seed", "step", "val_avg_jct_s"), points)
-            plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
-            note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
+            note = "`learning_curves.csv` holds the validation curves (no figure: --plots none)."
+            if cfg.plots == "png":
+                plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
+                note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
         text = markdown(cfg, table, models, note)
         if missing:
             text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"

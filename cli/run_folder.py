@@ -66,10 +66,18 @@ RUN_SUBDIR = re.compile(r"[a-z0-9_]+(\+[a-z_]+(-[0-9.e+]+)*)?_seed\d+")
 manager, seed), e.g. easy+idle_off-600-1_seed0/"""
 
 # Options that say where and how visibly a run writes, not what it computes: left out of run_config.json.
-NOT_RECORDED = ("log_dir", "progress", "overwrite", "explicit_options", "report_workers", "keep_checkpoints")
+NOT_RECORDED = (
+    "log_dir",
+    "progress",
+    "overwrite",
+    "explicit_options",
+    "report_workers",
+    "keep_checkpoints",
+    "plots",
+)
 """(explicit_options: which options were typed rather than defaulted; the same run either way; report_workers:
 how many processes a report uses, which never changes its files; keep_checkpoints: how many periodic checkpoints
-stay in --models_dir)"""
+stay in --models_dir; plots: whether the figures are drawn, which changes no other file)"""
 VERSIONED_PACKAGES = ("numpy", "simpy", "gymnasium", "pandas", "matplotlib", "torch")
 
 

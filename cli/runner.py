@@ -26,8 +26,6 @@ from config import RunConfig, UserError
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.fairness import FairnessRow, fairness, write_fairness_csv
-from metrics.plots import plot_compare, plot_compare_cdf, plot_run
-from metrics.power_plots import plot_jct_vs_cost, plot_power
 from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv, write_summary_csv
 from scenario.build import Scenario, build_scenario
@@ -316,7 +314,7 @@ def write_run(
     energy: EnergyReport | None = None,
     plots: bool = True,
 ) -> None:
-    """The run's files into `out_dir` (`plots=False`: the CSV and JSON files only)."""
+    """The run's files in `out_dir`: its CSVs, workload_report.json and (`plots`) its PNG figures."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jobs_csv(result, out_dir / "jobs.csv", energy)
     write_runs_csv(result, out_dir / "runs.csv")
@@ -324,9 +322,13 @@ def write_run(
     write_summary_csv(rows, out_dir / "summary.csv")
     write_fairness_csv([fairness(result)], out_dir / "fairness.csv")
     if plots:
+        # lazy: matplotlib takes 0.4 s to import, more than a small run's simulation and CSVs (--plots none)
+        from metrics.plots import plot_run
+        from metrics.power_plots import plot_power
+
         plot_run(result, out_dir)
-    if plots and power is not None and energy is not None:
-        plot_power(result, energy, power.prices, out_dir)
+        if power is not None and energy is not None:
+            plot_power(result, energy, power.prices, out_dir)
     (out_dir / "workload_report.json").write_text(
         json.dumps(workload_report(sc, result), indent=2, sort_keys=True, default=_json_default) + "\n"
     )
@@ -416,7 +418,7 @@ def mode_eval(cfg: RunConfig) -> Path:
         result = run_one(cfg, sc, cfg.algo, cfg.progress, checkpoints.get(cfg.algo), power)
         refuse_all_rejected(result, sc)
         row, energy = summarize_run(result, power)
-        write_run(result, sc, out, [row], power, energy)
+        write_run(result, sc, out, [row], power, energy, plots=cfg.plots == "png")
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
@@ -454,8 +456,10 @@ def mode_eval_node_task(cfg: RunConfig) -> Path:
         if cfg.task.name == "power":  # energy columns and plots as a --power run writes them
             energy = energy_report(result, env.prices)
             row = EnergySummaryRow.of(row, summary_fields(energy))
-        write_run(result, sc, out, [row], None, energy)
-        if energy is not None:
+        write_run(result, sc, out, [row], None, energy, plots=cfg.plots == "png")
+        if energy is not None and cfg.plots == "png":
+            from metrics.power_plots import plot_power  # lazy: matplotlib (see write_run)
+
             plot_power(result, energy, env.prices, out)
         g = GRADERS[cfg.task.name](env)
         record = {"task": cfg.task.name, "episode_return": env.episode_return, "grade": g.__dict__}
@@ -485,6 +489,7 @@ def mode_compare(cfg: RunConfig) -> Path:
     note_size(cfg, sc)
     folder.resolved.append(_resolved(sc))
     powers = power_setups(cfg)
+    plots = cfg.plots == "png"
     folder.claim()
     try:  # whatever stops the run (a user error on a later seed, Ctrl-C, a crash), the folder goes back
         for i, seed in enumerate(cfg.seeds):
@@ -500,17 +505,25 @@ def mode_compare(cfg: RunConfig) -> Path:
                     row, energy = summarize_run(result, power)
                     rows.append(row)
                     fair.append(fairness(result))
-                    write_run(result, sc, out / run_dir_name(algo, power, seed), [row], power, energy)
+                    run_dir = out / run_dir_name(algo, power, seed)
+                    write_run(result, sc, run_dir, [row], power, energy, plots)
                     _print_summary(row)
             assert_same_jobs(results)
-            plot_compare_cdf(results, out / f"jct_cdf_seed{seed}.png")
+            if plots:
+                from metrics.plots import plot_compare_cdf  # lazy: matplotlib (see write_run)
+
+                plot_compare_cdf(results, out / f"jct_cdf_seed{seed}.png")
         write_summary_csv(rows, out / "summary.csv")
         write_fairness_csv(fair, out / "fairness.csv")
         agg = aggregate(rows)
         write_compare_csv(agg, out / "compare.csv")
-        plot_compare(rows, out)
-        if powers != [None]:
-            plot_jct_vs_cost(rows, out / "jct_vs_cost.png")
+        if plots:
+            from metrics.plots import plot_compare
+            from metrics.power_plots import plot_jct_vs_cost
+
+            plot_compare(rows, out)
+            if powers != [None]:
+                plot_jct_vs_cost(rows, out / "jct_vs_cost.png")
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise

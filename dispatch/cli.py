@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from cli.run_folder import short_hash
-from config import DispatchConfig, UserError
+from config import PLOT_FORMATS, DispatchConfig, UserError
 from dispatch.board import Board
 from dispatch.devices import open_backend, parse_sim_spec
 from dispatch.jobsfile import JobsFileError, parse_duration_s, parse_jobs_file, parse_size_mib
@@ -111,9 +111,10 @@ def build_dispatch_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--plots",
-        choices=("all", "none"),
-        default="all",
-        help="the run's plots (jct_cdf, utilization, queue_length) beside its CSV files, or none (default: all)",
+        choices=PLOT_FORMATS,
+        default=d.plots,
+        help="the run's plots (jct_cdf, utilization, queue_length) beside its CSV files as PNG files, or none "
+        "(default: png)",
     )
     p.add_argument("--no_progress", action="store_true", help="no live status board")
     return p
@@ -161,7 +162,7 @@ def dispatch_config(argv: list[str]) -> DispatchConfig:
         on_interrupt=args.on_interrupt,
         status_every_s=args.status_every,
         progress=not args.no_progress,
-        plots=args.plots == "all",
+        plots=args.plots,
     )
 
 
@@ -206,7 +207,7 @@ def dispatch_main(argv: list[str]) -> int:
             # lazy: pandas and matplotlib are needed only once the jobs are done
             from dispatch.results import write_results
 
-            write_results(read_journal(folder / JOURNAL), dispatcher.box, folder, cfg.plots)
+            write_results(read_journal(folder / JOURNAL), dispatcher.box, folder, cfg.plots == "png")
         finally:
             dispatcher.close()
     except UserError as err:
@@ -215,6 +216,6 @@ def dispatch_main(argv: list[str]) -> int:
     except KeyboardInterrupt:  # before the dispatcher's own handling starts, or while the files are written
         print("interrupted (the journal keeps what happened; the same command goes on)", file=sys.stderr)
         return 130
-    plots = ", the plots" if cfg.plots else ""
+    plots = ", the plots" if cfg.plots == "png" else ""
     print(f"wrote {folder}/ (jobs.csv, summary.csv, dispatch.csv{plots}; journal.jsonl, jobs/ logs)")
     return code

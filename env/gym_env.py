@@ -2,55 +2,23 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from itertools import islice
 
 import gymnasium as gym
 import numpy as np
 
 from config import RunConfig
+from env.slot_observation import CONTEXT_FEATURES, JOB_FEATURES, SlotObservation
 from scenario.build import Scenario, build_scenario
 from scenario.mixtures import mixture_scenario
-from sim.catalog import CATALOG
 from sim.cluster import FULL
-from sim.placement import duration_s, fastest_speed, fit_type, place, spans_nodes_on
+from sim.placement import fastest_speed, fit_type, place
 from sim.records import RunResult
 from sim.simulator import Decision, Simulator
 
-JOB_FEATURES = (
-    "gpu_demand",  # log2(1 + GPUs) / log2(1 + cluster GPUs)
-    "gpu_mem",  # per-GPU memory minimum / 80 GB, clipped to 1
-    "runtime",  # known reference runtime: log1p(min) / log1p(max minutes), clipped
-    "duration_here",  # known runtime on the type it would get now (same scale; 0 if it does not fit now)
-    "waited",  # time waited so far: log1p(min) / log1p(max minutes), clipped
-    "priority",  # min(priority, 10) / 10
-    "fits_now",  # 1 if it can start now
-    "is_head",  # 1 for the oldest queued job
-)
-CATALOG_TYPES = tuple(CATALOG)
-CONTEXT_FEATURES = (
-    # per catalog GPU type: its share of the cluster's GPUs (0 = the cluster has none: "absent" is not "busy")
-    *(f"total_{t}" for t in CATALOG_TYPES),
-    *(f"free_frac_{t}" for t in CATALOG_TYPES),  # free whole GPUs of the type / its GPUs (0 if absent)
-    *(
-        f"largest_block_{t}" for t in CATALOG_TYPES
-    ),  # largest free block on one node / largest node of the type
-    # time to the next estimated completion of a job holding GPUs of the type, same log scale as runtime;
-    # 1 if none runs there (absent, or all free)
-    *(f"next_release_{t}" for t in CATALOG_TYPES),
-    "free_frac_all",  # free GPU share / all GPUs
-    "queue_len",  # log1p(queued) / log1p(100,000), clipped
-    "running",  # log1p(running) / log1p(100,000), clipped
-    "queued_demand",  # queued GPU demand / cluster GPUs, clipped to 1
-    "next_end",  # time to the next estimated completion, same log scale as runtime
-    "day_sin",  # (1 + sin(2 pi t / day)) / 2
-    "day_cos",  # (1 + cos(2 pi t / day)) / 2
-)
-# Nothing in the observation depends on jobs that have not arrived yet (no workload size, no arrived fraction):
-# a real scheduler does not know how many jobs are still to come.
-_MAX_MIN = math.log1p(7 * 24 * 60)  # a week, in minutes
-_LOG_COUNT = math.log1p(100_000)  # queue and running counts are scaled by this, not by the workload's size
-_DAY_S = 86_400.0
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call (hot path)
+
 REWARDS = ("jct", "jct_at_start", "delay", "slowdown", "utilization")
 
 
@@ -160,11 +128,18 @@ class GPUClusterEnv(gym.Env):
         n = self.window * self.job_feature_dim + self.context_dim
         self.observation_space = gym.spaces.Box(0.0, 1.0, (n,), np.float32)
         self.action_space = gym.spaces.Discrete(self.window + 1)
+        # the masks there can be: slots 0..nfit-1 startable, WAIT legal or not (never changed once built)
+        self._masks = [
+            [np.array([s < nfit for s in range(self.window)] + [wait]) for wait in (False, True)]
+            for nfit in range(self.window + 1)
+        ]
         self.sim: Simulator | None = None
         self.scenario: Scenario | None = None
         self._slots: list[int] = []
         self._slot_type: list[int] = []
-        self._mask = np.zeros(self.window + 1, dtype=bool)
+        self._nfit = 0
+        self._wait_ok = False
+        self._mask = self._masks[0][False]
         self._steps = 0
         self._step_t0_s = 0.0
         self._done = False
@@ -181,26 +156,26 @@ class GPUClusterEnv(gym.Env):
         self._step_t0_s = self.sim.now_s
         reward, done = self._to_decision_point()
         self._done = done
-        obs = self._observe()
-        return obs, self._info(False, done)
+        return self._observe_with_info(False)
 
     def step(self, action):
-        a = as_action(action)
-        if self.sim is None:
+        a = action if type(action) is int else as_action(action)
+        sim = self.sim
+        if sim is None:
             raise RuntimeError("step() before reset(): call env.reset() to start an episode")
         self._steps += 1
-        self._step_t0_s = self.sim.now_s
+        self._step_t0_s = sim.now_s
         if self._done:  # nothing left to schedule (also when every job was rejected at reset)
-            return self._observe(), 0.0, True, False, self._info(False, True)
-        illegal = not (0 <= a <= self.window) or not self._mask[a]
-        reward = 0.0
-        if illegal:
-            done = False
-        elif a == self.window:
-            reward, done = self._wait()
-        else:
+            return self._finish_step(0.0, True, False)
+        if 0 <= a < self._nfit:
             i = self._slots[a]
-            reward, done = self._start(Decision(i, place(self.sim.free, *self.sim.jobs.shape[i])))
+            reward, done = self._start(_tuple_new(Decision, (i, place(sim.free, *sim.jobs.shape[i]))))
+            illegal = False
+        elif a == self.window and self._wait_ok:
+            reward, done = self._wait()
+            illegal = False
+        else:  # an empty or blocked slot, WAIT where it would deadlock, or out of range: a no-op
+            reward, done, illegal = 0.0, False, True
         return self._finish_step(reward, done, illegal)
 
     def step_decision(self, decision: Decision):
@@ -213,9 +188,8 @@ class GPUClusterEnv(gym.Env):
         self._steps += 1
         self._step_t0_s = self.sim.now_s
         if self._done:
-            return self._observe(), 0.0, True, False, self._info(False, True)
-        nfit = int(self._mask[: self.window].sum())
-        if decision.job not in self._slots[:nfit]:
+            return self._finish_step(0.0, True, False)
+        if decision.job not in self._slots[: self._nfit]:
             return self._finish_step(0.0, False, True)
         reward, done = self._start(decision)
         return self._finish_step(reward, done, False)
@@ -228,14 +202,14 @@ class GPUClusterEnv(gym.Env):
         if self.reward_name == "jct_at_start":
             reward -= self.sim.duration_s[i] / self.reward_scale_s
         elif self.reward_name == "delay":  # only the time lost to a slower GPU or a multi-node split
-            reward -= (self.sim.duration_s[i] - self._shortest_s[i]) / self.reward_scale_s
+            reward -= (self.sim.duration_s[i] - self._shortest_s(i)) / self.reward_scale_s
         return reward, done
 
     def _finish_step(self, reward: float, done: bool, illegal: bool):
         self._done = done
-        obs = self._observe()
         truncated = not done and self._steps >= self.max_steps
-        return obs, reward, done, truncated, self._info(illegal, done)
+        obs, info = self._observe_with_info(illegal)
+        return obs, reward, done, truncated, info
 
     def action_masks(self) -> np.ndarray:
         return self._mask.copy()
@@ -243,60 +217,45 @@ class GPUClusterEnv(gym.Env):
     # -- simulation ---------------------------------------------------------------------------------------
 
     def _prepare_scenario(self, sc: Scenario) -> None:
-        layout = sc.layout
-        self._log_gpus = math.log2(1 + layout.num_gpus)
-        self._type_cols = [CATALOG_TYPES.index(t) for t in layout.type_names]
-        self._type_max_node = [0] * len(layout.type_names)
-        for i in range(layout.num_nodes):
-            t = layout.node_type[i]
-            self._type_max_node[t] = max(self._type_max_node[t], layout.node_num_gpus[i])
-        self._inv_slowdown = [1.0 / max(r, 10.0) for r in self.sim.jobs.known_runtime_s]
-        jt = self.sim.jobs
-        # the shortest duration each job can have in this cluster (the delay reward's reference; the true
-        # runtime, as the charge uses the true duration): runtime / its fastest option's effective speed
-        speeds: dict[tuple, float] = {}
-        self._shortest_s = []
-        for r, (e, k, milli, _, pace) in zip(jt.runtime_s, jt.shape, strict=True):
-            key = (e, k, milli, pace)
-            v = speeds.get(key)
-            if v is None:
-                v = speeds[key] = fastest_speed(e, k, milli, pace)
-            self._shortest_s.append(r / v if v > 0 else float("nan"))  # v == 0: rejected, never starts
-        self._type_share = [n / layout.num_gpus for n in layout.type_num_gpus]
-        self._static_rows = self._static_job_features()
-
-    def _static_job_features(self) -> list[list[float]]:
-        """Per job: [gpu_demand, gpu_mem, runtime, priority] features (the parts of a slot row that never change)."""
-        jt = self.sim.jobs
-        demand = np.array([k * m / FULL for k, m in zip(jt.num_gpus, jt.milli, strict=True)])
-        mem = np.array([j.gpu_mem_gb for j in jt.jobs])
-        known = np.array(jt.known_runtime_s)
-        prio = np.array(jt.priority, dtype=float)
-        self._demand = demand.tolist()
-        self._zero_rows = [0.0] * (self.window * len(JOB_FEATURES))
-        self._ctx_template = [0.0] * len(CATALOG_TYPES)
-        out = np.stack(
-            [
-                np.log2(1 + demand) / self._log_gpus,
-                mem / 80.0,
-                np.log1p(known / 60.0) / _MAX_MIN,
-                np.minimum(np.maximum(prio, 0), 10) / 10.0,
-            ],
-            axis=1,
-        )
-        return np.clip(out, 0.0, 1.0).astype(np.float32).tolist()
-
-    def _rate(self) -> float:
-        """Reward per simulated second at the current state."""
-        sim = self.sim
-        if self.reward_name == "jct":
-            return -sim.jobs_in_system / self.reward_scale_s
-        if self.reward_name in ("jct_at_start", "delay"):  # run time (or its excess) was charged at the start
-            return -len(sim.queue) / self.reward_scale_s
+        """Per-scenario state of the observation and rewards (per-job values are computed when first read)."""
+        self._observation = SlotObservation(self.window, self.sim)
+        self._shortest: dict[int, float] = {}  # job -> its shortest duration in this cluster (delay reward)
+        self._fastest: dict[tuple, float] = {}  # shape -> fastest_speed
+        self._rate = getattr(self, f"_rate_{self.reward_name}")
         if self.reward_name == "slowdown":
-            inv = self._inv_slowdown
-            total = sum(inv[i] for i in sim.queue) + sum(inv[i] for _, i in sim.running)
-            return -total
+            self._inv_slowdown = [1.0 / max(r, 10.0) for r in self.sim.jobs.known_runtime_s]
+
+    def _shortest_s(self, i: int) -> float:
+        """The shortest duration job i can have in this cluster (the delay reward's reference; the true runtime,
+        as the charge uses the true duration): runtime / its fastest option's effective speed."""
+        v = self._shortest.get(i)
+        if v is None:
+            jt = self.sim.jobs
+            e, k, milli, _, pace = jt.shape[i]
+            key = (e, k, milli, pace)
+            speed = self._fastest.get(key)
+            if speed is None:
+                speed = self._fastest[key] = fastest_speed(e, k, milli, pace)
+            r = jt.runtime_s[i]
+            v = self._shortest[i] = r / speed if speed > 0 else float("nan")  # 0: rejected, never starts
+        return v
+
+    # reward per simulated second at the current state, one method per reward (bound at reset)
+    def _rate_jct(self) -> float:
+        sim = self.sim
+        return -(len(sim.queue) + len(sim.running)) / self.reward_scale_s
+
+    def _rate_jct_at_start(self) -> float:  # run time (or its excess) was charged at the start
+        return -len(self.sim.queue) / self.reward_scale_s
+
+    _rate_delay = _rate_jct_at_start
+
+    def _rate_slowdown(self) -> float:
+        sim, inv = self.sim, self._inv_slowdown
+        return -(sum(inv[i] for i in sim.queue) + sum(inv[i] for _, i in sim.running))
+
+    def _rate_utilization(self) -> float:
+        sim = self.sim
         return sim._busy_milli / (FULL * sim.layout.num_gpus * self.reward_scale_s)
 
     def _advance_instant(self) -> tuple[float, bool]:
@@ -316,139 +275,96 @@ class GPUClusterEnv(gym.Env):
     def _to_decision_point(self) -> tuple[float, bool]:
         """Advance until some queued job fits (True done flag when the run is over); builds the window."""
         reward = 0.0
+        queue = self.sim.queue
         while True:
-            if self.sim.queue and self._build_window():
+            if queue and self._build_window():
                 return reward, False
             r, more = self._advance_instant()
             reward += r
             if not more:
                 self._slots, self._slot_type = [], []
-                self._mask[:] = False
+                self._nfit, self._wait_ok = 0, False
+                self._mask = self._masks[0][False]
                 return reward, True
 
     def _build_window(self) -> bool:
-        """Fill the K slots (startable jobs first, then blocked ones); True if some job can start."""
+        """Fill the K slots (startable jobs first, then blocked ones); True if some job can start.
+
+        Which jobs: the first K startable ones in the window order (shortest known runtime, or arrival), then the
+        first blocked ones in that order; found shape by shape (whether a shape fits now is one `fit_type` call,
+        however many jobs of it wait). Usually all of a group fits in the window, and its order does not matter."""
         sim = self.sim
-        shape = sim.jobs.shape
         free = sim.free
         K = self.window
-        fit_slots: list[int] = []
-        fit_type_idx: list[int] = []
-        blocked: list[int] = []
-        memo: dict = {}
-        order = sim.queue if self.window_order == "arrival" else (i for _, i in sim.queue_by_runtime)
-        for i in order:
-            key = shape[i]
-            t = memo.get(key)
-            if t is None:
-                t = memo[key] = fit_type(free, *key)
+        by_shape = sim.queue_by_shape
+        fit_shapes: list[tuple[tuple, int]] = []
+        blocked_shapes: list[tuple] = []
+        num_fit = num_blocked = 0
+        for s, members in by_shape.items():
+            t = fit_type(free, *s)
             if t >= 0:
-                fit_slots.append(i)
-                fit_type_idx.append(t)
-                if len(fit_slots) == K:
-                    break
-            elif len(blocked) < K:
-                blocked.append(i)
-        if not fit_slots:
+                fit_shapes.append((s, t))
+                num_fit += len(members)
+            else:
+                blocked_shapes.append(s)
+                num_blocked += len(members)
+        if not fit_shapes:
             return False
-        nfit = len(fit_slots)
-        # shown in arrival order (job index) within each group, whichever jobs the order selected
-        fits = sorted(zip(fit_slots, fit_type_idx, strict=True))
-        slots = [i for i, _ in fits] + sorted(blocked[: K - nfit])
+        if num_fit <= K:
+            fits = [(i, t) for s, t in fit_shapes for i in by_shape[s]]
+        else:
+            fits = self._first_in_order(fit_shapes, K)
+        fits.sort()  # shown in arrival order (job index) within each group, whichever jobs the order selected
+        nfit = len(fits)
+        slots = [i for i, _ in fits]
+        room = K - nfit
+        if room and blocked_shapes:
+            if num_blocked <= room:
+                blocked = [i for s in blocked_shapes for i in by_shape[s]]
+            else:
+                blocked = [i for i, _ in self._first_in_order([(s, -1) for s in blocked_shapes], room)]
+            blocked.sort()
+            slots += blocked
         self._slots = slots
         self._slot_type = [t for _, t in fits] + [-1] * (len(slots) - nfit)
-        mask = self._mask
-        mask[:] = False
-        mask[:nfit] = True
         # WAIT is legal unless nothing would ever happen again (deadlock)
-        mask[K] = sim.has_future_events
+        wait = sim.has_future_events
+        self._nfit, self._wait_ok = nfit, wait
+        self._mask = self._masks[nfit][wait]
         return True
 
-    # -- observation --------------------------------------------------------------------------------------
-
-    def _observe(self) -> np.ndarray:
-        """Build the observation in plain Python (cheaper than many tiny numpy ops), then one array."""
+    def _first_in_order(self, shapes: list[tuple[tuple, int]], n: int) -> list[tuple[int, int]]:
+        """(job, type) of the first n waiting jobs of these (shape, type) pairs in the window order."""
         sim = self.sim
-        K, F = self.window, self.job_feature_dim
-        if sim is None:
-            return np.zeros(K * F + self.context_dim, dtype=np.float32)
-        now = sim.now_s
-        jt = sim.jobs
-        layout = sim.layout
-        queue = sim.queue
-        head = next(iter(queue), -1)
-        static = self._static_rows
-        arrival = jt.arrival_s
-        known = jt.known_runtime_s
-        speed = layout.type_speed
-        shape = jt.shape
-        log1p = math.log1p
-        vals: list[float] = []
-        for i, t in zip(self._slots, self._slot_type, strict=True):
-            demand, mem, runtime, prio = static[i]
-            waited = min(1.0, log1p((now - arrival[i]) / 60.0) / _MAX_MIN)
-            if t >= 0:
-                e, k, milli, _, pace = shape[i]
-                d = duration_s(known[i], speed[t], spans_nodes_on(e, k, milli, t), pace)
-                here = min(1.0, log1p(d / 60.0) / _MAX_MIN)
-                vals += (demand, mem, runtime, here, waited, prio, 1.0, 1.0 if i == head else 0.0)
-            else:
-                vals += (demand, mem, runtime, 0.0, waited, prio, 0.0, 1.0 if i == head else 0.0)
-        vals += self._zero_rows[: (K - len(self._slots)) * F]
-        free = sim.free
-        free_frac = self._ctx_template.copy()
-        block = self._ctx_template.copy()
-        type_block = [0] * len(layout.type_names)
-        pool_type = layout.pool_type
-        for q, by_c in enumerate(free.pool_free):
-            for c in range(len(by_c) - 1, 0, -1):
-                if by_c[c]:
-                    if c > type_block[pool_type[q]]:
-                        type_block[pool_type[q]] = c
-                    break
-        total = self._ctx_template.copy()
-        release = [1.0] * len(CATALOG_TYPES)
-        for t, col in enumerate(self._type_cols):
-            total[col] = self._type_share[t]
-            free_frac[col] = free.type_whole[t] / layout.type_num_gpus[t]
-            block[col] = type_block[t] / self._type_max_node[t]
-        running = sim.running
-        placements = sim.placements
-        left = len(self._type_cols)
-        seen = [False] * left
-        for end, j in running:  # by estimated end: the first job seen on a type is its next release
-            t = placements[j].type_idx
-            if not seen[t]:
-                seen[t] = True
-                release[self._type_cols[t]] = min(1.0, log1p(max(end - now, 0.0) / 60.0) / _MAX_MIN)
-                left -= 1
-                if not left:
-                    break
-        demand = self._demand
-        vals += total
-        vals += free_frac
-        vals += block
-        vals += release
-        vals += (
-            free.free_milli_total / (FULL * layout.num_gpus),
-            min(1.0, log1p(len(queue)) / _LOG_COUNT),
-            min(1.0, log1p(len(running)) / _LOG_COUNT),
-            min(1.0, sum(map(demand.__getitem__, queue)) / layout.num_gpus),
-            min(1.0, log1p(max(running[0][0] - now, 0.0) / 60.0) / _MAX_MIN) if running else 0.0,
-            (1.0 + math.sin(2 * math.pi * now / _DAY_S)) / 2,
-            (1.0 + math.cos(2 * math.pi * now / _DAY_S)) / 2,
-        )
-        return np.array(vals, dtype=np.float32)
+        if self.window_order == "arrival":
+            jobs = sorted((i, t) for s, t in shapes for i in islice(sim.queue_by_shape[s], n))
+            return jobs[:n]
+        by_runtime = sim.queue_by_shape_runtime
+        jobs = sorted((e, t) for s, t in shapes for e in islice(by_runtime[s], n))  # e: (known runtime, job)
+        return [(e[1], t) for e, t in jobs[:n]]
 
-    def _info(self, illegal: bool, done: bool) -> dict:
-        now = self.sim.now_s if self.sim else 0.0
-        return {
+    def _observe_with_info(self, illegal: bool) -> tuple[np.ndarray, dict]:
+        """The observation and the info dict of the current state."""
+        sim = self.sim
+        if sim is None:
+            now = 0.0
+            obs = np.zeros(self.window * self.job_feature_dim + self.context_dim, dtype=np.float32)
+            jobs_in_system = 0
+        else:
+            now = sim.now_s
+            obs = self._observe(now)
+            jobs_in_system = len(sim.queue) + len(sim.running)
+        info = {
             "action_mask": self._mask.copy(),
             "illegal_action": illegal,
             "sim_time_s": now,
             "elapsed_s": now - self._step_t0_s,
-            "jobs_in_system": self.sim.jobs_in_system if self.sim else 0,
+            "jobs_in_system": jobs_in_system,
         }
+        return obs, info
+
+    def _observe(self, now: float) -> np.ndarray:
+        return self._observation.observe(self._slots, self._slot_type, now)
 
 
 def as_action(action) -> int:

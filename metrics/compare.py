@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
+from metrics.csv_table import Table, value_cells
 from metrics.summary import METRIC_FIELDS, SummaryRow, energy_of
-from metrics.writers import FLOAT_FORMAT, PRIORITY_COLUMN
+from metrics.writers import PRIORITY_COLUMN
 from sim.records import RunResult
 
 
@@ -99,7 +99,7 @@ def aggregate(rows: Sequence[SummaryRow]) -> list[AggregateRow]:
     return out
 
 
-def compare_frame(agg: Sequence[AggregateRow]) -> pd.DataFrame:
+def compare_table(agg: Sequence[AggregateRow]) -> Table:
     """Aggregates as a table: counts, then {metric}_mean, {metric}_std per metric, then per-priority JCT."""
     priorities = sorted({p for a in agg for p, _ in a.avg_jct_s_by_priority})
     head = [
@@ -111,39 +111,25 @@ def compare_frame(agg: Sequence[AggregateRow]) -> pd.DataFrame:
         "total_unfinished",
         "total_rejected",
     ]
-    columns = list(head)
+    columns: dict[str, np.ndarray | list[str]] = {c: value_cells([getattr(a, c) for a in agg]) for c in head}
+
+    def add(name: str, values: list[MeanStd]) -> None:
+        columns[f"{name}_mean"] = np.asarray([ms.mean for ms in values], dtype=float)
+        columns[f"{name}_std"] = np.asarray([ms.std for ms in values], dtype=float)
+
+    missing = MeanStd(np.nan, np.nan)
     for name in METRIC_FIELDS:
-        columns += [f"{name}_mean", f"{name}_std"]
+        add(name, [getattr(a, name) for a in agg])
     for p in priorities:
-        columns += [f"{PRIORITY_COLUMN.format(p)}_mean", f"{PRIORITY_COLUMN.format(p)}_std"]
-    energy_names = list(dict.fromkeys(n for a in agg for n, _ in a.energy))  # only with a power model
-    for name in energy_names:
-        columns += [f"{name}_mean", f"{name}_std"]
-    records = []
-    for a in agg:
-        rec = [getattr(a, c) for c in head]
-        for name in METRIC_FIELDS:
-            ms = getattr(a, name)
-            rec += [ms.mean, ms.std]
-        by_prio = dict(a.avg_jct_s_by_priority)
-        for p in priorities:
-            ms = by_prio.get(p, MeanStd(np.nan, np.nan))
-            rec += [ms.mean, ms.std]
-        energy = dict(a.energy)
-        for name in energy_names:
-            ms = energy.get(name, MeanStd(np.nan, np.nan))
-            rec += [ms.mean, ms.std]
-        records.append(rec)
-    frame = pd.DataFrame(records, columns=columns)
-    return frame.astype({c: float for c in columns[len(head) :]})
+        add(PRIORITY_COLUMN.format(p), [dict(a.avg_jct_s_by_priority).get(p, missing) for a in agg])
+    for name in dict.fromkeys(n for a in agg for n, _ in a.energy):  # only with a power model
+        add(name, [dict(a.energy).get(name, missing) for a in agg])
+    return Table(list(columns), columns)
 
 
 def write_compare_csv(agg: Sequence[AggregateRow], path: str | Path) -> Path:
-    """Write compare.csv (columns of `compare_frame`); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    compare_frame(agg).to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n", na_rep="")
-    return path
+    """Write compare.csv (columns of `compare_table`); returns the path."""
+    return compare_table(agg).write(path)
 
 
 def _fmt(ms: MeanStd, digits: int, width: int) -> str:

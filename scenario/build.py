@@ -18,7 +18,7 @@ from sim.power import PowerModel
 from sim.simulator import Simulator
 from sim.throughput import ThroughputError, ThroughputMatrix, load_matrix
 from workloads.profiles import PROFILE_NAMES
-from workloads.traces import TRACE_FORMATS
+from workloads.trace_formats import TRACE_FORMATS
 
 TRACE_TYPES = TRACE_FORMATS
 WORKLOAD_TYPES = ("synthetic", "csv", "dispatch", *TRACE_TYPES)

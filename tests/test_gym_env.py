@@ -8,6 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import env as _env_package  # noqa: F401  (registers GPUClusterScheduling-v0)
 from cli.runner import run_heuristic
@@ -312,3 +314,74 @@ def test_step_before_reset_and_bad_reset_options_or_window_are_clear_errors():
     for window in (0, -2):
         with pytest.raises(ValueError, match=f"window must be an integer >= 1 .*got {window}"):
             GPUClusterEnv(replace(cfg, env=replace(cfg.env, window=window)))
+
+
+def _random_scenario(seed: int):
+    """A small random workload on a three-type cluster: whole-GPU jobs of 1-16 GPUs (some only on some types,
+    some spread over nodes), fractional ones, priorities, and known runtimes that are not the true ones."""
+    from scenario.build import Scenario
+    from sim.cluster import ClusterLayout
+    from sim.cluster_spec import parse_cluster_spec
+    from sim.job import Job, Workload
+
+    rng = np.random.default_rng(seed)
+    spec = parse_cluster_spec("2xA100-80GB:8,3xV100-32GB:4,2xT4:2")
+    type_sets = [(), ("A100-80GB",), ("V100-32GB", "T4"), ("T4",)]
+    arrivals = np.sort(rng.exponential(400.0, 150).cumsum())
+    jobs = []
+    for n, t in enumerate(arrivals):
+        fractional = rng.random() < 0.2
+        jobs.append(
+            Job(
+                f"j{n}",
+                float(t),
+                float(rng.lognormal(7.0, 1.5)),
+                1 if fractional else int(rng.choice([1, 2, 4, 8, 16])),
+                gpu_mem_gb=float(rng.choice([0.0, 8.0, 30.0])),
+                gpu_milli=int(rng.choice([250, 500])) if fractional else 1000,
+                gpu_types=type_sets[int(rng.integers(len(type_sets)))],
+                priority=int(rng.integers(0, 3)),
+            )
+        )
+    known = np.array([j.runtime_s for j in jobs]) * rng.uniform(0.5, 2.0, len(jobs))
+    return Scenario(Workload("random", tuple(jobs)), spec, "", ClusterLayout(spec), known, 1.2, seed)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    reward=st.sampled_from(["jct", "jct_at_start", "delay", "slowdown", "utilization"]),
+    window=st.sampled_from([1, 3, 16]),
+    order=st.sampled_from(["runtime", "arrival"]),
+    preset=st.sampled_from(["random", "easy", "medium"]),
+)
+def test_env_matches_its_plain_reference_step_for_step(seed, reward, window, order, preset):
+    """The env's fast window, observation and rewards give what the plain reference computes from the raw
+    simulator state (tests/slot_env_reference.py): every observation byte, mask, reward, flag and info, through
+    random play with illegal actions and resets."""
+    from tests.slot_env_reference import ReferenceSlotEnv
+
+    cfg = RunConfig(
+        workload=WorkloadConfig(difficulty="easy" if preset == "random" else preset, num_jobs=150),
+        env=replace(EnvConfig(), reward=reward, window=window, window_order=order, max_steps=700),
+    )
+    sc = _random_scenario(seed) if preset == "random" else None
+    fast, plain = GPUClusterEnv(cfg, scenario=sc), ReferenceSlotEnv(cfg, scenario=sc)
+    rng = np.random.default_rng(seed)
+    obs, info = fast.reset(seed=seed)
+    ref_obs, ref_info = plain.reset(seed=seed)
+    for _ in range(800):
+        assert obs.tobytes() == ref_obs.tobytes() and obs.dtype == ref_obs.dtype == np.float32
+        assert np.array_equal(info.pop("action_mask"), ref_info.pop("action_mask")) and info == ref_info
+        assert np.array_equal(fast.action_masks(), plain.action_masks())
+        legal = np.flatnonzero(fast.action_masks())
+        if rng.random() < 0.1 or not len(legal):
+            action = int(rng.integers(-1, window + 2))
+        else:
+            action = int(legal[rng.integers(len(legal))])
+        obs, r, done, truncated, info = fast.step(action)
+        ref_obs, ref_r, ref_done, ref_truncated, ref_info = plain.step(action)
+        assert repr(r) == repr(ref_r) and (done, truncated) == (ref_done, ref_truncated)
+        if done or truncated:
+            obs, info = fast.reset()
+            ref_obs, ref_info = plain.reset()

@@ -12,20 +12,10 @@ from pathlib import Path
 from config import WorkloadConfig
 from sim.cluster_spec import ClusterSpec, load_cluster_csv
 from sim.job import Workload
+from workloads.trace_formats import TRACE_FORMATS
 from workloads.traces import alibaba_2017, alibaba_openb, alibaba_pai, google, helios, itp, philly, swf
 from workloads.traces.common import TraceTable, default_cluster, describe_cluster, finish, first_line
 
-TRACE_FORMATS = (
-    "google",
-    "alibaba",
-    "alibaba-openb",
-    "alibaba-pai",
-    "alibaba-2017",
-    "itp",
-    "philly",
-    "helios",
-    "swf",
-)
 SPEED_NOTE = "other GPU types run faster or slower than the recorded one by catalog speed (--recorded_gpu_type, --uniform_speed)"
 
 
