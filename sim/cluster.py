@@ -111,6 +111,7 @@ class ClusterLayout:
             tuple(sorted({self.node_num_gpus[i] for i in range(self.num_nodes) if self.node_pool[i] == q}))
             for q in range(len(pool_key))
         ]
+        self._gpu_labels: list[str] | None = None  # placement_label's, built on first use
         self._eligible_by_nodes: dict[tuple[int, ...], Eligible] = {}
         self._eligible: dict[tuple[tuple[str, ...], int], Eligible] = {}
 
@@ -134,6 +135,13 @@ class ClusterLayout:
     def gpu_label(self, g: int) -> str:
         n = self.gpu_node[g]
         return f"{self.nodes[n].node_id}/{g - self.node_first_gpu[n]}"
+
+    def placement_label(self, gpus: tuple[int, ...]) -> str:
+        """The GPUs' labels (`gpu_label`), `;`-joined: a placement as jobs.csv writes it (labels built once)."""
+        labels = self._gpu_labels
+        if labels is None:
+            labels = self._gpu_labels = [self.gpu_label(g) for g in range(self.num_gpus)]
+        return ";".join([labels[g] for g in gpus])
 
 
 class Eligible:

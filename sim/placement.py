@@ -228,6 +228,9 @@ def _nodes_with(free: FreeState, pools: tuple[int, ...], c: int, need: int = 1) 
     """The nodes of `pools` with exactly c whole free GPUs, ascending (lazily where pools are big: callers
     often need only the first, or the first `need`)."""
     pool_free, heaps = free.pool_free, free.pool_heap
+    if len(pools) == 1 and heaps[pools[0]] is None:  # the common case: one small pool
+        by_c = pool_free[pools[0]]
+        return iter(sorted(by_c[c]) if c < len(by_c) else ())
     sets = [pool_free[q][c] for q in pools if c < len(pool_free[q]) and pool_free[q][c]]
     # sorting the nodes (in C) beats walking the pools' heaps in order (in Python) unless few are needed
     if all(heaps[q] is None for q in pools) or 16 * need >= sum(map(len, sets)):

@@ -791,7 +791,7 @@ class Simulator:
             else:
                 status.append(UNFINISHED)
             gpu_type.append(layout.type_names[p.type_idx] if p is not None else "")
-            placement.append(";".join(layout.gpu_label(g) for g in p.gpus) if p is not None else "")
+            placement.append(layout.placement_label(p.gpus) if p is not None else "")
         runs = self._runs(placement, gpu_type)
         if self._closed_runs:
             types: dict[int, list[str]] = {}
@@ -835,7 +835,7 @@ class Simulator:
         job's current or last run (end NaN while it runs)."""
         layout = self.layout
         rows = [
-            (start, i, end, ";".join(layout.gpu_label(g) for g in p.gpus), layout.type_names[p.type_idx])
+            (start, i, end, layout.placement_label(p.gpus), layout.type_names[p.type_idx])
             for i, start, end, p in self._closed_runs
         ]
         rows += [
