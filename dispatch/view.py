@@ -10,7 +10,6 @@ process is not idle, and external memory is taken from its free memory.
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +18,7 @@ from sim.cluster import FULL, ClusterLayout, FreeState, Placement, gb_to_mb
 from sim.job import Job
 from sim.placement import effective_speed
 from sim.simulator import Decision, JobTable, View
+from sim.sorted_list import SortedList
 from workloads.dispatch_log import Device, box_cluster, largest_usable_mb, mb_of_mib, share_milli, sim_job
 
 
@@ -151,18 +151,15 @@ def build_view(
     entries.sort()
     queued = [i for i, j in enumerate(order) if j.start_s is None]
     by_shape: dict[tuple, list[int]] = {}
-    by_shape_runtime: dict[tuple, list[tuple[float, int]]] = {}
     for i in queued:
         by_shape.setdefault(jt.shape[i], []).append(i)
-        bisect.insort(by_shape_runtime.setdefault(jt.shape[i], []), (known[i], i))
-    for members in by_shape.values():
-        members.sort()
+    # the sorted indexes as the simulator keeps them (SortedList: the policies use its lookups)
     view = View(
         now_s,
         dict.fromkeys(queued).keys(),
-        sorted((known[i], i) for i in queued),
-        by_shape,
-        by_shape_runtime,
+        SortedList((known[i], i) for i in queued),
+        {s: SortedList(members) for s, members in by_shape.items()},
+        {s: SortedList((known[i], i) for i in members) for s, members in by_shape.items()},
         [(end, i) for end, i, _ in entries],
         [k for _, _, k in entries],
         free,

@@ -24,9 +24,10 @@ made on the capacity left by all earlier ones). Per-GPU identities are not reser
 interchangeable for whole-GPU jobs, so node counts decide feasibility exactly.
 
 Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-check each against it):
-- while every queued job so far starts now on its fastest option (the reservations so far all start now, so
-  the profile only grows with time), the next job that can start now on its fastest option gets that
-  reservation without the profile being built;
+- while every queued job so far starts now on its first option (the fastest; equal speeds in option order: a
+  later option of the same speed may tie on completion with the first one starting right after now), the
+  reservations so far all start now, so the profile only grows with time, and the next job that can start now
+  on its first option gets that reservation without the profile being built;
 - the schedule is kept between instants while it provably equals the rebuilt one (`_Kept`);
 - with whole-GPU jobs only, an option on which the job starts now ends the search over its options (no later,
   slower option completes sooner or as soon);
@@ -49,6 +50,7 @@ from typing import NamedTuple
 import numpy as np
 
 from schedulers.plan import Plan
+from schedulers.run_facts import run_facts as _run_facts
 from sim.cluster import FULL, ClusterLayout, FreeState, Placement
 from sim.placement import _gpus_on_node, _options, effective_speed
 from sim.simulator import Decision, View
@@ -79,7 +81,7 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     jt = view.jobs
     now = view.now_s
     # reuse the last instant's schedule when it provably equals the rebuilt one (see _Kept)
-    any_fractional, exact = _run_facts(jt)
+    any_fractional, exact = _run_facts(jt)  # exact: a kept schedule lasts
     whole_only = not (any_fractional and _has_fractional(view))
     stateful = whole_only and not want_reservations
     # with runtime estimates the kept schedule rarely survives the next completion: build only as much of the
@@ -94,7 +96,8 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     plan = Plan(view.free)
     shape = jt.shape
     known = jt.known_runtime_s
-    type_speed = view.layout.type_speed
+    layout = view.layout
+    type_speed = layout.type_speed
     reservations: list[Reservation] = []
     started: list[tuple[float, Placement]] = []
     started_jobs: list[tuple[float, int]] = []
@@ -110,7 +113,9 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             rest = i
             break
         rate = effective_speed(type_speed[p.type_idx], len(p.nodes) > 1, pace)
-        if rate != _options(elig, k, pace)[0].rate:
+        first = _options(elig, k, pace)[0]
+        if rate != first.rate or not _on_option(layout, p, first):
+            # a later option of the same speed is not the first option: the first one may tie on completion
             rest = i
             break
         end = now + known[i] / rate
@@ -168,6 +173,13 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     return plan.decisions, reservations
 
 
+def _on_option(layout: ClusterLayout, p: Placement, o) -> bool:
+    """Whether placement p is on option o (one node of o's speed group, or a spread over o's type)."""
+    if o.multi_type < 0:
+        return len(p.nodes) == 1 and layout.node_pool[p.nodes[0]] in o.pools
+    return len(p.nodes) > 1 and p.type_idx == o.multi_type
+
+
 def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
     """Whether no job of todo[x:] (whole-GPU jobs) can start now whatever the reservations before it, so that
     this instant's starts are decided: the profile only loses capacity as reservations are added, and a job
@@ -197,7 +209,7 @@ def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:
         for tl, fl in zip(rt, rf, strict=True):
             for j, c in enumerate(fl):  # the row's first step with fewer than k free must start after `end`
                 if c < k:
-                    if end <= tl[j]:
+                    if end <= (tl[j] if j else now):  # the first step starts now (`move_to`)
                         return False
                     break
             else:
@@ -229,25 +241,11 @@ def _smallest_max_node(layout: ClusterLayout) -> int:
 _SMALLEST_MAX_NODE: dict[int, tuple[ClusterLayout, int]] = {}
 
 
-def _run_facts(jt) -> tuple[bool, bool]:
-    """(some job of the run is fractional, every estimate is the true runtime), computed once per run. With
-    exact estimates jobs end exactly where the schedule expects, so a kept schedule lasts (this only chooses
-    how much of the schedule to build, never a decision)."""
-    hit = _RUN_FACTS.get(id(jt))
-    if hit is None or hit[0] is not jt:
-        _RUN_FACTS.clear()  # one run at a time is remembered
-        frac = any(m < FULL for m in jt.milli)
-        exact = all(a == b for a, b in zip(jt.known_runtime_s, jt.runtime_s, strict=True))
-        hit = _RUN_FACTS[id(jt)] = (jt, frac, exact)
-    return hit[1], hit[2]
-
-
 def _has_fractional(view: View) -> bool:
     """A fractional job runs or waits (only asked when the workload has some)."""
     return 0 in view.running_whole_gpus or any(s[2] < FULL for s in view.queue_by_shape)
 
 
-_RUN_FACTS: dict[int, tuple[object, bool, bool]] = {}
 _KEPT: dict[int, _Kept] = {}
 
 
@@ -420,6 +418,8 @@ class _Profile:
             releases += [(end, gpu_node[g], 1) for g, end in shared_until.items()]
         num_nodes = layout.num_nodes
         whole = np.asarray(free.node_whole, dtype=np.int64)
+        self.next_steps: list[tuple[float, int]] = []
+        """a heap of (start of a row's second step, row): `move_to` trims only rows whose entry is due"""
         if not releases:
             self.t = [[now] for _ in range(num_nodes)]
             self.free = [[c] for c in free.node_whole]
@@ -448,19 +448,28 @@ class _Profile:
         self.t = [row[:c] for row, c in zip(t.tolist(), count, strict=True)]
         self.free = [row[:c] for row, c in zip(np.cumsum(delta, axis=1).tolist(), count, strict=True)]
         self.free_now = int(whole.sum())
+        self.next_steps = [(tl[1], n) for n, tl in enumerate(self.t) if len(tl) > 1]
+        heapify(self.next_steps)
 
     def move_to(self, view: View) -> None:
-        """Drop the steps before `view.now_s` (a kept profile, see _Kept)."""
+        """Move a kept profile (see _Kept) to `view.now_s`: drop the steps that ended by then. Only the rows
+        whose second step has begun are touched (`next_steps`); every row's first step is read as starting
+        now, whatever time it holds."""
         now = view.now_s
         self.view = view
-        rf = self.free
-        for n, tl in enumerate(self.t):
-            if len(tl) > 1 and tl[1] <= now:
+        rt, rf = self.t, self.free
+        pending = self.next_steps
+        while pending and pending[0][0] <= now:
+            n = heappop(pending)[1]
+            tl = rt[n]
+            if len(tl) > 1 and tl[1] <= now:  # (else an entry left by an earlier change of the row)
+                fl = rf[n]
                 j = bisect_right(tl, now) - 1
+                self.free_now += fl[j] - fl[0]
                 del tl[:j]
-                del rf[n][:j]
-            tl[0] = now
-        self.free_now = sum([fl[0] for fl in rf])
+                del fl[:j]
+                if len(tl) > 1:
+                    heappush(pending, (tl[1], n))
         self.earliest = {}
 
     # -- the profile -------------------------------------------------------------------------------------
@@ -476,19 +485,27 @@ class _Profile:
         first step: a step with k free fits if every later step that starts before its end keeps k free; a
         step that drops below k rules out every start from the steps before it up to it."""
         rt, rf = self.t, self.free
+        now = self.view.now_s  # every row's first step starts now (whatever time it holds: `move_to`)
         best_s = _INF
         best_free = 0
         best_n = -1
         for n in nodes:
-            tl = rt[n]
             fl = rf[n]
+            if (
+                best_s == now
+            ):  # a start now is found: only a start now on a node with fewer free GPUs beats it
+                if best_free == k:
+                    break  # no node has fewer
+                if not k <= fl[0] < best_free:
+                    continue
+            tl = rt[n]
             m = len(tl)
-            j = 0 if from_s <= tl[0] else bisect_left(tl, from_s)
+            j = 0 if from_s <= now else bisect_left(tl, from_s)
             while j < m:
                 if fl[j] < k:
                     j += 1
                     continue
-                s = tl[j]
+                s = tl[j] if j else now
                 if s > best_s:
                     break
                 end = s + dur_s
@@ -513,8 +530,9 @@ class _Profile:
         that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none.
         A caller that knows no run starts before `from_s` skips the earlier steps."""
         rows = [(self.t[n], self.free[n]) for n in nodes]
-        for s in sorted(set().union(*[tl for tl, _ in rows])):
-            if s < from_s:
+        now = self.view.now_s  # every row's first step starts now (whatever time it holds: `move_to`)
+        for s in sorted(set().union(*[tl for tl, _ in rows], (now,))):
+            if s < from_s or s < now:
                 continue
             end = s + dur_s
             if end >= before_s:
@@ -559,6 +577,8 @@ class _Profile:
                 fl.insert(b, fl[b - 1])
             for j in range(a, b):
                 fl[j] -= c
+            if a <= 1:  # the row's second step may have moved earlier
+                heappush(self.next_steps, (tl[1], n))
 
     # -- reservations ------------------------------------------------------------------------------------
 

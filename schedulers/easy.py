@@ -21,14 +21,17 @@ import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate, islice
+from weakref import WeakKeyDictionary, ref
 
 from schedulers.plan import Plan
+from schedulers.run_facts import run_facts
 from schedulers.shadow import CountShadow
 from sim.cluster import FULL, FreeState, Placement
-from sim.placement import alternative_placement, effective_speed, spans_nodes_on
+from sim.placement import _options, alternative_placement, effective_speed, spans_nodes_on
 from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
+_INF = float("inf")
 
 
 def easy_backfill(view: View) -> list[Decision]:
@@ -43,39 +46,56 @@ def easy_backfill(view: View) -> list[Decision]:
             head = i
             break
         plan.add(i, p)
-    if head < 0 or plan.exhausted():
+    memo = _MEMO.pop(jt, None)
+    if head < 0:
+        return plan.decisions
+    last_job = next(reversed(view.queue))
+    kept = None if plan.decisions or memo is None else memo.still_valid(view, head)
+    if plan.exhausted():  # nothing can start: every waiting job fails
+        if kept is None:
+            _remember(view, head, last_job, plan.decisions, -1.0, None, [], memo, True)
+        else:
+            memo.groups(view, kept)  # registers the shapes of the jobs that arrived since
+            _remember(view, head, last_job, plan.decisions, memo.shadow_s, memo.shadow, [], memo, False)
         return plan.decisions
     shape_runtime = view.queue_by_shape_runtime
     known = jt.known_runtime_s
     type_speed = view.layout.type_speed
-    groups = list(view.queue_by_shape.items())
     # The scan in arrival order, done shape by shape: between two starts the plan and the shadow state do not
     # change, so every job of one shape gets the same placements and the same verdict on test (b), and passing
     # test (a) is monotone in the known runtime; the next job the arrival-order scan would start is the
     # earliest, over all shapes, that passes (a) or (b). The reservation is computed only once some job fits.
-    shadow_s, shadow = -1.0, None
+    # Each group is (shape, its waiting jobs, a job up to which they are known to fail: `_Memo`).
+    if kept is None:
+        shadow_s, shadow = -1.0, None
+        groups = [(s, members, -1) for s, members in view.queue_by_shape.items()]
+    else:
+        shadow_s, shadow = memo.shadow_s, memo.shadow
+        groups = memo.groups(view, kept)
+    first_after_snapshot = 0  # plan.decisions from here on were taken after the shadow's base was
     pos = head
     while not plan.exhausted():
         best, best_s, best_p = _AFTER_ALL, None, None
         free = plan.free
         whole_left = sum(free.type_whole)  # no whole-GPU shape larger than this can fit
-        for s, members in groups:
+        for s, members, failing in groups:
             if s[1] > whole_left and s[2] == FULL:
                 continue
-            k = bisect_right(members, pos)
-            if k == len(members) or members[k] >= best:
+            lo = pos if pos > failing else failing
+            first = members.first_after(lo, _AFTER_ALL)
+            if first >= best:
                 continue
             t = plan.fit_type(s)
             if t < 0:
                 continue
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
+                first_after_snapshot = len(plan.decisions)
                 shadow_s, shadow = reservation(view, plan.snapshot(), head, started)
             elig, k_gpus, milli, _, pace = s
             # the preferred placement is the fastest free now: if a job does not end by the shadow time on it,
             # it does not on any other
             speed = effective_speed(type_speed[t], spans_nodes_on(elig, k_gpus, milli, t), pace)
-            first = members[k]
             if now + known[first] / speed <= shadow_s:  # (a) ends by the shadow time
                 best, best_s, best_p = first, s, None
                 continue
@@ -84,7 +104,7 @@ def easy_backfill(view: View) -> list[Decision]:
                 best, best_s, best_p = first, s, harmless
                 continue
             # later jobs of the shape can only pass (a), and those that do are its shortest
-            j = _earliest_passing(members, k + 1, shape_runtime[s], pos, best, known, now, speed, shadow_s)
+            j = _earliest_passing(members, first, shape_runtime[s], lo, best, known, now, speed, shadow_s)
             if j < best:
                 best, best_s, best_p = j, s, None
         if best_s is None:
@@ -96,7 +116,167 @@ def easy_backfill(view: View) -> list[Decision]:
             plan.add(best, p)
             shadow.take(p)
         pos = best
+    taken = [d.placement for d in plan.decisions[first_after_snapshot:]] if shadow is not None else []
+    _remember(view, head, last_job, plan.decisions, shadow_s, shadow, taken, memo, kept is None)
     return plan.decisions
+
+
+class _Memo:
+    """What one EASY call leaves for the next, to compute only what changed while the head stays blocked.
+
+    At the end of a call every waiting job up to `last_job` (the last one waiting then) was found unable to
+    start: it did not fit, or failed both (a) and (b) (a job that fails at some point of the scan fails at
+    every later one: capacity and the shadow only shrink, and `now` only grows). In a run whose jobs are all
+    whole-GPU and whose estimates are exact, if the next call finds the same head blocked and exactly this
+    call's decisions applied since, plus the completions of the jobs estimated to end first (`ending`, if that
+    is now; jobs end exactly at their estimates), then:
+    - the reservation is the same: every job released into the shadow (ending by the shadow time) that
+      completed since gave its GPUs to the free state instead; every job this call started by (a) ends by the
+      shadow time, so the rebuilt walk releases it where this call's plan still held its GPUs free; every job
+      started by (b) ends after it, and the shadow took its GPUs. The shadow is only rebased (`rebase`) on the
+      live free state;
+    - a job up to `last_job` still cannot start if its shape is whole-GPU without a spread option and no job
+      ended since on a pool it may use: its capacity did not grow, so it does not fit, or its preferred
+      placement is no faster and (a) fails, or its one-node alternatives are fewer with unchanged verdicts and
+      (b) fails. (A spread's placement changes with the capacity of its type's nodes, so its verdict may
+      change: such shapes are always scanned.)
+    tests/test_invariants.py checks the decisions against the plain scan (tests/easy_reference.py).
+    """
+
+    __slots__ = ("jobs", "free", "by_shape", "version", "now", "head", "last_job", "decisions", "shadow_s",
+                 "shadow", "taken", "ending_s", "ending", "shapes")  # fmt: skip
+
+    def still_valid(self, view: View, head: int) -> list[Placement] | None:
+        """The placements of the jobs that completed since, if this memo holds for `view` (see above)."""
+        if self.jobs() is not view.jobs or self.free is not view.free or head != self.head:
+            return None
+        if self.by_shape is not view.queue_by_shape:
+            return None  # not the simulator's own queue (a view with some jobs held back, e.g.)
+        now = view.now_s
+        if now < self.now or (self.shadow is not None and self.shadow_s < now):
+            return None
+        placements = view.placements
+        for i, p in self.decisions:
+            if placements[i] is not p:
+                return None  # this call's decisions were not applied
+        if now < self.ending_s:
+            completed = []
+        elif now == self.ending_s:
+            completed = self.ending
+        else:
+            return None  # called again only after the first estimated end
+        if view.free.version != self.version + len(completed):
+            return None  # something else changed the free state
+        if self.shadow is not None:
+            self.shadow.rebase(view.free, self.taken, completed)
+        return completed
+
+    def groups(self, view: View, completed: list[Placement]) -> list[tuple]:
+        """The scan's groups: the shapes of the jobs that arrived since, from `last_job` on, and every shape
+        whose jobs may pass now where they failed, from the start; a shape of neither kind is left out."""
+        by_shape = view.queue_by_shape
+        shape = view.jobs.shape
+        reg = self.shapes
+        known = self.last_job
+        # per pool where jobs completed: the most whole GPUs one of those nodes has free now (a one-node
+        # placement on any other node of the pool was free before)
+        node_pool, whole = view.layout.node_pool, view.free.node_whole
+        dirty: dict[int, int] = {}
+        for p in completed:
+            for n in p.nodes:
+                q = node_pool[n]
+                if whole[n] > dirty.get(q, -1):
+                    dirty[q] = whole[n]
+        picked: dict[int, tuple] = {}
+        for i in reversed(view.queue):
+            if i <= known:
+                break
+            s = shape[i]
+            if id(s) not in picked:
+                picked[id(s)] = (s, known)
+                reg.add(s)
+        sh = self.shadow
+        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
+        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
+        spreads_monotone = sh is None or (sh.full is None and sh.whole_type)
+        again = list(reg.always)
+        if not spreads_monotone:
+            again += reg.spreads
+        for q, c in dirty.items():
+            for k, s in reg.by_pool.get(q, ()):
+                if k <= c:
+                    again.append(s)
+        for s in again:
+            if s in by_shape:
+                picked[id(s)] = (s, -1)
+        return [(s, by_shape[s], floor) for s, floor in picked.values()]
+
+
+class _Shapes:
+    """The shapes an EASY run has seen, by what makes their jobs scanned again (see `_Memo.groups`):
+    `always` (fractional shapes), `spreads` (whole-GPU shapes with a spread option) and `by_pool` (pool ->
+    (k, shape): a whole-GPU shape of k GPUs may use the pool; k is 1 for a spread, whose capacity is the
+    type's sum)."""
+
+    __slots__ = ("seen", "always", "spreads", "by_pool")
+
+    def __init__(self):
+        self.seen: set[int] = set()
+        self.always: list[tuple] = []
+        self.spreads: list[tuple] = []
+        self.by_pool: dict[int, list[tuple[int, tuple]]] = {}
+
+    def add(self, s: tuple) -> None:
+        if id(s) in self.seen:
+            return
+        self.seen.add(id(s))
+        elig, k, milli, _, pace = s
+        if milli < FULL:
+            self.always.append(s)
+            return
+        spread = any(o.multi_type >= 0 for o in _options(elig, k, pace))
+        if spread:
+            self.spreads.append(s)
+        for t in elig.types:
+            for q in elig.type_pools[t]:
+                self.by_pool.setdefault(q, []).append((1 if spread else k, s))
+
+
+_MEMO: WeakKeyDictionary = WeakKeyDictionary()  # JobTable -> _Memo of the run's last call
+
+
+def _remember(
+    view: View, head, last_job, decisions, shadow_s, shadow, taken, old: _Memo | None, scanned_all: bool
+) -> None:
+    """Keep this call's facts for the next call (see _Memo), when the run allows it."""
+    jt = view.jobs
+    fractional, exact = run_facts(jt)
+    if fractional or not exact:
+        return
+    m = _Memo()
+    m.jobs = ref(jt)
+    m.free = view.free
+    m.by_shape = view.queue_by_shape
+    m.version = view.free.version + len(decisions)
+    m.now = now = view.now_s
+    m.head, m.last_job, m.decisions = head, last_job, decisions
+    m.shadow_s, m.shadow, m.taken = shadow_s, shadow, taken
+    # the jobs estimated to end first, once the decisions apply
+    ends = [(now + view.duration_on(i, p), p) for i, p in decisions]
+    running = view.running
+    first = min(min([e for e, _ in ends], default=_INF), running[0][0] if running else _INF)
+    placements = view.placements
+    m.ending_s = first
+    m.ending = [p for end, p in ends if end == first]
+    for end, j in running:
+        if end != first:
+            break
+        m.ending.append(placements[j])
+    m.shapes = _Shapes() if old is None else old.shapes
+    if scanned_all:  # every shape waiting may be asked for next time
+        for s in view.queue_by_shape:
+            m.shapes.add(s)
+    _MEMO[jt] = m
 
 
 def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placement] | None:
@@ -131,20 +311,20 @@ def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placeme
     return None
 
 
-def _earliest_passing(members, k, by_runtime, pos, best, known, now, speed, shadow_s) -> int:
+def _earliest_passing(members, first, by_runtime, pos, best, known, now, speed, shadow_s) -> int:
     """The earliest job after `pos` (and before `best`, else `best`) whose run ends by `shadow_s`.
 
-    Two exact searches run in lockstep and the first to finish answers: walking `members` (ascending) from
-    index k until a job passes, and walking the passing prefix of `by_runtime` (runtime order) in full. Either
+    Two exact searches run in lockstep and the first to finish answers: walking `members` (ascending) after
+    `first` until a job passes, and walking the passing prefix of `by_runtime` (runtime order) in full. Either
     can be long (short jobs cluster at the end of a long queue; or many pass), rarely both.
     """
-    n_pass = bisect_left(by_runtime, True, key=lambda e: now + e[0] / speed > shadow_s)
+    n_pass = by_runtime.bisect_left(True, key=lambda e: now + e[0] / speed > shadow_s)
     if not n_pass:
         return best
     found = best
     prefix = islice(by_runtime, n_pass)
     # members first: when they run out, zip stops before taking (and losing) a prefix entry
-    for j, (_, i) in zip(islice(members, k, None), prefix, strict=False):
+    for j, (_, i) in zip(members.iter_after(first), prefix, strict=False):
         if pos < i < found:
             found = i
         if j >= found:

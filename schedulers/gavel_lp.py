@@ -8,8 +8,8 @@ number of GPUs of type j (a job of scale k holds k GPUs while it runs).
   where T is the job's throughput on each type and iso[i] = sum_j T[i, j] X_eq[i, j] its throughput with an
   equal time share of every type (the paper's X^equal, §4.1: each type's time split evenly over the jobs that
   can use it, weighted by scale, a job's row capped at 1), so jobs are compared by normalised effective
-  throughput. (The authors' code normalises by the agnostic LP's allocation instead, which is not unique: any
-  split over types is optimal for it, so the normalisation would depend on the solver.)
+  throughput. (The authors' code normalises by each type's share of the cluster instead, ProportionalPolicy:
+  GPUs of the type / all GPUs for every job; schedulers/gavel_original.py does that.)
 - heterogeneity-AGNOSTIC ("max_min_fairness"): the same with every throughput 1, i.e. equal GPU-time shares.
 Deviation: a max-min LP only pins the minimum, so a solver may leave capacity unallocated to jobs above it; a
 second LP keeps the minimum (to a 1e-6 relative tolerance) and maximises the sum of the same objective terms,

@@ -30,6 +30,7 @@ from sim.placement import place
 from sim.power import BOOTING, OFF, PowerOff, PowerOn
 from sim.prices import PriceCurve
 from sim.simulator import View, WakeUp
+from sim.sorted_list import SortedList
 
 WAKE_SCAN_JOBS = 256  # queued jobs the wake rule looks at per instant (bounds its cost under a long queue)
 DEFAULT_IDLE_S = 600.0
@@ -256,11 +257,11 @@ def without_held(view: View, held: set[int]) -> View:
     for s, members in view.queue_by_shape.items():
         kept = [i for i in members if i not in held]
         if kept:
-            by_shape[s] = kept
-            by_shape_runtime[s] = [e for e in view.queue_by_shape_runtime[s] if e[1] not in held]
+            by_shape[s] = SortedList(kept)
+            by_shape_runtime[s] = SortedList(e for e in view.queue_by_shape_runtime[s] if e[1] not in held)
     return view._replace(
         queue={i: None for i in view.queue if i not in held}.keys(),
-        queue_by_runtime=[e for e in view.queue_by_runtime if e[1] not in held],
+        queue_by_runtime=SortedList(e for e in view.queue_by_runtime if e[1] not in held),
         queue_by_shape=by_shape,
         queue_by_shape_runtime=by_shape_runtime,
     )

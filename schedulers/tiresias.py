@@ -5,8 +5,9 @@ A job's attained service is GPUs x time it has held them (`View.attained_now`, G
 counts its fraction). K priority queues split attained service at thresholds: a job is in queue k while its
 service lies in [threshold[k-1], threshold[k]) (queue 0 from 0). Every job starts in queue 0 and is demoted as
 its service crosses each threshold. Lower queue index = higher priority; within a queue, FIFO by arrival with
-running jobs ahead of waiting ones (the authors' simulator moves waiting jobs behind running ones every round,
-so a job is never preempted by one of its own queue). Allocation: schedulers/preemptive.py's rule over that
+running jobs ahead of waiting ones, so a job demoted while running keeps its GPUs in its new queue (the
+authors' simulator appends it behind the jobs waiting there instead, which then preempt it:
+schedulers/tiresias_original.py replays that). Allocation: schedulers/preemptive.py's rule over that
 order. The policy asks for a wake-up at the next instant a running job crosses a threshold that could change a
 decision (a job waits in a queue above the level it enters), so demotions happen on time without global ticking.
 

@@ -6,6 +6,8 @@ A whole-GPU allocation takes the GPU's entire share and memory; a fractional one
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from heapq import heappop, heappush
 from typing import NamedTuple
 
 import numpy as np
@@ -15,6 +17,7 @@ from sim.cluster_spec import ClusterSpec
 from sim.records import NodeInfo
 
 FULL = 1000  # milli-GPU of a whole GPU
+BIG_POOL = 64  # nodes in a pool above which FreeState keeps its nodes ordered (heaps) as well as in sets
 
 
 def gb_to_mb(gb: float) -> int:
@@ -97,11 +100,18 @@ class ClusterLayout:
         for i in range(self.num_nodes):
             q = self.node_pool[i]
             self.pool_max_gpus[q] = max(self.pool_max_gpus[q], self.node_num_gpus[i])
+        # pools of more than BIG_POOL nodes keep their nodes in heaps too (FreeState.min_node: min() of a set
+        # walks the whole set)
+        pool_nodes = [0] * len(pool_key)
+        for q in self.node_pool:
+            pool_nodes[q] += 1
+        self.pool_big = [c > BIG_POOL for c in pool_nodes]
         # per pool, the distinct GPU counts of its nodes (a node is empty when it has that many free GPUs)
         self.pool_node_sizes = [
             tuple(sorted({self.node_num_gpus[i] for i in range(self.num_nodes) if self.node_pool[i] == q}))
             for q in range(len(pool_key))
         ]
+        self._gpu_labels: list[str] | None = None  # placement_label's, built on first use
         self._eligible_by_nodes: dict[tuple[int, ...], Eligible] = {}
         self._eligible: dict[tuple[tuple[str, ...], int], Eligible] = {}
 
@@ -125,6 +135,13 @@ class ClusterLayout:
     def gpu_label(self, g: int) -> str:
         n = self.gpu_node[g]
         return f"{self.nodes[n].node_id}/{g - self.node_first_gpu[n]}"
+
+    def placement_label(self, gpus: tuple[int, ...]) -> str:
+        """The GPUs' labels (`gpu_label`), `;`-joined: a placement as jobs.csv writes it (labels built once)."""
+        labels = self._gpu_labels
+        if labels is None:
+            labels = self._gpu_labels = [self.gpu_label(g) for g in range(self.num_gpus)]
+        return ";".join([labels[g] for g in gpus])
 
 
 class Eligible:
@@ -222,10 +239,20 @@ class FreeState:
         "type_whole",
         "free_milli_total",
         "pool_free",
+        "pool_heap",
+        "version",
+        "gives",
+        "pool_gives",
     )
 
     def __init__(self, layout: ClusterLayout, _copy_from: FreeState | None = None):
         self.layout = layout
+        # count take() and give() calls, and per pool the give() calls that released capacity there: a policy
+        # that remembers what it saw can tell that exactly the changes it expects happened since, and where
+        # capacity grew (schedulers/easy.py, sjf.py)
+        self.version = 0 if _copy_from is None else _copy_from.version
+        self.gives = 0 if _copy_from is None else _copy_from.gives
+        self.pool_gives = [0] * len(layout.pool_type) if _copy_from is None else list(_copy_from.pool_gives)
         if _copy_from is None:
             self.free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
             self.free_mem_mb = layout.gpu_mem_mb_np.copy()
@@ -236,6 +263,10 @@ class FreeState:
             self.pool_free = [[set() for _ in range(m + 1)] for m in layout.pool_max_gpus]
             for n in range(layout.num_nodes):
                 self.pool_free[layout.node_pool[n]][layout.node_num_gpus[n]].add(n)
+            self.pool_heap = [
+                [sorted(nodes) for nodes in by_c] if big else None
+                for by_c, big in zip(self.pool_free, layout.pool_big, strict=True)
+            ]
         else:
             self.free_milli = _copy_from.free_milli.copy()
             self.free_mem_mb = _copy_from.free_mem_mb.copy()
@@ -244,20 +275,84 @@ class FreeState:
             self.type_whole = list(_copy_from.type_whole)
             self.free_milli_total = _copy_from.free_milli_total
             self.pool_free = [[s.copy() for s in by_c] for by_c in _copy_from.pool_free]
+            self.pool_heap = [None if hs is None else [h.copy() for h in hs] for hs in _copy_from.pool_heap]
 
     def copy(self) -> FreeState:
         return FreeState(self.layout, self)
 
     def _add_whole(self, n: int, delta: int) -> None:
         old = self.node_whole[n]
-        by_c = self.pool_free[self.layout.node_pool[n]]
+        q = self.layout.node_pool[n]
+        by_c = self.pool_free[q]
         by_c[old].discard(n)
         by_c[old + delta].add(n)
         self.node_whole[n] = old + delta
+        if old + delta and self.pool_heap[q] is not None:
+            self._push(q, old + delta, n)
+
+    def _add_whole_on(self, nodes: tuple[int, ...], counts: tuple[int, ...], sign: int) -> None:
+        """`_add_whole(n, sign * c)` for each node n and count c (a multi-node placement)."""
+        node_whole, node_pool = self.node_whole, self.layout.node_pool
+        pool_free, heaps = self.pool_free, self.pool_heap
+        for n, c in zip(nodes, counts, strict=True):
+            old = node_whole[n]
+            new = old + sign * c
+            q = node_pool[n]
+            by_c = pool_free[q]
+            by_c[old].discard(n)
+            by_c[new].add(n)
+            node_whole[n] = new
+            if new and heaps[q] is not None:
+                self._push(q, new, n)
+
+    def _push(self, q: int, c: int, n: int) -> None:
+        """Record in big pool q's heap of nodes with c >= 1 whole free GPUs that n has joined them (its entries
+        in other heaps go stale: they are dropped when they reach the top, or when the heap is rebuilt). Nodes
+        with no free GPU are never looked up in order: their heap stays empty."""
+        h = self.pool_heap[q][c]
+        heappush(h, n)
+        if len(h) > 2 * len(self.pool_free[q][c]) + 64:  # mostly stale: rebuild (amortised O(1) per push)
+            h[:] = sorted(self.pool_free[q][c])
+
+    def min_node(self, q: int, c: int) -> int:
+        """The lowest-indexed node of pool q with exactly c >= 1 whole free GPUs (there is one)."""
+        nodes = self.pool_free[q][c]
+        hs = self.pool_heap[q]
+        if hs is None:
+            return min(nodes)
+        h = hs[c]
+        while h[0] not in nodes:
+            heappop(h)
+        return h[0]
+
+    def nodes_ascending(self, q: int, c: int) -> Iterator[int]:
+        """The nodes of pool q with exactly c >= 1 whole free GPUs, ascending, produced lazily (in O(log n) each for
+        a big pool, whose heap is walked in order without being changed). Do not change the state meanwhile."""
+        nodes = self.pool_free[q][c]
+        hs = self.pool_heap[q]
+        if hs is None:
+            yield from sorted(nodes)
+            return
+        h = hs[c]
+        if not h:
+            return
+        seen = set()
+        frontier = [(h[0], 0)]
+        size = len(h)
+        while frontier:
+            n, x = heappop(frontier)
+            if n in nodes and n not in seen:
+                seen.add(n)
+                yield n
+            for y in (2 * x + 1, 2 * x + 2):
+                if y < size:
+                    heappush(frontier, (h[y], y))
 
     def free_gpus_on(self, node: int, k: int) -> list[int]:
         """The k lowest-indexed completely free GPUs of `node` (it has them), ascending."""
         a = self.layout.node_first_gpu[node]
+        if self.node_whole[node] == self.layout.node_num_gpus[node]:  # all free: the first k
+            return list(range(a, a + k))
         m = self.node_free_bits[node]
         gpus = []
         for _ in range(k):
@@ -273,6 +368,7 @@ class FreeState:
 
     def take(self, p: Placement) -> None:
         """Allocate `p` (caller has checked that it fits)."""
+        self.version += 1
         fm = self.free_milli
         layout = self.layout
         gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
@@ -294,13 +390,15 @@ class FreeState:
             if len(p.nodes) == 1:
                 n = p.nodes[0]
                 old = self.node_whole[n]
-                by_c = self.pool_free[layout.node_pool[n]]
+                q = layout.node_pool[n]
+                by_c = self.pool_free[q]
                 by_c[old].discard(n)
                 by_c[old - k].add(n)
                 self.node_whole[n] = old - k
+                if old - k and self.pool_heap[q] is not None:
+                    self._push(q, old - k, n)
             else:
-                for n, c in zip(p.nodes, p.node_counts, strict=True):
-                    self._add_whole(n, -c)
+                self._add_whole_on(p.nodes, p.node_counts, -1)
             self.type_whole[p.type_idx] -= k
             self.free_milli_total -= FULL * k
         else:
@@ -316,8 +414,13 @@ class FreeState:
 
     def give(self, p: Placement) -> None:
         """Release `p`."""
+        self.version += 1
+        self.gives += 1
         fm = self.free_milli
         layout = self.layout
+        pool_gives, node_pool = self.pool_gives, layout.node_pool
+        for n in p.nodes:
+            pool_gives[node_pool[n]] += 1
         gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
         k = len(p.gpus)
         if p.milli == FULL:
@@ -338,13 +441,15 @@ class FreeState:
             if len(p.nodes) == 1:
                 n = p.nodes[0]
                 old = self.node_whole[n]
-                by_c = self.pool_free[layout.node_pool[n]]
+                q = layout.node_pool[n]
+                by_c = self.pool_free[q]
                 by_c[old].discard(n)
                 by_c[old + k].add(n)
                 self.node_whole[n] = old + k
+                if self.pool_heap[q] is not None:
+                    self._push(q, old + k, n)
             else:
-                for n, c in zip(p.nodes, p.node_counts, strict=True):
-                    self._add_whole(n, c)
+                self._add_whole_on(p.nodes, p.node_counts, 1)
             self.type_whole[p.type_idx] += k
             self.free_milli_total += FULL * k
         else:

@@ -25,6 +25,7 @@ Rule (documented in docs/model.md):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from heapq import merge
 from typing import NamedTuple
 
 import numpy as np
@@ -176,8 +177,7 @@ def alternative_slots(
     for o in _options(elig, k, pace):
         if o.multi_type < 0:
             for c in range(k, max(len(pool_free[q]) for q in o.pools)):
-                nodes = [n for q in o.pools if c < len(pool_free[q]) for n in pool_free[q][c]]
-                for n in sorted(nodes):
+                for n in _nodes_with(free, o.pools, c):
                     yield o, n, c
         elif _type_has(free, o.multi_type, o.pools, k):
             yield o, -1, 0
@@ -217,11 +217,26 @@ def _find_one_node(free: FreeState, pools: tuple[int, ...], k: int) -> tuple[int
         for c in range(k, len(by_c)):
             if by_c[c]:
                 if best_c < 0 or c < best_c:
-                    best_c, best_node = c, min(by_c[c])
+                    best_c, best_node = c, free.min_node(q, c)
                 elif c == best_c:
-                    best_node = min(best_node, min(by_c[c]))
+                    best_node = min(best_node, free.min_node(q, c))
                 break
     return None if best_c < 0 else (best_node, best_c)
+
+
+def _nodes_with(free: FreeState, pools: tuple[int, ...], c: int, need: int = 1) -> Iterator[int]:
+    """The nodes of `pools` with exactly c whole free GPUs, ascending (lazily where pools are big: callers
+    often need only the first, or the first `need`)."""
+    pool_free, heaps = free.pool_free, free.pool_heap
+    if len(pools) == 1 and heaps[pools[0]] is None:  # the common case: one small pool
+        by_c = pool_free[pools[0]]
+        return iter(sorted(by_c[c]) if c < len(by_c) else ())
+    sets = [pool_free[q][c] for q in pools if c < len(pool_free[q]) and pool_free[q][c]]
+    # sorting the nodes (in C) beats walking the pools' heaps in order (in Python) unless few are needed
+    if all(heaps[q] is None for q in pools) or 16 * need >= sum(map(len, sets)):
+        return iter(sorted(sets[0]) if len(sets) == 1 else sorted([n for nodes in sets for n in nodes]))
+    its = [free.nodes_ascending(q, c) for q in pools if c < len(pool_free[q]) and pool_free[q][c]]
+    return its[0] if len(its) == 1 else merge(*its)
 
 
 def can_place(
@@ -277,8 +292,8 @@ def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -
     counts: list[int] = []
     # nodes with the most free GPUs first (fewest nodes), ties -> lower node index
     for c in range(max(len(by_c) for by_c in by_cs) - 1, 0, -1):
-        same = sorted(n for by_c in by_cs if c < len(by_c) for n in by_c[c])
-        for n in same:
+        need = -(-(k - len(gpus)) // c)  # nodes of c free GPUs that would complete the placement
+        for n in _nodes_with(free, pools, c, need):
             take = min(c, k - len(gpus))
             gpus.extend(free.free_gpus_on(n, take))
             nodes.append(n)

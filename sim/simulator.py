@@ -14,6 +14,7 @@ run of a job owns its own timeout object).
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from heapq import heappush
 from typing import NamedTuple
@@ -28,6 +29,7 @@ from sim.load import offered_load_factor
 from sim.placement import Pace, effective_speed
 from sim.power import BOOTING, OFF, ON, SHUTTING_DOWN, NodePower, PowerModel, PowerOff, PowerOn
 from sim.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
+from sim.sorted_list import OnDemandSortedList, SortedList
 from sim.throughput import ThroughputMatrix
 
 _INF = float("inf")
@@ -196,7 +198,8 @@ class View(NamedTuple):
     `queue` iterates waiting job indices in arrival order; `queue_by_runtime` is (known runtime, job) sorted;
     `queue_by_shape` maps each job shape (`jobs.shape[i]`) present in the queue to its waiting jobs, ascending
     (job indices follow arrival order, so this is arrival order within the shape), and
-    `queue_by_shape_runtime` to the same jobs as sorted (known runtime, job) pairs;
+    `queue_by_shape_runtime` to the same jobs as sorted (known runtime, job) pairs; the sorted ones are
+    `sim.sorted_list.SortedList`s (sequences with bisect and `first_after` lookups in O(log n));
     `running` is (estimated end, job) sorted by estimated end (an end in the past means the job overran its
     estimate). `free` is the current free capacity; policies plan on `free.copy()`.
 
@@ -292,10 +295,14 @@ class Simulator:
         n = len(jobs)
         self.env = simpy.Environment()
         self.free = FreeState(layout)
-        self.queue: dict[int, None] = {}
-        self.queue_by_runtime: list[tuple[float, int]] = []
-        self.queue_by_shape: dict[tuple, list[int]] = {}
-        self.queue_by_shape_runtime: dict[tuple, list[tuple[float, int]]] = {}
+        # an OrderedDict, not a dict: iterating a dict from its start walks over every slot freed by a start
+        # since its last resize (the waiting jobs that started), an OrderedDict follows its links
+        self.queue: OrderedDict[int, None] = OrderedDict()
+        # of (known runtime, job), built and kept up to date only once a policy reads it (few do: most read
+        # the per-shape lists, and keeping the largest index sorted costs every job two updates)
+        self.queue_by_runtime = OnDemandSortedList(lambda: ((self._qkey[i], i) for i in self.queue))
+        self.queue_by_shape: dict[tuple, SortedList] = {}  # of jobs
+        self.queue_by_shape_runtime: dict[tuple, SortedList] = {}  # of (known runtime, job)
         self.running: list[tuple[float, int]] = []
         self.running_whole_gpus: list[int] = []
         self.start_s = [float("nan")] * n
@@ -387,17 +394,20 @@ class Simulator:
         by_shape_runtime = self.queue_by_shape_runtime
         shape = self.jobs.shape
         jobs = event._value
+        qbr = qbr if qbr.active else None
         for i in jobs:
             queue[i] = None
-            bisect.insort(qbr, (known[i], i))
+            entry = (known[i], i)
+            if qbr is not None:
+                qbr.add(entry)
             s = shape[i]
             members = by_shape.get(s)
             if members is None:
-                by_shape[s] = [i]
-                by_shape_runtime[s] = [(known[i], i)]
+                by_shape[s] = SortedList.of_one(i)
+                by_shape_runtime[s] = SortedList.of_one(entry)
             else:
-                members.append(i)  # arrivals come in index order
-                bisect.insort(by_shape_runtime[s], (known[i], i))
+                members.add(i)
+                by_shape_runtime[s].add(entry)
         self.num_arrived += len(jobs)
 
     def _on_complete(self, event: simpy.Event) -> None:
@@ -628,20 +638,17 @@ class Simulator:
         free.take(p)
         del queue[i]
         known = self._qkey[i]
-        qbr = self.queue_by_runtime
-        if len(qbr) == 1:
-            qbr.clear()
-        else:
-            qbr.pop(bisect.bisect_left(qbr, (known, i)))
+        entry = (known, i)
+        if self.queue_by_runtime.active:
+            self.queue_by_runtime.remove(entry)
         by_shape = self.queue_by_shape
         members = by_shape[s]
         if len(members) == 1:
             del by_shape[s]
             del self.queue_by_shape_runtime[s]
         else:
-            members.pop(bisect.bisect_left(members, i))
-            by_runtime = self.queue_by_shape_runtime[s]
-            by_runtime.pop(bisect.bisect_left(by_runtime, (known, i)))
+            members.remove(i)
+            self.queue_by_shape_runtime[s].remove(entry)
         env = self.env
         now = env._now
         t = p.type_idx
@@ -700,15 +707,16 @@ class Simulator:
             queue.update(dict.fromkeys(keys))
         else:
             queue[i] = None
-        bisect.insort(self.queue_by_runtime, (key, i))
+        if self.queue_by_runtime.active:
+            self.queue_by_runtime.add((key, i))
         s = jt.shape[i]
         members = self.queue_by_shape.get(s)
         if members is None:
-            self.queue_by_shape[s] = [i]
-            self.queue_by_shape_runtime[s] = [(key, i)]
+            self.queue_by_shape[s] = SortedList.of_one(i)
+            self.queue_by_shape_runtime[s] = SortedList.of_one((key, i))
         else:
-            bisect.insort(members, i)
-            bisect.insort(self.queue_by_shape_runtime[s], (key, i))
+            members.add(i)
+            self.queue_by_shape_runtime[s].add((key, i))
 
     def wake_up(self, d: WakeUp) -> None:
         """Make `advance()` stop at `d.at_s` (one SimPy timeout per distinct requested instant)."""
@@ -783,7 +791,7 @@ class Simulator:
             else:
                 status.append(UNFINISHED)
             gpu_type.append(layout.type_names[p.type_idx] if p is not None else "")
-            placement.append(";".join(layout.gpu_label(g) for g in p.gpus) if p is not None else "")
+            placement.append(layout.placement_label(p.gpus) if p is not None else "")
         runs = self._runs(placement, gpu_type)
         if self._closed_runs:
             types: dict[int, list[str]] = {}
@@ -827,7 +835,7 @@ class Simulator:
         job's current or last run (end NaN while it runs)."""
         layout = self.layout
         rows = [
-            (start, i, end, ";".join(layout.gpu_label(g) for g in p.gpus), layout.type_names[p.type_idx])
+            (start, i, end, layout.placement_label(p.gpus), layout.type_names[p.type_idx])
             for i, start, end, p in self._closed_runs
         ]
         rows += [

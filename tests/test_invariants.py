@@ -13,12 +13,17 @@ from hypothesis import strategies as st
 from config import RunConfig, WorkloadConfig
 from scenario.build import build_scenario
 from schedulers import POLICIES, PREEMPTIVE
+from schedulers.power_managers import deferring, make_manager, parse_manager
 from sim.catalog import CATALOG
 from sim.cluster import FULL, ClusterLayout
 from sim.cluster_spec import ClusterSpec, NodeSpec
 from sim.job import Job, Workload
+from sim.power import PowerModel
+from sim.prices import synthetic_curve
 from sim.simulator import Simulator
 from tests.easy_reference import easy_reference
+from tests.helpers import estimates
+from tests.sjf_reference import sjf_reference
 
 TYPES = ("A100-80GB", "V100-16GB", "H100", "T4")
 # each job starts once and runs its whole duration: the preemptive policies are checked run by run in
@@ -252,3 +257,67 @@ def test_easy_by_shape_equals_the_plain_scan_on_the_first_ricc_jobs():
     fast.run(POLICIES["easy"])
     plain.run(easy_reference)
     assert _same_schedule(fast, plain)
+
+
+REFERENCES = {"sjf": sjf_reference, "easy": easy_reference}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.integers(0, 2**32 - 1), st.booleans())
+def test_sjf_by_shape_equals_the_plain_runtime_order_scan(spec, workload, seed, noisy):
+    """SJF scans shape by shape and starts each call from what the previous one left (schedulers/sjf.py); it
+    must take exactly the decisions of the plain scan (tests/sjf_reference.py)."""
+    layout = ClusterLayout(spec)
+    known = estimates(workload, seed, noisy)
+    fast, plain = Simulator(workload, layout, known, 1.2), Simulator(workload, layout, known, 1.2)
+    fast.run(POLICIES["sjf"])
+    plain.run(sjf_reference)
+    assert _same_schedule(fast, plain)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from(sorted(REFERENCES)))
+def test_policies_that_remember_between_calls_decide_as_the_plain_scan_whatever_was_applied(
+    spec, workload, seed, noisy, name
+):
+    """SJF and EASY keep what one call found for the next (schedulers/sjf.py, easy.py) only while exactly their
+    decisions were applied since. Called at every instant with some of their decisions applied, none, or all
+    one by one with a call after each, they answer as the plain scan on every view."""
+    layout = ClusterLayout(spec)
+    rng = np.random.default_rng(seed)
+    policy, reference = POLICIES[name], REFERENCES[name]
+    sim = Simulator(workload, layout, estimates(workload, seed, noisy), 1.2)
+    while sim.advance():
+        ds = policy(sim.view())
+        assert ds == reference(sim.view())
+        mode = rng.integers(3)
+        if mode == 1:  # asked again before anything is applied
+            assert policy(sim.view()) == ds
+        if mode == 2 and ds:  # asked again after each start
+            for n, d in enumerate(ds):
+                sim.start(d)
+                rest = policy(sim.view())
+                assert rest == ds[n + 1 :] == reference(sim.view())
+        else:
+            for d in ds:
+                sim.start(d)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.sampled_from(sorted(REFERENCES)), st.booleans())
+def test_remembering_policies_decide_as_the_plain_scan_with_nodes_powering_off_or_jobs_held(
+    spec, workload, name, held
+):
+    """Power managers take and give back whole nodes, and `deferring` (price_aware) hides held jobs from the
+    view: neither may be mistaken for the changes a remembering policy expects."""
+    layout = ClusterLayout(spec)
+    manager_spec = parse_manager("price_aware:7200" if held else "idle_off:30:0")
+    curve = synthetic_curve()
+    runs = []
+    for policy in (POLICIES[name], REFERENCES[name]):
+        sim = Simulator(workload, layout, None, 1.2, power=PowerModel())
+        if held:
+            policy = deferring(policy, curve, manager_spec.defer_s)
+        sim.run(policy, manager=make_manager(manager_spec, curve))
+        runs.append(sim)
+    assert _same_schedule(*runs)

@@ -8,10 +8,10 @@ import pytest
 
 from schedulers import POLICIES
 from schedulers.easy import easy_backfill
-from sim.cluster import ClusterLayout
+from sim.cluster import ClusterLayout, Placement
 from sim.cluster_spec import parse_cluster_spec
 from sim.job import Workload
-from sim.simulator import Simulator
+from sim.simulator import Decision, Simulator
 from tests.easy_reference import easy_reference
 from tests.helpers import job, run, times
 
@@ -368,3 +368,34 @@ def test_start_refuses_a_placement_that_is_taken_or_does_not_match_the_job():
     sim.start(Decision(2, Placement((2,), (0,), 500, 4000, 0)))
     # GPUs 0, 1, 3 whole-taken and GPU 2 half-taken: node 0 has no completely free GPU left (bits 0)
     assert sim.free.free_milli.tolist()[:4] == [0, 0, 500, 0] and sim.free.node_free_bits == [0, 0b11]
+
+
+def test_easy_next_call_retries_a_spread_refused_before_a_backfill_moved_it():
+    """A spread's alternative depends on which nodes are most free, so a job refused under (b) can pass later
+    without any job completing. Five nodes of 8 GPUs; long fillers leave 3, 3, 3, 3, 2 GPUs free, and r1 (1
+    GPU on n0) ends at 100. At 0.5: H (4 GPUs on one node) is blocked; its reservation is t=100 on n0 (3 free +
+    r1's GPU). S (10 GPUs, a spread) would take n0-n2 and 1 of n3 and leave n0 1 GPU at t=100: refused. X (3
+    GPUs, ends by 100) is backfilled on n0 by best fit. At 1 (Y arrives, nothing completed): S's spread now
+    takes n1-n3 and 1 of n4 and n0 gets its 4 GPUs back by t=100: S starts. A policy that remembered S as
+    refused would miss it."""
+    spec = parse_cluster_spec("5xA100-80GB:8")
+    fillers = [(0, 4), (1, 5), (2, 5), (3, 5), (4, 6)]  # (node, GPUs), each for 10,000 s
+    jobs = [job(f"L{n}", 0, 10_000, k) for n, k in fillers]
+    jobs += [job("r1", 0, 100, 1), job("H", 0.5, 50, 4), job("S", 0.5, 5000, 10), job("X", 0.5, 60, 3)]
+    jobs += [job("Y", 1, 10, 8)]
+    workload = Workload("spread-retry", tuple(jobs))
+    layout = ClusterLayout(spec)
+    runs = []
+    for policy in (POLICIES["easy"], easy_reference):
+        sim = Simulator(workload, layout)
+        sim.advance()  # t = 0: the fillers and r1 go where the case needs them
+        for i, (n, k) in enumerate([*fillers, (0, 1)]):
+            a = layout.node_first_gpu[n] + (4 if i == 5 else 0)
+            sim.start(Decision(i, Placement(tuple(range(a, a + k)), (n,), 1000, 0, 0, a)))
+        while sim.advance():
+            for d in policy(sim.view()):
+                sim.start(d)
+        runs.append(sim)
+    fast, plain = runs
+    assert plain.start_s[6:9] == [100.0, 1.0, 0.5]  # H at its reservation, S at 1, X at once
+    assert fast.start_s == plain.start_s and fast.placements == plain.placements

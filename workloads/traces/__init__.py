@@ -101,7 +101,8 @@ def _default_cluster(
         if own is None:
             return default_cluster(workload.jobs, cfg.time_scale, "the SWF header gives no MaxNodes/MaxProcs")
         spec, note = own
-        larger = sum(1 for j in workload.jobs if j.num_gpus > spec.num_gpus)
+        machine_gpus = spec.num_gpus  # (a property summing every node: once, not per job)
+        larger = sum(1 for j in workload.jobs if j.num_gpus > machine_gpus)
         if larger:  # the log's own machine stays the default: a bad row must not resize it
             note += f"; {larger} job(s) larger than that machine are rejected (counted in the report)"
         return spec, note

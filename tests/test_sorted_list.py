@@ -1,0 +1,101 @@
+"""sim/sorted_list.py against a plain sorted Python list, and FreeState's ordered node index against its sets."""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sim.sorted_list as sorted_list
+from sim.cluster import ClusterLayout, FreeState, Placement
+from sim.cluster_spec import parse_cluster_spec
+from sim.sorted_list import OnDemandSortedList, SortedList
+
+ops = st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 60)), max_size=300)
+
+
+def _check(sl: SortedList, ref: list) -> None:
+    assert list(sl) == ref and len(sl) == len(ref) and bool(sl) == bool(ref)
+    assert list(reversed(sl)) == ref[::-1]
+    for v in range(-1, 62, 7):
+        assert sl.bisect_left(v) == bisect.bisect_left(ref, v)
+        assert sl.bisect_right(v) == bisect.bisect_right(ref, v)
+        assert (v in sl) == (v in ref)
+        assert list(sl.iter_after(v)) == [x for x in ref if x > v]
+        assert sl.first_after(v, "none") == next((x for x in ref if x > v), "none")
+        key = lambda x, v=v: x > v  # noqa: E731 -- a monotone predicate, as EASY bisects
+        assert sl.bisect_left(True, key=key) == bisect.bisect_left(ref, True, key=key)
+    for i in range(len(ref)):
+        assert sl[i] == ref[i] and sl[i - len(ref)] == ref[i]
+    for i in (0, 1, len(ref) // 2, len(ref)):
+        assert list(sl.iter_from(i)) == ref[i:]
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops, load=st.sampled_from([1, 2, 3, 512]))
+def test_sorted_list_behaves_as_a_sorted_python_list(ops, load):
+    old = sorted_list.LOAD
+    sorted_list.LOAD = load  # tiny buckets: splits and empty buckets happen in short sequences
+    try:
+        sl, ref = SortedList(), []
+        for op, v in ops:
+            if op == "add":
+                sl.add(v)
+                bisect.insort(ref, v)
+            elif v in ref:
+                sl.remove(v)
+                ref.remove(v)
+            else:
+                try:
+                    sl.remove(v)
+                    raise AssertionError("remove of a missing value must raise")
+                except ValueError:
+                    pass
+        _check(sl, ref)
+        assert SortedList(reversed(ref)) == ref
+    finally:
+        sorted_list.LOAD = old
+
+
+def test_on_demand_sorted_list_fills_itself_when_first_read():
+    source = [5, 1, 3]
+    sl = OnDemandSortedList(lambda: source)
+    assert not sl.active
+    # the owner did not maintain it while inactive: it is read from the source when first read
+    source.append(2)
+    assert list(sl) == [1, 2, 3, 5] and sl.active
+    sl.add(4)
+    assert len(sl) == 5 and sl.bisect_left(4) == 3 and 4 in sl
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), steps=st.integers(1, 300))
+def test_free_state_node_order_matches_its_sets(seed, steps):
+    """A pool of more than BIG_POOL nodes keeps heaps beside its sets: the lowest node with c free GPUs and the
+    ascending walk agree with min() and sorted() of the sets after any sequence of takes and gives, and in
+    copies."""
+    layout = ClusterLayout(parse_cluster_spec("70xA100-80GB:2,80xA100-80GB:1,3xH100:4"))
+    assert layout.pool_big == [True, False]  # pools: A100 nodes of both sizes (big), H100 nodes
+    free = FreeState(layout)
+    rng = np.random.default_rng(seed)
+    held: list[Placement] = []
+    for _ in range(steps):
+        if held and rng.random() < 0.45:
+            free.give(held.pop(int(rng.integers(len(held)))))
+        else:
+            n = int(rng.integers(layout.num_nodes))
+            k = int(rng.integers(1, free.node_whole[n] + 1)) if free.node_whole[n] else 0
+            if k:
+                gpus = tuple(free.free_gpus_on(n, k))
+                p = Placement(gpus, (n,), 1000, 0, layout.node_type[n])
+                free.take(p)
+                held.append(p)
+        if rng.random() < 0.05:
+            free = free.copy()
+    for q, by_c in enumerate(free.pool_free):
+        for c, nodes in enumerate(by_c[1:], start=1):  # (nodes with no free GPU are never asked for in order)
+            assert list(free.nodes_ascending(q, c)) == sorted(nodes)
+            if nodes:
+                assert free.min_node(q, c) == min(nodes)
