@@ -62,7 +62,8 @@ class RunTables:
 
 
 def read_run_tables(folder: str | Path) -> RunTables:
-    """Read a run folder's jobs.csv, runs.csv and cluster.csv."""
+    """Read a run folder's jobs.csv, runs.csv and cluster.csv (with pandas: 0.2 s of CPU to import, but 0.1 s to
+    read 100,000 jobs where the standard library's csv reader takes 1 s; this module is imported only to draw)."""
     folder = Path(folder)
     text = {"job_id": str, "placement": str, "gpu_type": str, "status": str, "node_id": str}
     jobs = pd.read_csv(folder / "jobs.csv", dtype=text, keep_default_na=False, na_values={"jct_s": [""]})
