@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from cli.report_page import write_report_page
 from cli.run_folder import RunFolder, check_inputs_outside, run_identity, short_hash
 from config import RunConfig, UserError
 from evaluation.report import (
@@ -26,6 +27,7 @@ from evaluation.report import (
     write_csv,
 )
 from evaluation.sets import cases, check_sets, default_sets
+from metrics.csv_table import Table
 from schedulers import POLICIES
 
 
@@ -95,7 +97,8 @@ def mode_report(cfg: RunConfig) -> Path:
             ],
         )  # fmt: skip
         table = build_table(rows, set_names)
-        write_csv(out / "report.csv", TABLE_COLUMNS, [table_cells(r) for r in table])
+        cells = [table_cells(r) for r in table]
+        write_csv(out / "report.csv", TABLE_COLUMNS, cells)
         points = learning_curves(models)
         note = "No validation curves found (the training runs' folders are gone or validated nothing)."
         if points:
@@ -108,6 +111,10 @@ def mode_report(cfg: RunConfig) -> Path:
         if missing:
             text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
         (out / "report.md").write_text(text)
+        curves = [out / "learning_curves.png"] if points and cfg.plots == "png" else []
+        columns = {name: [row[i] for row in cells] for i, name in enumerate(TABLE_COLUMNS)}
+        title = f"Held-out report: {len(models)} checkpoints on {', '.join(set_names)}"
+        write_report_page(out, cfg, folder.identity, Table(TABLE_COLUMNS, columns), curves, title)
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise

@@ -31,6 +31,12 @@ FILES = {
     "workload_report.json": "what the loader read and filtered, the load factors, GPU-count histogram, cluster used",
     "compare.csv": "per policy, the mean and std over seeds of every summary.csv metric",
     "task.json": "the node task's return, its parts and grade",
+    "evaluations.csv": "every evaluation of the report: set, case, policy, training seed, checkpoint, avg JCT",
+    "report.csv": "per set and policy: avg JCT, paired difference from the best heuristic and from SJF with "
+    "intervals, wins and losses, verdict",
+    "report.md": "the report as text: the table, the verdicts and what they mean",
+    "learning_curves.csv": "each training run's validation avg JCT against steps",
+    "learning_curves": "each training run's validation avg JCT against steps, every training seed",
     "jct_cdf": "CDF of completed jobs' JCT (log axis), one curve per priority class when there are several",
     "utilization": "busy GPUs of each GPU type as a share of all GPUs, stacked, arrival window shaded",
     "queue_length": "queued jobs stacked by the GPU type each waits for, arrival window shaded",
@@ -128,6 +134,39 @@ def write_compare_page(
     title: str,
 ) -> Path:
     """report.html at the top of a compare folder: the policies side by side, the overlaid CDFs, every file."""
+    intro = (
+        "Policies compared on the same jobs; every number is computed from the CSV files listed below "
+        "(docs/outputs.md defines each metric). Each run's folder has its own report.html."
+    )
+    return _write_top_page(folder, cfg, identity, ("Mean and std over seeds (compare.csv)", compare), figure_paths,
+                           title, intro)  # fmt: skip
+
+
+def write_report_page(
+    folder: Path,
+    cfg: RunConfig,
+    identity: dict[str, Any],
+    table: Table,
+    figure_paths: Sequence[Path],
+    title: str,
+) -> Path:
+    """report.html of a --mode report folder: report.csv's table, the learning curves, every file."""
+    intro = (
+        "Held-out report: every checkpoint and heuristic on the same cases; report.md explains the columns and the "
+        "verdicts, evaluations.csv holds every evaluation behind them."
+    )
+    return _write_top_page(folder, cfg, identity, ("Report (report.csv)", table), figure_paths, title, intro)
+
+
+def _write_top_page(
+    folder: Path,
+    cfg: RunConfig,
+    identity: dict[str, Any],
+    table: tuple[str, Table],
+    figure_paths: Sequence[Path],
+    title: str,
+    intro: str,
+) -> Path:
     files = []
     for name in folder_files(folder):
         top = name.split("/", 1)[0]
@@ -138,9 +177,8 @@ def write_compare_page(
             files.append((name, f"{algo} on seed {seed}: that run's page and the files of its folder"))
     page = Page(
         title=title,
-        intro="Policies compared on the same jobs; every number is computed from the CSV files listed below "
-        "(docs/outputs.md defines each metric). Each run's folder has its own report.html.",
-        tables=(("Mean and std over seeds (compare.csv)", compare),),
+        intro=intro,
+        tables=(table,),
         figures=_figures(figure_paths),
         figures_note=_figures_note(cfg, bool(figure_paths)),
         files=tuple(files),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -110,8 +111,18 @@ def test_report_evaluates_every_policy_and_checkpoint_and_writes_the_table(model
     out = capsys.readouterr().out
     assert "# RL quality report" in out and "## Quality target" in out
     assert {p.name for p in log.iterdir()} == {
-        "evaluations.csv", "report.csv", "report.md", "learning_curves.csv", "learning_curves.png", "run_config.json"
+        "evaluations.csv", "report.csv", "report.md", "learning_curves.csv", "learning_curves.png", "run_config.json",
+        "report.html",
     }  # fmt: skip
+    page = (log / "report.html").read_text()
+    assert not re.search(r"<script|<link|@import|url\(", page)
+    links = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert all(link.startswith("data:image/png;base64,") or (log / link).is_file() for link in links)
+    listed = re.findall(r'<tr><td><a href="([^"]*)">[^<]*</a></td><td>([^<]+)</td></tr>', page)
+    assert sorted(name for name, _ in listed) == sorted(
+        p.name for p in log.iterdir()
+    )  # each with what it holds
+    assert page.count('<img src="data:image/png;base64,') == 1  # the learning curves
 
     evaluations = read_csv(log / "evaluations.csv")
     num_cases = 2 + 2 * len(HELD_OUT_CLUSTERS)  # medium: 2 seeds; clusters: 3 compositions x 2 seeds
