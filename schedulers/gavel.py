@@ -66,23 +66,31 @@ def _round(view: View, aware: bool) -> list:
     jt = view.jobs
     layout = view.layout
     num_types = len(layout.type_names)
-    thr = _throughputs(view, active)
-    x = _allocation(view, active, thr, aware)
-    fraction = np.array(
-        [
-            view.attained_now(i) / (jt.gpu_demand[i] * (now - jt.arrival_s[i]))
-            if now > jt.arrival_s[i]
-            else 0.0
-            for i in active
-        ]
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        prio = np.where(fraction[:, None] > 0, x / fraction[:, None], x * _NEW_JOB_PRIORITY)
+    thr, profile = _throughputs(view, active)
+    x = _allocation(view, active, thr, profile, aware)
+    # the fraction of its stay each job has run (View.attained_now inlined: the loop over every active job) and
+    # the type each running job is on (-1: waiting)
+    attained, run_start, placements = view.attained_gpu_s, view.run_start_s, view.placements
+    demand, arrival = jt.gpu_demand, jt.arrival_s
+    fraction_J = []
+    on_type_J = []
+    for i in active:
+        if i in running:
+            got = attained[i] + (now - run_start[i]) * demand[i]
+            on_type_J.append(placements[i].type_idx)
+        else:
+            got = attained[i]
+            on_type_J.append(-1)
+        fraction_J.append(got / (demand[i] * (now - arrival[i])) if now > arrival[i] else 0.0)
+    fraction = np.array(fraction_J)
+    ran = fraction > 0
+    # x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by 0: those
+    # entries take x x 1e9), and 0 where x is 0
+    prio = np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY)
     prio = np.where(x > 1e-9, prio, 0.0)
-    placements = view.placements
     left = list(layout.type_num_gpus)
     ids = np.asarray(active)
-    on_type = np.array([placements[i].type_idx if i in running else -1 for i in active])
+    on_type = np.array(on_type_J)
     num_gpus = jt.num_gpus
     chosen: dict[int, int] = {}  # job -> type, in the order chosen
     for t in range(num_types):
@@ -90,52 +98,69 @@ def _round(view: View, aware: bool) -> list:
         # index; `active` is sorted so row order is index order)
         rows = np.flatnonzero(thr[:, t] > 0)
         rows = rows[np.lexsort((on_type[rows] != t, -x[rows, t], -prio[rows, t]))]
+        lt = left[t]
         for i in ids[rows].tolist():
-            if left[t] == 0:
+            if lt == 0:
                 break
-            if i in chosen or num_gpus[i] > left[t]:
+            if i in chosen or num_gpus[i] > lt:
                 continue
             chosen[i] = t
-            left[t] -= num_gpus[i]
+            lt -= num_gpus[i]
+        left[t] = lt
     plan = Plan(view.free)
     for i in running:
         if chosen.get(i) != placements[i].type_idx:
             plan.preempt(i, placements[i])
+    no_fit = set()  # place()'s arguments that did not fit: capacity only shrinks once preemptions are planned
     for i, t in chosen.items():
         if i in running and placements[i].type_idx == t:
             continue
         _, k_gpus, milli, mem_mb, pace = jt.shape[i]
         elig_t = layout.eligible((layout.type_names[t],), gb_to_mb(jt.jobs[i].gpu_mem_gb))
-        p = place(plan.free, elig_t, k_gpus, milli, mem_mb, pace)
+        args = (elig_t, k_gpus, milli, mem_mb, pace)
+        if args in no_fit:
+            continue
+        p = place(plan.free, *args)
         if p is not None:
             plan.add(i, p)
+        else:
+            no_fit.add(args)
     return [*plan.decisions, next_round]
 
 
-def _throughputs(view: View, active: list[int]) -> np.ndarray:
-    """Job x type throughput: reference seconds of work per second on one node of the type (spread where the
-    job needs more GPUs than a node of the type has), 0 where the job cannot run (every job's row computed once
-    per run, then indexed)."""
+def _throughputs(view: View, active: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(job x type throughput, job profile) of the active jobs. Throughput: reference seconds of work per second
+    on one node of the type (spread where the job needs more GPUs than a node of the type has), 0 where the job
+    cannot run. Profile: equal for jobs of equal throughput row and GPU count, whose LP rows are then equal
+    (gavel_lp's `groups_J`). Every job's row is computed once per run, then indexed."""
     jt = view.jobs
     hit = _ROWS.get(id(jt))
     if hit is None or hit[0] is not jt:
         _ROWS.clear()
         layout = view.layout
+        rows: dict[tuple, list[float]] = {}  # per shape: jobs of one shape have one row
         table = np.empty((len(jt.shape), len(layout.type_names)))
-        for i, (elig, k, milli, _, pace) in enumerate(jt.shape):
-            table[i] = [
-                effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else 0.0
-                for t, v in enumerate(layout.type_speed)
-            ]
-        hit = _ROWS[id(jt)] = (jt, table)
-    return hit[1][active]
+        for i, s in enumerate(jt.shape):
+            row = rows.get(s)
+            if row is None:
+                elig, k, milli, _, pace = s
+                row = rows[s] = [
+                    effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else 0.0
+                    for t, v in enumerate(layout.type_speed)
+                ]
+            table[i] = row
+        _, profile = np.unique(np.column_stack([table, jt.num_gpus]), axis=0, return_inverse=True)
+        hit = _ROWS[id(jt)] = (jt, table, profile.ravel())
+    return hit[1][active], hit[2][active]
 
 
-_ROWS: dict[int, tuple[object, np.ndarray]] = {}
+_ROWS: dict[int, tuple[object, np.ndarray, np.ndarray]] = {}
 _MEMO: dict[tuple, tuple[object, np.ndarray]] = {}
 
 
-def _allocation(view: View, active: list[int], thr: np.ndarray, aware: bool) -> np.ndarray:
+def _allocation(
+    view: View, active: list[int], thr: np.ndarray, profile: np.ndarray, aware: bool
+) -> np.ndarray:
     """X for the active set, memoised per run (the JobTable) while the set does not change."""
     key = (id(view.jobs), aware, tuple(active))
     hit = _MEMO.get(key)
@@ -143,7 +168,10 @@ def _allocation(view: View, active: list[int], thr: np.ndarray, aware: bool) -> 
         return hit[1]
     scale = np.array([view.jobs.num_gpus[i] for i in active], dtype=float)
     gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
-    x = aware_allocation(thr, scale, gpus) if aware else agnostic_allocation(thr > 0, scale, gpus)
+    if aware:
+        x = aware_allocation(thr, scale, gpus, profile)
+    else:
+        x = agnostic_allocation(thr > 0, scale, gpus, profile)
     if len(_MEMO) > 64:
         _MEMO.clear()
     _MEMO[key] = (view.jobs, x)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 
-from schedulers.preemptive import allocate
+from schedulers.preemptive import allocate, lone_start
 from sim.simulator import Decision, Preempt, View, WakeUp
 
 LEASE_S = 300.0  # authors' YARN prototype, ThemisConfiguration `themis.lease.mins` = 5.0
@@ -71,6 +71,9 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
         raise ValueError(f"fairness_knob must be in [0, 1), got {fairness_knob}")
 
     def themis(view: View) -> list:
+        lone = lone_start(view)  # one job waits and fits: it starts, and no job is left waiting
+        if lone is not None:
+            return lone
         now = view.now_s
         jt = view.jobs
         known, arrival, demand = jt.known_runtime_s, jt.arrival_s, jt.gpu_demand
@@ -95,48 +98,74 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
             t_id = k * x if x > 1.0 else k * 1.0
             left = k - done[i]
             rho_wait[i] = (now - arrival[i] + (left if left > 0.0 else 0.0)) / t_id if t_id > 0 else inf
-        rho_run = {}
         runtime = jt.runtime_s
-        for v in running:
-            k = known[v]
-            x = share * demand[v]
-            t_id = k * x if x > 1.0 else k * 1.0
-            ran = now - work_from[v]
-            progress = done[v] + (ran if ran > 0.0 else 0.0) * speed[v]
-            if progress > runtime[v]:
-                progress = runtime[v]
-            left = k - progress
-            rho_run[v] = (now - arrival[v] + (left if left > 0.0 else 0.0)) / t_id if t_id > 0 else inf
-        ranked = sorted([*rho_wait.values(), *rho_run.values()], reverse=True)
-        rho_considered = ranked[max(1, math.ceil((1.0 - f) * n - 1e-9)) - 1]
+        rho_run: dict[int, float] = {}  # computed for a running job only when a decision needs it
+
+        def rho_of(v: int) -> float:
+            r = rho_run.get(v)
+            if r is None:
+                k = known[v]
+                x = share * demand[v]
+                t_id = k * x if x > 1.0 else k * 1.0
+                ran = now - work_from[v]
+                progress = done[v] + (ran if ran > 0.0 else 0.0) * speed[v]
+                if progress > runtime[v]:
+                    progress = runtime[v]
+                left = k - progress
+                r = rho_run[v] = (
+                    (now - arrival[v] + (left if left > 0.0 else 0.0)) / t_id if t_id > 0 else inf
+                )
+            return r
+
+        leases: list = []  # [(next lease end, job)] of the running jobs, and the expired ones, once per instant
+
+        def lease_table() -> list:
+            if not leases:
+                floor, eps = math.floor, _EPS_S
+                ends = []
+                expired = []
+                for v in running:
+                    s = run_start[v]
+                    k = round((now - s) / lease_s)  # lease_ended(now, s, lease_s), inlined
+                    if k >= 1 and abs(now - (s + k * lease_s)) <= eps:
+                        expired.append(v)
+                    t = s + (floor((now - s) / lease_s) + 1) * lease_s
+                    if t <= now + eps:
+                        t = next_lease_end(now, s, lease_s)
+                    ends.append(t)
+                leases.extend((ends, expired))
+            return leases
+
+        considered: list[float] = []
+
+        def rho_considered() -> float:
+            """The rho of the last of the ceil((1 - f) x N) worst-off jobs (every rho is needed here)."""
+            if not considered:
+                ranked = sorted([*rho_wait.values(), *map(rho_of, running)], reverse=True)
+                considered.append(ranked[max(1, math.ceil((1.0 - f) * n - 1e-9)) - 1])
+            return considered[0]
+
         cache: list = []
 
         def lower(key) -> list[int]:
             r = -key[0]
-            if r < rho_considered:
-                return []
             if not cache:  # expired running jobs, lowest priority first: smallest rho, then the later job
-                expired = sorted((rho_run[v], -v) for v in running if lease_ended(now, run_start[v], lease_s))
+                expired = sorted((rho_of(v), -v) for v in lease_table()[1])
                 cache.extend(([x for x, _ in expired], [-mv for _, mv in expired]))
             exp_rho, exp_jobs = cache
+            if not exp_jobs or r < rho_considered():  # no lease ends now, or job not among the worst off
+                return []
             return exp_jobs[: bisect_left(exp_rho, r)]
 
         queued = sorted(((-r, 1, i), i) for i, r in rho_wait.items())
-        decisions = allocate(view, queued, lower, lambda v: (-rho_run[v], 1, v)).decisions
+        decisions = allocate(view, queued, lower, lambda v: (-rho_of(v), 1, v)).decisions
         started = {d.job for d in decisions if type(d) is Decision}
         preempted = {d.job for d in decisions if type(d) is Preempt}
         if all(i in started for i in queue) and preempted <= started:
             return decisions
         wake = now + lease_s if started else inf
-        floor = math.floor
-        for v in running:
-            if v in preempted:
-                continue
-            s = run_start[v]
-            t = s + (floor((now - s) / lease_s) + 1) * lease_s
-            if t <= now + _EPS_S:
-                t = next_lease_end(now, s, lease_s)
-            if t < wake:
+        for v, t in zip(running, lease_table()[0], strict=True):
+            if t < wake and v not in preempted:
                 wake = t
         if wake < inf:
             decisions.append(WakeUp(wake))

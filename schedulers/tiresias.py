@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from schedulers.preemptive import allocate
+from schedulers.preemptive import allocate, lone_start
 from sim.simulator import Decision, Preempt, View, WakeUp
 
 THRESHOLDS_GPU_S = (3250.0, 7200.0)  # authors' simulator, jobs.py `_TFJobs.queue_limit` (3 queues)
@@ -49,6 +49,9 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
         raise ValueError(f"promote_knob must be >= 0, got {promote_knob}")
 
     def tiresias(view: View) -> list:
+        lone = lone_start(view)  # one job waits and fits: it starts, and nothing waits to be woken for
+        if lone is not None:
+            return lone
         now = view.now_s
         demand = view.jobs.gpu_demand
         attained = view.attained_gpu_s
@@ -76,25 +79,32 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
             return bisect_right(thresholds, service + _EPS_GPU_S)
 
         queued = _Waiting(view, level, waiting_service, len(thresholds) + 1, bool(knob))
-        cache: list = []
+        levels: list = []
+        victims: dict[int, list[int]] = {}
 
         def running() -> list[tuple[int, int]]:
-            """(level, job) of the running jobs, sorted: computed only when a decision needs it."""
-            if not cache:
+            """(level, job) of every running job, in `view.running`'s order: computed only when a decision needs
+            it, once per instant."""
+            if not levels:
                 if knob:
-                    ranked = sorted((level(running_service(v)), v) for _, v in view.running)
-                else:  # running_service inlined: the hot loop of a loaded cluster
+                    levels.append([(level(running_service(v)), v) for _, v in view.running])
+                else:  # running_service and level inlined: the hot loop of a loaded cluster
                     eps = _EPS_GPU_S
-                    ranked = sorted(
-                        (bisect_right(thresholds, attained[v] + (now - run_start[v]) * demand[v] + eps), v)
-                        for _, v in view.running
-                    )
-                cache.extend((ranked, [lv for lv, _ in ranked]))
-            return cache[0]
+                    first = thresholds[0]
+                    got = []
+                    for _, v in view.running:
+                        service = attained[v] + (now - run_start[v]) * demand[v] + eps
+                        got.append((0 if service < first else bisect_right(thresholds, service), v))
+                    levels.append(got)
+            return levels[0]
 
         def lower(key) -> list[int]:
-            ranked = running()
-            return [v for _, v in reversed(ranked[bisect_right(cache[1], key[0]) :])]
+            """Running jobs of a level above key's, lowest priority (highest level, then later job) first."""
+            lv = key[0]
+            hit = victims.get(lv)
+            if hit is None:
+                hit = victims[lv] = [v for _, v in sorted((e for e in running() if e[0] > lv), reverse=True)]
+            return hit
 
         plan = allocate(view, queued, lower, lambda v: (level(view.attained_now(v)), v))
         decisions = plan.decisions
@@ -134,21 +144,30 @@ def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, th
     top_waiting = min(tops)
     k_last = len(thresholds)
     best = float("inf")
-    # (level, job, start of its current run, service counted at that start): the crossing instant is computed
-    # from the run's start, not from now, so it does not depend on when the policy was consulted
+    # the crossing instant is computed from the run's start and the service counted at that start, not from now,
+    # so it does not depend on when the policy was consulted
     run_start = view.run_start_s
     attained = view.attained_gpu_s
     base_of = run_base if knob else attained.__getitem__
-    after = [(lv, v, run_start[v], base_of(v)) for lv, v in running() if lv < k_last and v not in preempted]
-    after += [
-        (level[j], j, now, requeued_service(j) if j in preempted else waiting_service(j)) for j in started
-    ]
-    for lv, v, start, base in after:
-        watch = max(lv, top_waiting)  # its first crossing into a level below which some job waits
+    eps = _EPS_GPU_S
+    for lv, v in running():  # the running jobs (min is order-free: the same float whatever the order)
+        watch = (
+            lv if lv > top_waiting else top_waiting
+        )  # its first crossing into a level below which some job waits
+        if watch >= k_last or v in preempted:
+            continue
+        d = demand[v]
+        t = run_start[v] + (thresholds[watch] - base_of(v)) / d
+        soonest = now + eps / d
+        if soonest > t:  # max(t, soonest)
+            t = soonest
+        if t < best:  # min(best, t)
+            best = t
+    for j in started:
+        watch = max(level[j], top_waiting)
         if watch < k_last:
-            best = min(
-                best, max(start + (thresholds[watch] - base) / demand[v], now + _EPS_GPU_S / demand[v])
-            )
+            base = requeued_service(j) if j in preempted else waiting_service(j)
+            best = min(best, max(now + (thresholds[watch] - base) / demand[j], now + eps / demand[j]))
     if knob:
         for (lv, i), _ in queued:  # produce the rest: every waiting job's promotion instant counts
             level[i] = lv
