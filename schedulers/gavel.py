@@ -66,8 +66,8 @@ def _round(view: View, aware: bool) -> list:
     jt = view.jobs
     layout = view.layout
     num_types = len(layout.type_names)
-    thr, profile = _throughputs(view, active)
-    x = _allocation(view, active, thr, profile, aware)
+    act = _active_set(view, active, aware)
+    x = act.x
     # the fraction of its stay each job has run (View.attained_now inlined: the loop over every active job) and
     # the type each running job is on (-1: waiting)
     attained, run_start, placements = view.attained_gpu_s, view.run_start_s, view.placements
@@ -85,19 +85,22 @@ def _round(view: View, aware: bool) -> list:
     fraction = np.array(fraction_J)
     ran = fraction > 0
     # x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by 0: those
-    # entries take x x 1e9), and 0 where x is 0
-    prio = np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY)
-    prio = np.where(x > 1e-9, prio, 0.0)
+    # entries take x x 1e9), and 0 where x is 0; negated for the sort
+    neg_prio = -np.where(
+        x > 1e-9,
+        np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY),
+        0.0,
+    )
     left = list(layout.type_num_gpus)
-    ids = np.asarray(active)
     on_type = np.array(on_type_J)
     num_gpus = jt.num_gpus
+    ids = act.ids
     chosen: dict[int, int] = {}  # job -> type, in the order chosen
     for t in range(num_types):
         # by priority, ties -> larger X, then a job already running on this type, then arrival order (the
         # index; `active` is sorted so row order is index order)
-        rows = np.flatnonzero(thr[:, t] > 0)
-        rows = rows[np.lexsort((on_type[rows] != t, -x[rows, t], -prio[rows, t]))]
+        rows = act.rows[t]
+        rows = rows[np.lexsort((on_type[rows] != t, act.neg_x[t], neg_prio[rows, t]))]
         lt = left[t]
         for i in ids[rows].tolist():
             if lt == 0:
@@ -115,9 +118,7 @@ def _round(view: View, aware: bool) -> list:
     for i, t in chosen.items():
         if i in running and placements[i].type_idx == t:
             continue
-        _, k_gpus, milli, mem_mb, pace = jt.shape[i]
-        elig_t = layout.eligible((layout.type_names[t],), gb_to_mb(jt.jobs[i].gpu_mem_gb))
-        args = (elig_t, k_gpus, milli, mem_mb, pace)
+        args = act.tables.place_args(view, i)[t]
         if args in no_fit:
             continue
         p = place(plan.free, *args)
@@ -128,16 +129,14 @@ def _round(view: View, aware: bool) -> list:
     return [*plan.decisions, next_round]
 
 
-def _throughputs(view: View, active: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(job x type throughput, job profile) of the active jobs. Throughput: reference seconds of work per second
-    on one node of the type (spread where the job needs more GPUs than a node of the type has), 0 where the job
-    cannot run. Profile: equal for jobs of equal throughput row and GPU count, whose LP rows are then equal
-    (gavel_lp's `groups_J`). Every job's row is computed once per run, then indexed."""
-    jt = view.jobs
-    hit = _ROWS.get(id(jt))
-    if hit is None or hit[0] is not jt:
-        _ROWS.clear()
+class _Tables:
+    """Per-run facts of every job (the JobTable's jobs), computed once: throughput rows, profiles, and (lazily)
+    the arguments of `place` restricted to each type."""
+
+    def __init__(self, view: View):
+        jt = view.jobs
         layout = view.layout
+        self.jobs = jt
         rows: dict[tuple, list[float]] = {}  # per shape: jobs of one shape have one row
         table = np.empty((len(jt.shape), len(layout.type_names)))
         for i, s in enumerate(jt.shape):
@@ -149,30 +148,73 @@ def _throughputs(view: View, active: list[int]) -> tuple[np.ndarray, np.ndarray]
                     for t, v in enumerate(layout.type_speed)
                 ]
             table[i] = row
+        self.throughput = table
+        """job x type: reference seconds of work per second on one node of the type (spread where the job needs
+        more GPUs than a node of the type has), 0 where the job cannot run"""
         _, profile = np.unique(np.column_stack([table, jt.num_gpus]), axis=0, return_inverse=True)
-        hit = _ROWS[id(jt)] = (jt, table, profile.ravel())
-    return hit[1][active], hit[2][active]
+        self.profile = profile.ravel()
+        """equal for jobs of equal throughput row and GPU count, whose LP rows are then equal (gavel_lp's
+        `groups_J`)"""
+        self._args: list[tuple | None] = [None] * len(jt.shape)
+
+    def place_args(self, view: View, i: int) -> tuple:
+        """Per type: the arguments of `place` for job i on that type only."""
+        got = self._args[i]
+        if got is None:
+            layout = view.layout
+            _, k_gpus, milli, mem_mb, pace = self.jobs.shape[i]
+            mem = gb_to_mb(self.jobs.jobs[i].gpu_mem_gb)
+            got = self._args[i] = tuple(
+                (layout.eligible((name,), mem), k_gpus, milli, mem_mb, pace) for name in layout.type_names
+            )
+        return got
 
 
-_ROWS: dict[int, tuple[object, np.ndarray, np.ndarray]] = {}
-_MEMO: dict[tuple, tuple[object, np.ndarray]] = {}
+def _tables(view: View) -> _Tables:
+    """The run's `_Tables` (one run's at a time, found by its JobTable)."""
+    hit = _TABLES.get(id(view.jobs))
+    if hit is None or hit.jobs is not view.jobs:
+        _TABLES.clear()
+        hit = _TABLES[id(view.jobs)] = _Tables(view)
+    return hit
 
 
-def _allocation(
-    view: View, active: list[int], thr: np.ndarray, profile: np.ndarray, aware: bool
-) -> np.ndarray:
-    """X for the active set, memoised per run (the JobTable) while the set does not change."""
+_TABLES: dict[int, _Tables] = {}
+
+
+class _ActiveSet:
+    """What a round needs of one active set (sorted job indices) that does not change while the set does not:
+    the allocation X, the row of each job, and per type the rows of the jobs that can run there with their -X."""
+
+    __slots__ = ("tables", "x", "ids", "rows", "neg_x")
+
+    def __init__(self, view: View, active: list[int], aware: bool):
+        self.tables = tables = _tables(view)
+        self.ids = ids = np.array(active)
+        thr = tables.throughput[ids]
+        scale = np.array([view.jobs.num_gpus[i] for i in active], dtype=float)
+        gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
+        profile = tables.profile[ids]
+        if aware:
+            self.x = x = aware_allocation(thr, scale, gpus, profile)
+        else:
+            self.x = x = agnostic_allocation(thr > 0, scale, gpus, profile)
+        self.rows = [np.flatnonzero(thr[:, t] > 0) for t in range(thr.shape[1])]
+        self.neg_x = [-x[r, t] for t, r in enumerate(self.rows)]
+
+
+_MEMO: dict[tuple, tuple[object, _ActiveSet]] = {}
+
+
+def _active_set(view: View, active: list[int], aware: bool) -> _ActiveSet:
+    """The active set's `_ActiveSet`, memoised per run (the JobTable): X is solved only for a set not seen
+    before (Gavel recomputes the allocation on arrivals and completions)."""
     key = (id(view.jobs), aware, tuple(active))
     hit = _MEMO.get(key)
     if hit is not None and hit[0] is view.jobs:
         return hit[1]
-    scale = np.array([view.jobs.num_gpus[i] for i in active], dtype=float)
-    gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
-    if aware:
-        x = aware_allocation(thr, scale, gpus, profile)
-    else:
-        x = agnostic_allocation(thr > 0, scale, gpus, profile)
+    got = _ActiveSet(view, active, aware)
     if len(_MEMO) > 64:
         _MEMO.clear()
-    _MEMO[key] = (view.jobs, x)
-    return x
+    _MEMO[key] = (view.jobs, got)
+    return got
