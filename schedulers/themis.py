@@ -37,6 +37,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 
+import numpy as np
+
 from schedulers.preemptive import allocate, lone_start
 from sim.simulator import Decision, Preempt, View, WakeUp
 
@@ -59,6 +61,46 @@ def next_lease_end(now: float, run_start: float, lease_s: float) -> float:
         k += 1
         t = run_start + k * lease_s
     return t
+
+
+_VECTOR_MIN = 64  # from this many running jobs on, the per-job arithmetic runs in numpy (the same floats)
+
+
+def _gather(values: list, jobs: list[int]) -> np.ndarray:
+    """values[j] for j in jobs, as a float array."""
+    return np.fromiter(map(values.__getitem__, jobs), float, len(jobs))
+
+
+def _leases(
+    now: float, starts: list[float], jobs: list[int], lease_s: float
+) -> tuple[list[float], list[int]]:
+    """(next lease end after now of each run started at `starts`, the jobs whose lease ends now): the per-job
+    `next_lease_end` and `lease_ended`, inlined."""
+    floor, eps = math.floor, _EPS_S
+    ends = []
+    expired = []
+    for v, s in zip(jobs, starts, strict=True):
+        k = round((now - s) / lease_s)
+        if k >= 1 and abs(now - (s + k * lease_s)) <= eps:
+            expired.append(v)
+        t = s + (floor((now - s) / lease_s) + 1) * lease_s
+        if t <= now + eps:
+            t = next_lease_end(now, s, lease_s)
+        ends.append(t)
+    return ends, expired
+
+
+def _leases_np(
+    now: float, starts: np.ndarray, jobs: list[int], lease_s: float
+) -> tuple[list[float], list[int]]:
+    """`_leases` by numpy: the same floats (round half to even as Python's round, floor, IEEE arithmetic)."""
+    k = np.round((now - starts) / lease_s)
+    ended = (k >= 1) & (np.abs(now - (starts + k * lease_s)) <= _EPS_S)
+    ends = starts + (np.floor((now - starts) / lease_s) + 1) * lease_s
+    late = np.flatnonzero(ends <= now + _EPS_S)  # float rounding: the loop of next_lease_end decides
+    for r in late.tolist():
+        ends[r] = next_lease_end(now, float(starts[r]), lease_s)
+    return ends.tolist(), [jobs[r] for r in np.flatnonzero(ended).tolist()]
 
 
 def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
@@ -90,14 +132,29 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
             return []
         share = n / view.layout.num_gpus
         inf = math.inf
-        # rho (see the module docstring), inlined: the hot loop of a loaded cluster
-        rho_wait = {}
-        for i in queue:
-            k = known[i]
-            x = share * demand[i]
-            t_id = k * x if x > 1.0 else k * 1.0
-            left = k - done[i]
-            rho_wait[i] = (now - arrival[i] + (left if left > 0.0 else 0.0)) / t_id if t_id > 0 else inf
+        # rho (see the module docstring), inlined: the hot loop of a loaded cluster; the waiting jobs in priority
+        # order (larger rho, then the earlier job), as keys for `allocate`
+        if len(queue) < _VECTOR_MIN:
+            rho_wait = []
+            for i in queue:
+                k = known[i]
+                x = share * demand[i]
+                t_id = k * x if x > 1.0 else k * 1.0
+                left = k - done[i]
+                rho_wait.append(
+                    (now - arrival[i] + (left if left > 0.0 else 0.0)) / t_id if t_id > 0 else inf
+                )
+            queued = sorted(((-r, 1, i), i) for i, r in zip(queue, rho_wait, strict=True))
+        else:  # the same floats and order by numpy, the keys produced as the walk reaches them
+            k = _gather(known, queue)
+            x = share * _gather(demand, queue)
+            t_id = np.where(x > 1.0, k * x, k * 1.0)
+            left = k - _gather(done, queue)
+            top = now - _gather(arrival, queue) + np.where(left > 0.0, left, 0.0)
+            rho_wait = np.where(t_id > 0, top / np.where(t_id > 0, t_id, 1.0), inf)
+            order = np.lexsort((np.arange(len(queue)), -rho_wait))  # queue is in index order
+            ranked = zip((-rho_wait[order]).tolist(), [queue[r] for r in order.tolist()], strict=True)
+            queued = (((r, 1, i), i) for r, i in ranked)
         runtime = jt.runtime_s
         rho_run: dict[int, float] = {}  # computed for a running job only when a decision needs it
 
@@ -117,23 +174,14 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
                 )
             return r
 
-        leases: list = []  # [(next lease end, job)] of the running jobs, and the expired ones, once per instant
+        leases: list = []  # the running jobs' next lease ends and the expired ones, once per instant
 
         def lease_table() -> list:
             if not leases:
-                floor, eps = math.floor, _EPS_S
-                ends = []
-                expired = []
-                for v in running:
-                    s = run_start[v]
-                    k = round((now - s) / lease_s)  # lease_ended(now, s, lease_s), inlined
-                    if k >= 1 and abs(now - (s + k * lease_s)) <= eps:
-                        expired.append(v)
-                    t = s + (floor((now - s) / lease_s) + 1) * lease_s
-                    if t <= now + eps:
-                        t = next_lease_end(now, s, lease_s)
-                    ends.append(t)
-                leases.extend((ends, expired))
+                if len(running) < _VECTOR_MIN:
+                    leases.extend(_leases(now, [run_start[v] for v in running], running, lease_s))
+                else:
+                    leases.extend(_leases_np(now, _gather(run_start, running), running, lease_s))
             return leases
 
         considered: list[float] = []
@@ -141,9 +189,27 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
         def rho_considered() -> float:
             """The rho of the last of the ceil((1 - f) x N) worst-off jobs (every rho is needed here)."""
             if not considered:
-                ranked = sorted([*rho_wait.values(), *map(rho_of, running)], reverse=True)
-                considered.append(ranked[max(1, math.ceil((1.0 - f) * n - 1e-9)) - 1])
+                m = max(1, math.ceil((1.0 - f) * n - 1e-9))
+                if len(running) < _VECTOR_MIN and len(queue) < _VECTOR_MIN:
+                    considered.append(sorted([*rho_wait, *map(rho_of, running)], reverse=True)[m - 1])
+                else:  # the same floats by numpy (elementwise IEEE arithmetic; the m-th largest is exact)
+                    rho = np.concatenate([np.asarray(rho_wait, dtype=float), _rho_running()])
+                    considered.append(float(-np.partition(-rho, m - 1)[m - 1]))
             return considered[0]
+
+        def _rho_running() -> np.ndarray:
+            """rho_of for every running job, as numpy computes the same expression elementwise."""
+            g = running
+            k = _gather(known, g)
+            x = share * _gather(demand, g)
+            t_id = np.where(x > 1.0, k * x, k * 1.0)
+            ran = now - _gather(work_from, g)
+            progress = _gather(done, g) + np.where(ran > 0.0, ran, 0.0) * _gather(speed, g)
+            cap = _gather(runtime, g)
+            progress = np.where(progress > cap, cap, progress)
+            left = k - progress
+            top = now - _gather(arrival, g) + np.where(left > 0.0, left, 0.0)
+            return np.where(t_id > 0, top / np.where(t_id > 0, t_id, 1.0), inf)
 
         cache: list = []
 
@@ -157,7 +223,6 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
                 return []
             return exp_jobs[: bisect_left(exp_rho, r)]
 
-        queued = sorted(((-r, 1, i), i) for i, r in rho_wait.items())
         decisions = allocate(view, queued, lower, lambda v: (-rho_of(v), 1, v)).decisions
         started = {d.job for d in decisions if type(d) is Decision}
         preempted = {d.job for d in decisions if type(d) is Preempt}
