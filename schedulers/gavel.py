@@ -68,21 +68,15 @@ def _round(view: View, aware: bool) -> list:
     num_types = len(layout.type_names)
     act = _active_set(view, active, aware)
     x = act.x
-    # the fraction of its stay each job has run (View.attained_now inlined: the loop over every active job) and
-    # the type each running job is on (-1: waiting)
-    attained, run_start, placements = view.attained_gpu_s, view.run_start_s, view.placements
-    demand, arrival = jt.gpu_demand, jt.arrival_s
-    fraction_J = []
-    on_type_J = []
-    for i in active:
-        if i in running:
-            got = attained[i] + (now - run_start[i]) * demand[i]
-            on_type_J.append(placements[i].type_idx)
-        else:
-            got = attained[i]
-            on_type_J.append(-1)
-        fraction_J.append(got / (demand[i] * (now - arrival[i])) if now > arrival[i] else 0.0)
-    fraction = np.array(fraction_J)
+    # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the
+    # type each running job is on (-1: waiting)
+    run_ids = list(running)
+    at = np.searchsorted(act.ids, run_ids)  # rows of the running jobs
+    got = _gather(view.attained_gpu_s, active)
+    got[at] += (now - _gather(view.run_start_s, run_ids)) * act.demand[at]
+    stay = now - act.arrival
+    stayed = stay > 0
+    fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
     ran = fraction > 0
     # x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by 0: those
     # entries take x x 1e9), and 0 where x is 0; negated for the sort
@@ -91,8 +85,10 @@ def _round(view: View, aware: bool) -> list:
         np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY),
         0.0,
     )
+    placements = view.placements
+    on_type = np.full(len(active), -1)
+    on_type[at] = [placements[i].type_idx for i in run_ids]
     left = list(layout.type_num_gpus)
-    on_type = np.array(on_type_J)
     num_gpus = jt.num_gpus
     ids = act.ids
     chosen: dict[int, int] = {}  # job -> type, in the order chosen
@@ -127,6 +123,11 @@ def _round(view: View, aware: bool) -> list:
         else:
             no_fit.add(args)
     return [*plan.decisions, next_round]
+
+
+def _gather(values: list, jobs: list[int]) -> np.ndarray:
+    """values[j] for j in jobs, as a float array."""
+    return np.fromiter(map(values.__getitem__, jobs), float, len(jobs))
 
 
 class _Tables:
@@ -186,7 +187,7 @@ class _ActiveSet:
     """What a round needs of one active set (sorted job indices) that does not change while the set does not:
     the allocation X, the row of each job, and per type the rows of the jobs that can run there with their -X."""
 
-    __slots__ = ("tables", "x", "ids", "rows", "neg_x")
+    __slots__ = ("tables", "x", "ids", "rows", "neg_x", "demand", "arrival")
 
     def __init__(self, view: View, active: list[int], aware: bool):
         self.tables = tables = _tables(view)
@@ -200,6 +201,8 @@ class _ActiveSet:
         else:
             self.x = x = agnostic_allocation(thr > 0, scale, gpus, profile)
         self.rows = [np.flatnonzero(thr[:, t] > 0) for t in range(thr.shape[1])]
+        self.demand = _gather(view.jobs.gpu_demand, active)
+        self.arrival = _gather(view.jobs.arrival_s, active)
         self.neg_x = [-x[r, t] for t, r in enumerate(self.rows)]
 
 
