@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from schedulers.gather import gather
 from schedulers.gavel_lp import agnostic_allocation, aware_allocation
 from schedulers.plan import Plan
 from sim.cluster import gb_to_mb
@@ -72,8 +73,8 @@ def _round(view: View, aware: bool) -> list:
     # type each running job is on (-1: waiting)
     run_ids = list(running)
     at = np.searchsorted(act.ids, run_ids)  # rows of the running jobs
-    got = _gather(view.attained_gpu_s, active)
-    got[at] += (now - _gather(view.run_start_s, run_ids)) * act.demand[at]
+    got = gather(view.attained_gpu_s, active)
+    got[at] += (now - gather(view.run_start_s, run_ids)) * act.demand[at]
     stay = now - act.arrival
     stayed = stay > 0
     fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
@@ -123,11 +124,6 @@ def _round(view: View, aware: bool) -> list:
         else:
             no_fit.add(args)
     return [*plan.decisions, next_round]
-
-
-def _gather(values: list, jobs: list[int]) -> np.ndarray:
-    """values[j] for j in jobs, as a float array."""
-    return np.fromiter(map(values.__getitem__, jobs), float, len(jobs))
 
 
 class _Tables:
@@ -201,8 +197,8 @@ class _ActiveSet:
         else:
             self.x = x = agnostic_allocation(thr > 0, scale, gpus, profile)
         self.rows = [np.flatnonzero(thr[:, t] > 0) for t in range(thr.shape[1])]
-        self.demand = _gather(view.jobs.gpu_demand, active)
-        self.arrival = _gather(view.jobs.arrival_s, active)
+        self.demand = gather(view.jobs.gpu_demand, active)
+        self.arrival = gather(view.jobs.arrival_s, active)
         self.neg_x = [-x[r, t] for t, r in enumerate(self.rows)]
 
 

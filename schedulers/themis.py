@@ -39,6 +39,7 @@ from bisect import bisect_left
 
 import numpy as np
 
+from schedulers.gather import VECTOR_MIN, gather
 from schedulers.preemptive import allocate, lone_start
 from sim.simulator import Decision, Preempt, View, WakeUp
 
@@ -63,12 +64,7 @@ def next_lease_end(now: float, run_start: float, lease_s: float) -> float:
     return t
 
 
-_VECTOR_MIN = 64  # from this many running jobs on, the per-job arithmetic runs in numpy (the same floats)
-
-
-def _gather(values: list, jobs: list[int]) -> np.ndarray:
-    """values[j] for j in jobs, as a float array."""
-    return np.fromiter(map(values.__getitem__, jobs), float, len(jobs))
+_VECTOR_MIN = VECTOR_MIN  # a module attribute, so that tests can force the numpy path
 
 
 def _leases(
@@ -146,11 +142,11 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
                 )
             queued = sorted(((-r, 1, i), i) for i, r in zip(queue, rho_wait, strict=True))
         else:  # the same floats and order by numpy, the keys produced as the walk reaches them
-            k = _gather(known, queue)
-            x = share * _gather(demand, queue)
+            k = gather(known, queue)
+            x = share * gather(demand, queue)
             t_id = np.where(x > 1.0, k * x, k * 1.0)
-            left = k - _gather(done, queue)
-            top = now - _gather(arrival, queue) + np.where(left > 0.0, left, 0.0)
+            left = k - gather(done, queue)
+            top = now - gather(arrival, queue) + np.where(left > 0.0, left, 0.0)
             rho_wait = np.where(t_id > 0, top / np.where(t_id > 0, t_id, 1.0), inf)
             order = np.lexsort((np.arange(len(queue)), -rho_wait))  # queue is in index order
             ranked = zip((-rho_wait[order]).tolist(), [queue[r] for r in order.tolist()], strict=True)
@@ -181,7 +177,7 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
                 if len(running) < _VECTOR_MIN:
                     leases.extend(_leases(now, [run_start[v] for v in running], running, lease_s))
                 else:
-                    leases.extend(_leases_np(now, _gather(run_start, running), running, lease_s))
+                    leases.extend(_leases_np(now, gather(run_start, running), running, lease_s))
             return leases
 
         considered: list[float] = []
@@ -200,15 +196,15 @@ def make_themis(lease_s: float = LEASE_S, fairness_knob: float = FAIRNESS_KNOB):
         def _rho_running() -> np.ndarray:
             """rho_of for every running job, as numpy computes the same expression elementwise."""
             g = running
-            k = _gather(known, g)
-            x = share * _gather(demand, g)
+            k = gather(known, g)
+            x = share * gather(demand, g)
             t_id = np.where(x > 1.0, k * x, k * 1.0)
-            ran = now - _gather(work_from, g)
-            progress = _gather(done, g) + np.where(ran > 0.0, ran, 0.0) * _gather(speed, g)
-            cap = _gather(runtime, g)
+            ran = now - gather(work_from, g)
+            progress = gather(done, g) + np.where(ran > 0.0, ran, 0.0) * gather(speed, g)
+            cap = gather(runtime, g)
             progress = np.where(progress > cap, cap, progress)
             left = k - progress
-            top = now - _gather(arrival, g) + np.where(left > 0.0, left, 0.0)
+            top = now - gather(arrival, g) + np.where(left > 0.0, left, 0.0)
             return np.where(t_id > 0, top / np.where(t_id > 0, t_id, 1.0), inf)
 
         cache: list = []
