@@ -685,9 +685,8 @@ def ask_interrupt(running: int, board: Board) -> str:
         f"interrupted: {running} job(s) running. [w]ait for them, [s]top them, or [d]etach (they go on; the same "
         "command adopts them)? [w] "
     )
-    with (
-        stop_on_signals()
-    ):  # at the prompt: Ctrl-C stops them, another stop signal detaches, as it would alone
+    # at the prompt: Ctrl-C stops the jobs; another stop signal detaches, as it would on its own
+    with stop_on_signals():
         try:
             answer = input(prompt).strip().lower()
         except EOFError:
