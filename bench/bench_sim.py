@@ -1,6 +1,7 @@
 """Benchmark: simulation throughput (jobs/s) of each heuristic on a large synthetic workload, and peak memory.
 
-Throughput is printed from wall time and from the process's CPU time (the steadier figure on a shared machine).
+Throughput is printed from wall time and from the process's CPU time (the steadier figure on a shared machine),
+with a fingerprint of each policy's schedule (bench_scenario.py's) to check that two versions decide the same.
 
 python bench/bench_sim.py                       # 100,000 jobs on 64xA100-80GB:8,64xH100:8 at load 0.9
 python bench/bench_sim.py --num_jobs 20000 --cluster 8xA100-80GB:8 --load_factor 1.0 --algos easy
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from bench.bench_scenario import fingerprint  # noqa: E402
 from config import SimConfig  # noqa: E402
 from metrics.energy import energy_report  # noqa: E402
 from scenario.build import known_runtimes  # noqa: E402
@@ -93,7 +95,8 @@ def main() -> None:
                 f"{label:5s}: {a.num_jobs / best:9.0f} jobs/s  ({best:.2f} s; {a.num_jobs / best_cpu:.0f} jobs/s "
                 f"of CPU time, {best_cpu:.2f} s; {done} completed, "
                 f"mean wait {np.nanmean(waits):.0f} s, {len(r.timeline_t_s)} decision instants"
-                + (f", {int(r.preemptions.sum())} preemptions)" if algo in PREEMPTIVE else ")")
+                + (f", {int(r.preemptions.sum())} preemptions" if algo in PREEMPTIVE else "")
+                + f"; fingerprint {fingerprint(sim.result(algo, a.seed, algo in PREEMPTIVE))})"
             )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak_mb:.0f} MB")

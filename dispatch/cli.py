@@ -1,7 +1,8 @@
 """`python main.py --mode dispatch`: its options checked, the run folder chosen (running the same command again
 resumes it), the dispatcher run, then the run's result files written. Exit status: 0 every job ended well, 1 some
-job failed or cannot run on this box, 2 a mistake in the options or the jobs file (nothing run), 130 interrupted
-(the journal keeps what happened; the same command goes on)."""
+job failed or cannot run on this box, 2 a mistake in the options or the jobs file (nothing run), 128 + the signal's
+number when a stop signal (interrupts.py) interrupted it: 130 Ctrl-C, 143 SIGTERM (the journal keeps what happened;
+the same command goes on)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from dispatch.board import Board
 from dispatch.devices import open_backend, parse_sim_spec
 from dispatch.jobsfile import JobsFileError, parse_duration_s, parse_jobs_file, parse_size_mib
 from dispatch.journal import LOCK
-from dispatch.runner import Dispatcher
+from dispatch.runner import Dispatcher, interrupted_line
+from interrupts import exit_status, stop_on_signals
 from schedulers import make_policy
 from schedulers.sjf_gate import DEFAULT_GATE_S
 from workloads.dispatch_log import JOURNAL, read_journal
@@ -51,7 +53,8 @@ def build_dispatch_parser() -> argparse.ArgumentParser:
         description="Run the shell commands of a jobs file on this machine's GPUs under a scheduling policy "
         "(docs/dispatch.md).",
         epilog="exit status: 0 every job ended well, 1 some failed or cannot run, 2 a mistake (nothing run), "
-        "130 interrupted (run the same command again to go on)",
+        "128 + the signal's number if interrupted: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP, 138 SIGUSR1 (run the same "
+        "command again to go on)",
     )
     p.add_argument("--mode", choices=("dispatch",), required=True, help="dispatch")
     p.add_argument("--jobs", required=True, help="the jobs file (read only; re-read while running)")
@@ -101,7 +104,7 @@ def build_dispatch_parser() -> argparse.ArgumentParser:
         choices=("ask", "wait", "stop", "detach"),
         default=d.on_interrupt,
         help="Ctrl-C: ask (on a terminal; elsewhere wait), wait for the running jobs, stop them, or detach "
-        "(leave them running) (default: ask)",
+        "(leave them running) (default: ask); SIGTERM, SIGHUP and SIGUSR1 always detach",
     )
     p.add_argument(
         "--status_every",
@@ -194,28 +197,31 @@ def run_folder(cfg: DispatchConfig) -> Path:
 
 def dispatch_main(argv: list[str]) -> int:
     try:
-        cfg = dispatch_config(argv)
-        folder = run_folder(cfg)
-        folder.mkdir(parents=True, exist_ok=True)
-        policy = make_policy(cfg.algo) if cfg.gate_s is None else make_policy(cfg.algo, cfg.gate_s)
-        board = Board(cfg.progress and sys.stderr.isatty(), cfg.status_every_s)
-        where = f"simulated GPUs {cfg.sim}" if cfg.sim else "this machine's GPUs (NVML)"
-        print(f"dispatching {cfg.jobs_path} with {cfg.algo} on {where}; run folder {folder}/", flush=True)
-        dispatcher = Dispatcher(cfg, folder, lambda sim_dir: open_backend(cfg.sim, sim_dir), policy, board)
-        try:
-            code = dispatcher.run()
-            # lazy: pandas and matplotlib are needed only once the jobs are done
-            from dispatch.results import write_results
+        with stop_on_signals():  # the dispatcher's loop notes the signals itself (Dispatcher.run)
+            cfg = dispatch_config(argv)
+            folder = run_folder(cfg)
+            folder.mkdir(parents=True, exist_ok=True)
+            policy = make_policy(cfg.algo) if cfg.gate_s is None else make_policy(cfg.algo, cfg.gate_s)
+            board = Board(cfg.progress and sys.stderr.isatty(), cfg.status_every_s)
+            where = f"simulated GPUs {cfg.sim}" if cfg.sim else "this machine's GPUs (NVML)"
+            print(f"dispatching {cfg.jobs_path} with {cfg.algo} on {where}; run folder {folder}/", flush=True)
+            dispatcher = Dispatcher(
+                cfg, folder, lambda sim_dir: open_backend(cfg.sim, sim_dir), policy, board
+            )
+            try:
+                code = dispatcher.run()
+                # lazy: pandas and matplotlib are needed only once the jobs are done
+                from dispatch.results import write_results
 
-            write_results(read_journal(folder / JOURNAL), dispatcher.box, folder, cfg.plots == "png")
-        finally:
-            dispatcher.close()
+                write_results(read_journal(folder / JOURNAL), dispatcher.box, folder, cfg.plots == "png")
+            finally:
+                dispatcher.close()
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # before the dispatcher's own handling starts, or while the files are written
-        print("interrupted (the journal keeps what happened; the same command goes on)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # before the dispatcher's loop, or while the files are written
+        print(interrupted_line(exit_status(err) - 128), file=sys.stderr)
+        return exit_status(err)
     plots = ", the plots" if cfg.plots == "png" else ""
     print(f"wrote {folder}/ (jobs.csv, summary.csv, dispatch.csv{plots}; journal.jsonl, jobs/ logs)")
     return code

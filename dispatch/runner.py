@@ -29,6 +29,7 @@ from dispatch.journal import FolderLock, JournalWriter
 from dispatch.memory import JobMemory, Ledger, Overuse
 from dispatch.processes import JobProcess, adopt, boot_id, launch, ran_out_of_memory, read_status
 from dispatch.view import Box, Launch, ViewJob, build_view, launches
+from interrupts import Stopped, exit_status, on_stop_signals, signal_name, stop_on_signals
 from workloads.dispatch_log import (
     FAILED,
     JOURNAL,
@@ -565,41 +566,46 @@ class Dispatcher:
     def finished(self) -> bool:
         return not self.cfg.watch and not any(j.state in ("queued", "running") for j in self.jobs.values())
 
+    def running_count(self) -> int:
+        return sum(j.state == "running" for j in self.jobs.values())
+
     def any_running(self) -> bool:
-        return any(j.state == "running" for j in self.jobs.values())
+        return self.running_count() > 0
 
     # -- the whole run ----------------------------------------------------------------------------------------
 
     def run(self) -> int:
         """Dispatch until every job has finished (or forever with --watch); the exit status: 0 every job ended
-        well, 1 some failed or cannot run, 130 interrupted. Ctrl-C and SIGTERM are noted by a handler and acted on
-        between rounds, so a job is never half started or half recorded."""
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        interrupted = False
+        well, 1 some failed or cannot run, 128 + the signal's number when a stop signal (interrupts.py: Ctrl-C,
+        SIGTERM, SIGHUP, SIGUSR1) interrupted it. The signals are noted by a handler and acted on between rounds,
+        so a job is never half started or half recorded: Ctrl-C as --on_interrupt says, any other detaches
+        (nobody is there to answer; the jobs, each in its own session, go on, and the same command adopts
+        them)."""
         if self.resumed:
             self.board.line(self.resumed)
         try:
-            first = True
-            while not self._signals:
-                self.round(first)
-                first = False
-                if self.finished():
-                    break
-                self._sleep()
-            if self._signals:
-                interrupted = True
-                if self._signals[0] == signal.SIGTERM:
-                    self._stop_dispatching("detach")
-                else:
-                    self._interrupted()
+            with on_stop_signals(self._on_signal):
+                first = True
+                while not self._signals:
+                    self.round(first)
+                    first = False
+                    if self.finished():
+                        break
+                    self._sleep()
+                if self._signals:
+                    if self._signals[0] == signal.SIGINT:
+                        self._interrupted()
+                    else:
+                        self._stop_dispatching("detach")
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             self.board.close()
-        self.writer.write("stop", self.clock(), reason="interrupted" if interrupted else "finished")
+        self.writer.write("stop", self.clock(), reason="interrupted" if self._signals else "finished")
         self._report_over_declared()
+        if self._signals:
+            print(interrupted_line(self._signals[0], self.running_count()), file=sys.stderr, flush=True)
+            return exit_status(Stopped(self._signals[0]))
         failed = sum(j.state in ("failed", "infeasible") for j in self.jobs.values())
-        return 130 if interrupted else (1 if failed else 0)
+        return 1 if failed else 0
 
     def _on_signal(self, signum, frame) -> None:
         self._signals.append(signum)
@@ -613,7 +619,7 @@ class Dispatcher:
     def _interrupted(self) -> None:
         """Ctrl-C: wait for the running jobs, stop them, or leave them running (--on_interrupt, or asked)."""
         self.launching = False
-        n = sum(j.state == "running" for j in self.jobs.values())
+        n = self.running_count()
         choice = self.cfg.on_interrupt
         if n == 0:
             choice = "detach"
@@ -623,13 +629,9 @@ class Dispatcher:
 
     def _stop_dispatching(self, how: str) -> None:
         """Stop starting jobs; then wait for the running ones, stop them (SIGTERM, SIGKILL after the grace), or
-        leave them running (detach). Another Ctrl-C while waiting stops them."""
+        leave them running (detach). Another stop signal while waiting stops them."""
         self.launching = False
-        if how == "detach":
-            if self.any_running():
-                self.board.line(
-                    "leaving the running jobs running; run the same command again to adopt them and go on"
-                )
+        if how == "detach":  # the closing line says how many were left running
             return
         if how == "stop":
             self._stop_all()
@@ -683,16 +685,22 @@ def ask_interrupt(running: int, board: Board) -> str:
         f"interrupted: {running} job(s) running. [w]ait for them, [s]top them, or [d]etach (they go on; the same "
         "command adopts them)? [w] "
     )
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C at the prompt: stop
-    try:
-        answer = input(prompt).strip().lower()
-    except EOFError:
-        answer = ""
-    except KeyboardInterrupt:
-        answer = "s"
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    # at the prompt: Ctrl-C stops the jobs; another stop signal detaches, as it would on its own
+    with stop_on_signals():
+        try:
+            answer = input(prompt).strip().lower()
+        except EOFError:
+            answer = ""
+        except Stopped as err:
+            answer = "s" if err.signum == signal.SIGINT else "d"
     return {"s": "stop", "d": "detach"}.get(answer[:1], "wait")
+
+
+def interrupted_line(signum: int, left_running: int = 0) -> str:
+    """The one line an interrupted dispatch ends with: the signal, the jobs left running, how to go on."""
+    left = f"{left_running} job(s) left running; " if left_running else ""
+    adopts = "adopts them and goes on" if left_running else "goes on"
+    return f"interrupted ({signal_name(signum)}): {left}the journal keeps what happened; the same command {adopts}"
 
 
 def completion_line(

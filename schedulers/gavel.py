@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from schedulers.gather import gather
 from schedulers.gavel_lp import agnostic_allocation, aware_allocation
 from schedulers.plan import Plan
 from sim.cluster import gb_to_mb
@@ -68,85 +69,153 @@ def _round(view: View, aware: bool) -> list:
     jt = view.jobs
     layout = view.layout
     num_types = len(layout.type_names)
-    thr = _throughputs(view, active)
-    x = _allocation(view, active, thr, aware)
-    fraction = np.array(
-        [
-            view.attained_now(i) / (jt.gpu_demand[i] * (now - jt.arrival_s[i]))
-            if now > jt.arrival_s[i]
-            else 0.0
-            for i in active
-        ]
+    act = _active_set(view, active, aware)
+    x = act.x
+    # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the
+    # type each running job is on (-1: waiting)
+    run_ids = list(running)
+    at = np.searchsorted(act.ids, run_ids)  # rows of the running jobs
+    got = gather(view.attained_gpu_s, active)
+    got[at] += (now - gather(view.run_start_s, run_ids)) * act.demand[at]
+    stay = now - act.arrival
+    stayed = stay > 0
+    fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
+    ran = fraction > 0
+    # x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by 0: those
+    # entries take x x 1e9), and 0 where x is 0; negated for the sort
+    neg_prio = -np.where(
+        x > 1e-9,
+        np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY),
+        0.0,
     )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        prio = np.where(fraction[:, None] > 0, x / fraction[:, None], x * _NEW_JOB_PRIORITY)
-    prio = np.where(x > 1e-9, prio, 0.0)
     placements = view.placements
+    on_type = np.full(len(active), -1)
+    on_type[at] = [placements[i].type_idx for i in run_ids]
     left = list(layout.type_num_gpus)
-    ids = np.asarray(active)
-    on_type = np.array([placements[i].type_idx if i in running else -1 for i in active])
     num_gpus = jt.num_gpus
+    ids = act.ids
     chosen: dict[int, int] = {}  # job -> type, in the order chosen
     for t in range(num_types):
         # by priority, ties -> larger X, then a job already running on this type, then arrival order (the
         # index; `active` is sorted so row order is index order)
-        rows = np.flatnonzero(thr[:, t] > 0)
-        rows = rows[np.lexsort((on_type[rows] != t, -x[rows, t], -prio[rows, t]))]
+        rows = act.rows[t]
+        rows = rows[np.lexsort((on_type[rows] != t, act.neg_x[t], neg_prio[rows, t]))]
+        lt = left[t]
         for i in ids[rows].tolist():
-            if left[t] == 0:
+            if lt == 0:
                 break
-            if i in chosen or num_gpus[i] > left[t]:
+            if i in chosen or num_gpus[i] > lt:
                 continue
             chosen[i] = t
-            left[t] -= num_gpus[i]
+            lt -= num_gpus[i]
+        left[t] = lt
     plan = Plan(view.free)
     for i in running:
         if chosen.get(i) != placements[i].type_idx:
             plan.preempt(i, placements[i])
+    no_fit = set()  # place()'s arguments that did not fit: capacity only shrinks once preemptions are planned
     for i, t in chosen.items():
         if i in running and placements[i].type_idx == t:
             continue
-        _, k_gpus, milli, mem_mb, pace = jt.shape[i]
-        elig_t = layout.eligible((layout.type_names[t],), gb_to_mb(jt.jobs[i].gpu_mem_gb))
-        p = place(plan.free, elig_t, k_gpus, milli, mem_mb, pace)
+        args = act.tables.place_args(view, i)[t]
+        if args in no_fit:
+            continue
+        p = place(plan.free, *args)
         if p is not None:
             plan.add(i, p)
+        else:
+            no_fit.add(args)
     return [*plan.decisions, next_round]
 
 
-def _throughputs(view: View, active: list[int]) -> np.ndarray:
-    """Job x type throughput: reference seconds of work per second on one node of the type (spread where the
-    job needs more GPUs than a node of the type has), 0 where the job cannot run (every job's row computed once
-    per run, then indexed)."""
-    jt = view.jobs
-    hit = _ROWS.get(id(jt))
-    if hit is None or hit[0] is not jt:
-        _ROWS.clear()
+class _Tables:
+    """Per-run facts of every job (the JobTable's jobs), computed once: throughput rows, profiles, and (lazily)
+    the arguments of `place` restricted to each type."""
+
+    def __init__(self, view: View):
+        jt = view.jobs
         layout = view.layout
+        self.jobs = jt
+        rows: dict[tuple, list[float]] = {}  # per shape: jobs of one shape have one row
         table = np.empty((len(jt.shape), len(layout.type_names)))
-        for i, (elig, k, milli, _, pace) in enumerate(jt.shape):
-            table[i] = [
-                effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else 0.0
-                for t, v in enumerate(layout.type_speed)
-            ]
-        hit = _ROWS[id(jt)] = (jt, table)
-    return hit[1][active]
+        for i, s in enumerate(jt.shape):
+            row = rows.get(s)
+            if row is None:
+                elig, k, milli, _, pace = s
+                row = rows[s] = [
+                    effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else 0.0
+                    for t, v in enumerate(layout.type_speed)
+                ]
+            table[i] = row
+        self.throughput = table
+        """job x type: reference seconds of work per second on one node of the type (spread where the job needs
+        more GPUs than a node of the type has), 0 where the job cannot run"""
+        _, profile = np.unique(np.column_stack([table, jt.num_gpus]), axis=0, return_inverse=True)
+        self.profile = profile.ravel()
+        """equal for jobs of equal throughput row and GPU count, whose LP rows are then equal (gavel_lp's
+        `groups_J`)"""
+        self._args: list[tuple | None] = [None] * len(jt.shape)
+
+    def place_args(self, view: View, i: int) -> tuple:
+        """Per type: the arguments of `place` for job i on that type only."""
+        got = self._args[i]
+        if got is None:
+            layout = view.layout
+            _, k_gpus, milli, mem_mb, pace = self.jobs.shape[i]
+            mem = gb_to_mb(self.jobs.jobs[i].gpu_mem_gb)
+            got = self._args[i] = tuple(
+                (layout.eligible((name,), mem), k_gpus, milli, mem_mb, pace) for name in layout.type_names
+            )
+        return got
 
 
-_ROWS: dict[int, tuple[object, np.ndarray]] = {}
-_MEMO: dict[tuple, tuple[object, np.ndarray]] = {}
+def _tables(view: View) -> _Tables:
+    """The run's `_Tables` (one run's at a time, found by its JobTable)."""
+    hit = _TABLES.get(id(view.jobs))
+    if hit is None or hit.jobs is not view.jobs:
+        _TABLES.clear()
+        hit = _TABLES[id(view.jobs)] = _Tables(view)
+    return hit
 
 
-def _allocation(view: View, active: list[int], thr: np.ndarray, aware: bool) -> np.ndarray:
-    """X for the active set, memoised per run (the JobTable) while the set does not change."""
+_TABLES: dict[int, _Tables] = {}
+
+
+class _ActiveSet:
+    """What a round needs of one active set (sorted job indices) that does not change while the set does not:
+    the allocation X, the row of each job, and per type the rows of the jobs that can run there with their -X."""
+
+    __slots__ = ("tables", "x", "ids", "rows", "neg_x", "demand", "arrival")
+
+    def __init__(self, view: View, active: list[int], aware: bool):
+        self.tables = tables = _tables(view)
+        self.ids = ids = np.array(active)
+        thr = tables.throughput[ids]
+        scale = np.array([view.jobs.num_gpus[i] for i in active], dtype=float)
+        gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
+        profile = tables.profile[ids]
+        if aware:
+            self.x = x = aware_allocation(thr, scale, gpus, profile)
+        else:
+            self.x = x = agnostic_allocation(thr > 0, scale, gpus, profile)
+        self.rows = [np.flatnonzero(thr[:, t] > 0) for t in range(thr.shape[1])]
+        self.demand = gather(view.jobs.gpu_demand, active)
+        self.arrival = gather(view.jobs.arrival_s, active)
+        self.neg_x = [-x[r, t] for t, r in enumerate(self.rows)]
+
+
+_MEMO: dict[tuple, tuple[object, _ActiveSet]] = {}
+
+
+def _active_set(view: View, active: list[int], aware: bool) -> _ActiveSet:
+    """The active set's `_ActiveSet`, memoised per run (the JobTable): X is solved only for a set not seen
+    before (Gavel recomputes the allocation on arrivals and completions)."""
     key = (id(view.jobs), aware, tuple(active))
     hit = _MEMO.get(key)
     if hit is not None and hit[0] is view.jobs:
         return hit[1]
-    scale = np.array([view.jobs.num_gpus[i] for i in active], dtype=float)
-    gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
-    x = aware_allocation(thr, scale, gpus) if aware else agnostic_allocation(thr > 0, scale, gpus)
+    got = _ActiveSet(view, active, aware)
     if len(_MEMO) > 64:
         _MEMO.clear()
-    _MEMO[key] = (view.jobs, x)
-    return x
+    _MEMO[key] = (view.jobs, got)
+    return got

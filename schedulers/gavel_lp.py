@@ -22,11 +22,17 @@ LPs).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 
 def max_min_fair(
-    coef_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray, runnable_JT: np.ndarray
+    coef_JT: np.ndarray,
+    scale_J: np.ndarray,
+    gpus_T: np.ndarray,
+    runnable_JT: np.ndarray,
+    groups_J: np.ndarray | None = None,
 ) -> np.ndarray:
     """X (jobs x types) maximising min_i sum_j coef[i, j] X[i, j] (then their sum, keeping that minimum), with
     sum_j X[i, j] <= 1, sum_i scale[i] X[i, j] <= gpus[j], 0 <= X <= 1 and X = 0 where not runnable.
@@ -38,49 +44,60 @@ def max_min_fair(
     (the constraints are linear) with the same objective sum and a minimum no lower (each job's term is linear,
     so the class average of the terms is >= their minimum); hence a class-symmetric optimum exists and the class
     LP's optimal values equal the per-job LP's (tests/test_gavel.py checks this on random instances). Which of
-    several optimal vertices is returned may differ from the per-job LP's."""
+    several optimal vertices is returned may differ from the per-job LP's.
+
+    `groups_J` (optional, a speed-up only): an integer per job such that jobs of equal value have equal rows; the
+    classes and the result are the same with it as without it."""
     num_jobs, num_types = coef_JT.shape
     if num_jobs == 0:
         return np.zeros((0, num_types))
-    key = np.column_stack([coef_JT, np.asarray(scale_J, dtype=float), runnable_JT.astype(float)])
-    _, first, inverse, count = np.unique(
-        key, axis=0, return_index=True, return_inverse=True, return_counts=True
-    )
-    order = np.argsort(first)  # classes in order of their first job (not np.unique's lexicographic order)
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    cls = rank[inverse.ravel()]
-    y = _max_min_fair_classes(
-        coef_JT[first[order]],
-        np.asarray(scale_J, dtype=float)[first[order]],
-        count[order].astype(float),
-        gpus_T,
-        runnable_JT[first[order]],
-    )
+    scale = np.asarray(scale_J, dtype=float)
+    cls, first = _classes(coef_JT, scale, runnable_JT, groups_J)
+    count = np.bincount(cls, minlength=len(first)).astype(float)
+    y = _max_min_fair_classes(coef_JT[first], scale[first], count, gpus_T, runnable_JT[first])
     return y[cls]
+
+
+def _classes(
+    coef_JT: np.ndarray, scale_J: np.ndarray, runnable_JT: np.ndarray, groups_J: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(class of each job, first job of each class): classes of value-equal rows of (coef, scale, runnable),
+    numbered in order of their first job (np.unique(axis=0)'s classes and counts, reordered by first job), by one
+    dict pass over the rows of the first job of each group (every job its own group without `groups_J`)."""
+    num_jobs = len(scale_J)
+    if groups_J is None:
+        reps = np.arange(num_jobs)
+        group_of = reps
+    else:
+        _, g_first, g_inv = np.unique(groups_J, return_index=True, return_inverse=True)
+        order = np.argsort(g_first)  # groups in order of their first job
+        reps = g_first[order]
+        rank = np.empty(len(order), dtype=np.intp)
+        rank[order] = np.arange(len(order))
+        group_of = rank[g_inv.ravel()]
+    number: dict[tuple, int] = {}
+    cls_of_group: list[int] = []
+    first: list[int] = []
+    rows = np.column_stack([coef_JT[reps], scale_J[reps], runnable_JT[reps]]).tolist()
+    for j, row in zip(reps.tolist(), rows, strict=True):
+        row = tuple(row)
+        c = number.get(row)
+        if c is None:
+            c = number[row] = len(first)
+            first.append(j)
+        cls_of_group.append(c)
+    return np.asarray(cls_of_group)[group_of], np.asarray(first)
 
 
 def _max_min_fair_classes(
     coef_CT: np.ndarray, scale_C: np.ndarray, count_C: np.ndarray, gpus_T: np.ndarray, runnable_CT: np.ndarray
 ) -> np.ndarray:
     """Y (classes x types) for max_min_fair: class c stands for count[c] identical jobs."""
-    from scipy.sparse import coo_matrix  # imported here: the other policies never need scipy
-
     num_cls, num_types = coef_CT.shape
-    n = num_cls * num_types
-    cls_of = np.repeat(np.arange(num_cls), num_types)
-    type_of = np.tile(np.arange(num_types), num_cls)
-    var = np.arange(n)
-    # rows: t - sum_j coef[c, j] y[c, j] <= 0 (class c); sum_j y[c, j] <= 1 (class c); sum_c count[c] scale[c]
-    # y[c, j] <= gpus[j] (type j); the last column is t. Built once, shared by both stages.
-    row = np.concatenate([cls_of, np.arange(num_cls), num_cls + cls_of, 2 * num_cls + type_of])
-    col = np.concatenate([var, np.full(num_cls, n), var, var])
-    val = np.concatenate(
-        [-coef_CT.ravel(), np.ones(num_cls), np.ones(n), np.repeat(count_C * scale_C, num_types)]
-    )
-    a_ub = coo_matrix((val, (row, col)), shape=(2 * num_cls + num_types, n + 1)).tocsc()
+    a_ub = lp_matrix(coef_CT, count_C * scale_C)
     b_ub = np.concatenate([np.zeros(num_cls), np.ones(num_cls), np.asarray(gpus_T, dtype=float)])
     upper = np.where(runnable_CT, 1.0, 0.0).ravel()
+    n = num_cls * num_types
     bounds = np.column_stack([np.zeros(n + 1), np.append(upper, np.inf)])
     c = np.zeros(n + 1)
     c[-1] = -1.0
@@ -88,8 +105,10 @@ def _max_min_fair_classes(
     first = solve(c, bounds)
     if first is None:
         from scipy.optimize import linprog  # the failure, with scipy's message
+        from scipy.sparse import csc_matrix
 
-        failed = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs", options={"presolve": False})
+        a = csc_matrix((a_ub.data, a_ub.indices, a_ub.indptr), shape=a_ub.shape)
+        failed = linprog(c, A_ub=a, b_ub=b_ub, bounds=bounds, method="highs", options={"presolve": False})
         raise RuntimeError(f"Gavel's max-min LP failed: {failed.message}")
     t_star = first[-1]
     # second stage: keep every job at >= the optimal minimum, maximise the sum of the objective terms (each class
@@ -101,10 +120,46 @@ def _max_min_fair_classes(
     return np.clip(y.reshape(num_cls, num_types), 0.0, 1.0)
 
 
-def agnostic_allocation(runnable_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray) -> np.ndarray:
+class Csc(NamedTuple):
+    """A sparse matrix in compressed-column form, as scipy.sparse.csc_matrix holds it (indptr and indices int32)."""
+
+    shape: tuple[int, int]
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+
+def lp_matrix(coef_CT: np.ndarray, weight_C: np.ndarray) -> Csc:
+    """The max-min LP's constraint matrix over variables y[c, j] (class-major) and t (last column), rows:
+    t - sum_j coef[c, j] y[c, j] <= 0 (class c); sum_j y[c, j] <= 1 (class c); sum_c weight[c] y[c, j] <= gpus[j]
+    (type j), where weight = count x scale. Built column by column: exactly the arrays (explicit zeros kept) that
+    scipy.sparse.coo_matrix(...).tocsc() builds from these entries (tests/test_gavel.py checks it), without
+    scipy.sparse's per-call checks. Shared by both stages."""
+    num_cls, num_types = coef_CT.shape
+    n = num_cls * num_types
+    cls_of = np.repeat(np.arange(num_cls, dtype=np.int32), num_types)
+    type_of = np.tile(np.arange(num_types, dtype=np.int32), num_cls)
+    # each y column holds 3 entries, in row order: its class's max-min row, its class's time row, its type's row
+    indices = np.empty(3 * n + num_cls, dtype=np.int32)
+    indices[0 : 3 * n : 3] = cls_of
+    indices[1 : 3 * n : 3] = num_cls + cls_of
+    indices[2 : 3 * n : 3] = 2 * num_cls + type_of
+    indices[3 * n :] = np.arange(num_cls, dtype=np.int32)
+    data = np.empty(3 * n + num_cls)
+    data[0 : 3 * n : 3] = -coef_CT.ravel()
+    data[1 : 3 * n : 3] = 1.0
+    data[2 : 3 * n : 3] = np.repeat(weight_C, num_types)
+    data[3 * n :] = 1.0
+    indptr = np.append(np.arange(0, 3 * n + 1, 3, dtype=np.int32), np.int32(3 * n + num_cls))
+    return Csc((2 * num_cls + num_types, n + 1), indptr, indices, data)
+
+
+def agnostic_allocation(
+    runnable_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray, groups_J: np.ndarray | None = None
+) -> np.ndarray:
     """Heterogeneity-agnostic max-min fairness: every runnable type counts as throughput 1 (equal GPU time)."""
     coef = np.where(runnable_JT, 1.0, 0.0) * scale_J[:, None]
-    return max_min_fair(coef, scale_J, gpus_T, runnable_JT)
+    return max_min_fair(coef, scale_J, gpus_T, runnable_JT, groups_J)
 
 
 def equal_share(runnable_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray) -> np.ndarray:
@@ -117,76 +172,109 @@ def equal_share(runnable_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray
     return x / np.maximum(row, 1.0)[:, None]
 
 
-def aware_allocation(throughput_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray) -> np.ndarray:
+def aware_allocation(
+    throughput_JT: np.ndarray, scale_J: np.ndarray, gpus_T: np.ndarray, groups_J: np.ndarray | None = None
+) -> np.ndarray:
     """Heterogeneity-aware max-min fairness over throughputs normalised by each job's throughput with an equal
     share of the cluster (throughput 0 = the job cannot run on that type)."""
     runnable = throughput_JT > 0
     iso = (throughput_JT * equal_share(runnable, scale_J, gpus_T)).sum(axis=1)
     iso = np.where(iso > 0, iso, 1.0)  # a job that can run nowhere gets nothing anyway
     coef = throughput_JT / iso[:, None] * scale_J[:, None]
-    return max_min_fair(coef, scale_J, gpus_T, runnable)
+    return max_min_fair(coef, scale_J, gpus_T, runnable, groups_J)
 
 
 def _solver(a_ub, b_ub, presolve: bool = True):
-    """`solve(c, bounds) -> x or None` for min c.x s.t. a_ub x <= b_ub: scipy's HiGHS core called as
-    `linprog(method="highs", options={"presolve": presolve})` calls it (same model, same options, same result
-    check), without linprog's per-call input cleaning and option validation (most of an allocation's time on
-    small LPs); None where linprog would report a status other than 0. Falls back to `linprog` itself if scipy's internals moved."""
-    try:
-        import scipy.optimize._highspy._core as hc
-        from scipy.optimize._linprog_util import _check_result
-    except ImportError:  # pragma: no cover - scipy is pinned; kept for a future layout change
-        hc = None
-    if hc is None or not hasattr(hc, "_Highs") or not hasattr(hc, "simplex_constants"):  # pragma: no cover
+    """`solve(c, bounds) -> x or None` for min c.x s.t. a_ub x <= b_ub (a_ub in compressed-column form: a
+    scipy.sparse.csc_matrix or a `Csc`): scipy's HiGHS core called as `linprog(method="highs",
+    options={"presolve": presolve})` calls it (same model, same options, same result check), without linprog's
+    per-call input cleaning and option validation (most of an allocation's time on small LPs); None where
+    linprog would report a status other than 0. Falls back to `linprog` itself if scipy's internals moved.
+
+    One HiGHS instance per presolve setting serves every solve: passing a model clears the previous one's
+    solution, basis and simplex state (HiGHS starts a new LP from scratch), and the options are passed again
+    before each solve, so every answer is the one a fresh instance gives (bit for bit; tests/test_gavel.py
+    compares each with linprog's); building an instance took about a fifth of a solve."""
+    hc = _highs_core()
+    if hc is None:  # pragma: no cover - scipy is pinned; kept for a future layout change
         from scipy.optimize import linprog
+        from scipy.sparse import csc_matrix
+
+        a = csc_matrix((a_ub.data, a_ub.indices, a_ub.indptr), shape=a_ub.shape)
 
         def plain(c, bounds):
-            r = linprog(
-                c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs", options={"presolve": presolve}
-            )
+            r = linprog(c, A_ub=a, b_ub=b_ub, bounds=bounds, method="highs", options={"presolve": presolve})
             return r.x if r.status == 0 else None
 
         return plain
     num_rows, num_cols = a_ub.shape
     lhs = np.full(num_rows, -hc.kHighsInf)
     rhs = np.asarray(b_ub, dtype=float)
-    no_eq = np.empty(0)
+    start, index, value = a_ub.indptr, a_ub.indices, a_ub.data
+    if start.dtype != np.int32 or index.dtype != np.int32:  # HiGHS' index type, as linprog passes it
+        start, index = start.astype(np.int32), index.astype(np.int32)
+    continuous = np.zeros(num_cols, dtype=np.int32)  # HighsVarType.kContinuous for every column
     options = _options(hc, presolve)
+    highs = _highs(hc, presolve)
+    error = hc.HighsStatus.kError
+    optimal = hc.HighsModelStatus.kOptimal
+    colwise, minimize = int(hc.MatrixFormat.kColwise), int(hc.ObjSense.kMinimize)
+    tol = np.sqrt(1e-9) * 10  # linprog's _check_result: tol = sqrt(1e-9) x 10
+    inf_is_inf = hc.kHighsInf == np.inf  # then linprog's replacement of infinite bounds changes nothing
 
     def solve(c, bounds):
-        lp = hc.HighsLp()
-        lp.num_col_ = num_cols
-        lp.num_row_ = num_rows
-        lp.a_matrix_.num_col_ = num_cols
-        lp.a_matrix_.num_row_ = num_rows
-        lp.a_matrix_.format_ = hc.MatrixFormat.kColwise
-        lp.col_cost_ = c
         lb, ub = bounds.T.copy()
-        for v in (lb, ub):  # as linprog: an infinite bound becomes HiGHS' infinity
-            infs = np.isinf(v)
-            v[infs] = np.sign(v[infs]) * hc.kHighsInf
-        lp.col_lower_ = lb
-        lp.col_upper_ = ub
-        lp.row_lower_ = lhs
-        lp.row_upper_ = rhs
-        lp.a_matrix_.start_ = a_ub.indptr
-        lp.a_matrix_.index_ = a_ub.indices
-        lp.a_matrix_.value_ = a_ub.data
-        highs = hc._Highs()
-        if highs.passOptions(options) == hc.HighsStatus.kError:
+        if not inf_is_inf:
+            for v in (lb, ub):  # as linprog: an infinite bound becomes HiGHS' infinity
+                infs = np.isinf(v)
+                v[infs] = np.sign(v[infs]) * hc.kHighsInf
+        if highs.passOptions(options) == error:
             return None
-        if highs.passModel(lp) == hc.HighsStatus.kError or highs.run() == hc.HighsStatus.kError:
+        status = highs.passModel(
+            num_cols, num_rows, len(value), colwise, minimize, 0.0,
+            np.asarray(c, dtype=float), lb, ub, lhs, rhs, start, index, value, continuous,
+        )  # fmt: skip
+        if status == error or highs.run() == error:
             return None
-        if highs.getModelStatus() != hc.HighsModelStatus.kOptimal:
+        if highs.getModelStatus() != optimal:
             return None
         solution = highs.getSolution()
         x = np.array(solution.col_value)
         slack = rhs - np.asarray(solution.row_value)
-        info = highs.getInfo()
-        status, _ = _check_result(x, info.objective_function_value, 0, slack, no_eq, bounds, 1e-9, "", None)
-        return x if status == 0 else None
+        # linprog's _check_result for an optimal status without equality rows or integrality: a solution with a
+        # NaN, off its bounds or violating a row by more than tol is reported as status 4 (None here)
+        if np.isnan(x).any() or np.isnan(slack).any():
+            return None
+        if not ((x >= bounds[:, 0] - tol) & (x <= bounds[:, 1] + tol)).all() or (slack < -tol).any():
+            return None
+        return x
 
     return solve
+
+
+_HIGHS: dict[bool, object] = {}
+_CORE: list = []
+
+
+def _highs_core():
+    """scipy's HiGHS core module, or None where scipy's internals moved (looked up once: an import statement
+    costs a lookup per LP)."""
+    if not _CORE:
+        try:
+            import scipy.optimize._highspy._core as hc
+        except ImportError:  # pragma: no cover - scipy is pinned; kept for a future layout change
+            hc = None
+        if hc is not None and not (hasattr(hc, "_Highs") and hasattr(hc, "simplex_constants")):
+            hc = None  # pragma: no cover
+        _CORE.append(hc)
+    return _CORE[0]
+
+
+def _highs(hc, presolve: bool):
+    """The HiGHS instance that solves every LP of this presolve setting (see `_solver`)."""
+    if presolve not in _HIGHS:
+        _HIGHS[presolve] = hc._Highs()
+    return _HIGHS[presolve]
 
 
 _OPTIONS: dict[bool, object] = {}

@@ -20,7 +20,23 @@ from collections.abc import Callable, Iterable
 from schedulers.plan import Plan
 from sim.cluster import FULL, FreeState
 from sim.placement import fits_after_release, place
-from sim.simulator import View
+from sim.simulator import Decision, View
+
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
+
+
+def lone_start(view: View) -> list | None:
+    """`[Decision]` starting the only waiting job on its preferred placement where it fits on the free capacity,
+    else None: what `allocate` decides then whatever the priority order (the job is visited first and placed;
+    nothing is preempted), computed without building the order. The common instant of a cluster that is not
+    full: one job arrived and fits."""
+    queue = view.queue
+    if len(queue) != 1:
+        return None
+    for i in queue:
+        p = place(view.free, *view.jobs.shape[i])
+        return None if p is None else [_tuple_new(Decision, (i, p))]
+    return None
 
 
 def allocate(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from schedulers.preemptive import allocate
+from schedulers.preemptive import allocate, lone_start
 from sim.simulator import View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
@@ -26,6 +26,9 @@ def remaining_s(view: View, job: int) -> float:
 
 
 def srtf(view: View) -> list:
+    lone = lone_start(view)  # one job waits and fits: it starts
+    if lone is not None:
+        return lone
     running = view.running  # (estimated end, job), by estimated end
     now = view.now_s
     # a running job's remaining work is at most its remaining wall time x the fastest speed (its estimated end

@@ -27,12 +27,17 @@ starvation promotion off, and the `dlas-gpu-<N>` variants with PROMOTEKNOB N): T
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import NamedTuple
 
-from schedulers.preemptive import allocate
+import numpy as np
+
+from schedulers.gather import VECTOR_MIN, gather
+from schedulers.preemptive import allocate, lone_start
 from sim.simulator import Decision, Preempt, View, WakeUp
 
 THRESHOLDS_GPU_S = (3250.0, 7200.0)  # authors' simulator, jobs.py `_TFJobs.queue_limit` (3 queues)
 PROMOTE_KNOB = 0.0  # 0: no starvation promotion (authors' `dlas-gpu` default)
+_VECTOR_MIN = VECTOR_MIN  # a module attribute, so that tests can force the numpy path
 _EPS_GPU_S = (
     1e-6  # service within this of a threshold counts as having crossed it (float rounding of wake-ups)
 )
@@ -50,6 +55,9 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
         raise ValueError(f"promote_knob must be >= 0, got {promote_knob}")
 
     def tiresias(view: View) -> list:
+        lone = lone_start(view)  # one job waits and fits: it starts, and nothing waits to be woken for
+        if lone is not None:
+            return lone
         now = view.now_s
         demand = view.jobs.gpu_demand
         attained = view.attained_gpu_s
@@ -77,29 +85,64 @@ def make_tiresias(thresholds_gpu_s: tuple[float, ...] = THRESHOLDS_GPU_S, promot
             return bisect_right(thresholds, service + _EPS_GPU_S)
 
         queued = _Waiting(view, level, waiting_service, len(thresholds) + 1, bool(knob))
-        cache: list = []
+        levels: list = []
+        victims: dict[int, list[int]] = {}
+        # without promotion, from VECTOR_MIN running jobs on: their levels (and, in _next_wakeup, their crossing
+        # instants) in numpy, the same floats as the loops below
+        vector = not knob and len(view.running) >= _VECTOR_MIN
 
         def running() -> list[tuple[int, int]]:
-            """(level, job) of the running jobs, sorted: computed only when a decision needs it."""
-            if not cache:
+            """(level, job) of every running job, in `view.running`'s order: computed only when a decision needs
+            it, once per instant."""
+            if not levels:
                 if knob:
-                    ranked = sorted((level(running_service(v)), v) for _, v in view.running)
-                else:  # running_service inlined: the hot loop of a loaded cluster
+                    levels.append([(level(running_service(v)), v) for _, v in view.running])
+                else:  # running_service and level inlined: the hot loop of a loaded cluster
                     eps = _EPS_GPU_S
-                    ranked = sorted(
-                        (bisect_right(thresholds, attained[v] + (now - run_start[v]) * demand[v] + eps), v)
-                        for _, v in view.running
-                    )
-                cache.extend((ranked, [lv for lv, _ in ranked]))
-            return cache[0]
+                    first = thresholds[0]
+                    got = []
+                    for _, v in view.running:
+                        service = attained[v] + (now - run_start[v]) * demand[v] + eps
+                        got.append((0 if service < first else bisect_right(thresholds, service), v))
+                    levels.append(got)
+            return levels[0]
+
+        arrays: list = []
+
+        def running_arrays() -> _Running:
+            if not arrays:
+                ids = [v for _, v in view.running]
+                att, start, d = gather(attained, ids), gather(run_start, ids), gather(demand, ids)
+                lv = np.searchsorted(thresholds, att + (now - start) * d + _EPS_GPU_S, side="right")
+                arrays.append(_Running(np.array(ids), lv, att, start, d))
+            return arrays[0]
 
         def lower(key) -> list[int]:
-            ranked = running()
-            return [v for _, v in reversed(ranked[bisect_right(cache[1], key[0]) :])]
+            """Running jobs of a level above key's, lowest priority (highest level, then later job) first."""
+            lv = key[0]
+            hit = victims.get(lv)
+            if hit is None:
+                if vector:
+                    r = running_arrays()
+                    sel = np.flatnonzero(r.level > lv)
+                    hit = r.jobs[sel][np.lexsort((-r.jobs[sel], -r.level[sel]))].tolist()
+                else:
+                    hit = [v for _, v in sorted((e for e in running() if e[0] > lv), reverse=True)]
+                victims[lv] = hit
+            return hit
 
         plan = allocate(view, queued, lower, lambda v: (level(view.attained_now(v)), v))
         decisions = plan.decisions
-        wake = _next_wakeup(view, decisions, queued, running, waiting_service, run_base, thresholds, knob)
+        wake = _next_wakeup(
+            view,
+            decisions,
+            queued,
+            running_arrays if vector else running,
+            waiting_service,
+            run_base,
+            thresholds,
+            knob,
+        )
         if wake is not None:
             decisions.append(WakeUp(wake))
         return decisions
@@ -135,21 +178,41 @@ def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, th
     top_waiting = min(tops)
     k_last = len(thresholds)
     best = float("inf")
-    # (level, job, start of its current run, service counted at that start): the crossing instant is computed
-    # from the run's start, not from now, so it does not depend on when the policy was consulted
+    # the crossing instant is computed from the run's start and the service counted at that start, not from now,
+    # so it does not depend on when the policy was consulted
     run_start = view.run_start_s
     attained = view.attained_gpu_s
     base_of = run_base if knob else attained.__getitem__
-    after = [(lv, v, run_start[v], base_of(v)) for lv, v in running() if lv < k_last and v not in preempted]
-    after += [
-        (level[j], j, now, requeued_service(j) if j in preempted else waiting_service(j)) for j in started
-    ]
-    for lv, v, start, base in after:
-        watch = max(lv, top_waiting)  # its first crossing into a level below which some job waits
+    eps = _EPS_GPU_S
+    ranked = running()
+    if type(ranked) is _Running:  # the same floats in numpy
+        watch = np.maximum(ranked.level, top_waiting)
+        watched = watch < k_last
+        if preempted:
+            watched &= ~np.isin(ranked.jobs, list(preempted))
+        if watched.any():
+            w, d = watch[watched], ranked.demand[watched]
+            t = ranked.start[watched] + (np.asarray(thresholds)[w] - ranked.attained[watched]) / d
+            soonest = now + eps / d
+            best = float(np.where(soonest > t, soonest, t).min())
+        ranked = ()
+    for lv, v in ranked:  # the running jobs (min is order-free: the same float whatever the order)
+        # its first crossing into a level below which some job waits
+        watch = lv if lv > top_waiting else top_waiting
+        if watch >= k_last or v in preempted:
+            continue
+        d = demand[v]
+        t = run_start[v] + (thresholds[watch] - base_of(v)) / d
+        soonest = now + eps / d
+        if soonest > t:  # max(t, soonest)
+            t = soonest
+        if t < best:  # min(best, t)
+            best = t
+    for j in started:
+        watch = max(level[j], top_waiting)
         if watch < k_last:
-            best = min(
-                best, max(start + (thresholds[watch] - base) / demand[v], now + _EPS_GPU_S / demand[v])
-            )
+            base = requeued_service(j) if j in preempted else waiting_service(j)
+            best = min(best, max(now + (thresholds[watch] - base) / demand[j], now + eps / demand[j]))
     if knob:
         for (lv, i), _ in queued:  # produce the rest: every waiting job's promotion instant counts
             level[i] = lv
@@ -165,6 +228,17 @@ def _next_wakeup(view, decisions, queued, running, waiting_service, run_base, th
                 at = view.preempted_at_s[i] + knob * view.attained_gpu_s[i] / demand[i]
                 best = min(best, max(at, now + _EPS_GPU_S))
     return best if best < float("inf") else None
+
+
+class _Running(NamedTuple):
+    """The running jobs (in `View.running`'s order) with their level, attained service at the start of their run,
+    run start and GPU demand."""
+
+    jobs: np.ndarray
+    level: np.ndarray
+    attained: np.ndarray
+    start: np.ndarray
+    demand: np.ndarray
 
 
 class _Waiting:

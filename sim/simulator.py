@@ -329,6 +329,7 @@ class Simulator:
         self._closed_runs: list[tuple[int, float, float, Placement]] = []  # (job, start, end, placement)
         self._wakeups: set[float] = set()
         self._woken = False
+        self._queue_unsorted = False  # preemptions appended jobs out of arrival order (see preempt)
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
         self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
@@ -681,8 +682,11 @@ class Simulator:
             raise ValueError(f"Negative delay {duration}")
         self._event[i] = _Timer(env, now + duration, i, self._complete_cb)
 
-    def preempt(self, d: Preempt) -> None:
-        """Suspend running job `d.job` now (see `Preempt`); raises ValueError if it is not running."""
+    def preempt(self, d: Preempt, sort_queue: bool = True) -> None:
+        """Suspend running job `d.job` now (see `Preempt`); raises ValueError if it is not running.
+
+        `sort_queue=False` leaves the queue's arrival order to a later `_sort_queue` (run() restores it once
+        after an instant's decisions, not once per preempted job: nothing reads the order in between)."""
         i = d.job
         if not 0 <= i < len(self._event) or self._event[i] is None:
             raise ValueError(f"job {i} is not running")
@@ -701,12 +705,10 @@ class Simulator:
         key = self._qkey[i] = max(jt.known_runtime_s[i] - self.progress_s[i], 0.0)
         queue = self.queue
         if queue and next(reversed(queue)) > i:
-            keys = list(queue)
-            keys.insert(bisect.bisect_left(keys, i), i)
-            queue.clear()
-            queue.update(dict.fromkeys(keys))
-        else:
-            queue[i] = None
+            self._queue_unsorted = True
+        queue[i] = None
+        if sort_queue and self._queue_unsorted:
+            self._sort_queue()
         if self.queue_by_runtime.active:
             self.queue_by_runtime.add((key, i))
         s = jt.shape[i]
@@ -717,6 +719,13 @@ class Simulator:
         else:
             members.add(i)
             self.queue_by_shape_runtime[s].add((key, i))
+
+    def _sort_queue(self) -> None:
+        """Restore the queue's arrival (index) order after preemptions that appended jobs out of it."""
+        keys = sorted(self.queue)
+        self.queue.clear()
+        self.queue.update(dict.fromkeys(keys))
+        self._queue_unsorted = False
 
     def wake_up(self, d: WakeUp) -> None:
         """Make `advance()` stop at `d.at_s` (one SimPy timeout per distinct requested instant)."""
@@ -753,12 +762,20 @@ class Simulator:
         n = 0
         start, apply = self.start, self.apply
         self.wake_on_idle = manager is not None
+        preempt = self.preempt
         while self.advance():
-            for d in policy(self.view()):
-                if type(d) is Decision:
+            decisions = policy(self.view())
+            batch = type(decisions) is list  # all decided before any is applied: order the queue once, after
+            for d in decisions:
+                kind = type(d)
+                if kind is Decision:
                     start(d)
+                elif kind is Preempt and batch:
+                    preempt(d, False)
                 else:
                     apply(d)
+            if self._queue_unsorted:
+                self._sort_queue()
             if manager is not None:
                 for d in manager(self.view()):
                     apply(d)

@@ -1,6 +1,7 @@
 """`--mode dispatch` end to end on simulated GPUs with real subprocesses (dispatch/fake_job.py jobs of a fraction of
-a second): backfilling, out-of-memory retries, timeouts, live edits of the jobs file, kill -9 and Ctrl-C then
-resume, the replay's schedule against the dispatched one, and the mistakes refused before anything runs."""
+a second): backfilling, out-of-memory retries, timeouts, live edits of the jobs file, kill -9, Ctrl-C and the other
+stop signals (SIGTERM, SIGHUP, SIGUSR1: interrupts.py) then resume, the replay's schedule against the dispatched one,
+and the mistakes refused before anything runs."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 
 import main
-from dispatch import fake_job
+from dispatch import fake_job, runner
+from dispatch.board import Board
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = Path(fake_job.__file__)
@@ -136,7 +138,7 @@ def _started(folder: Path) -> bool:
     """Whether the journal records a started process (a record being written at this instant is not one yet)."""
     try:
         return bool(events(folder, "pid"))
-    except ValueError:
+    except (ValueError, FileNotFoundError):
         return False
 
 
@@ -227,6 +229,100 @@ def test_a_dispatcher_killed_or_interrupted_resumes_without_running_a_job_twice(
         end = next(e for e in ends if e["job"] == second["job"])
         assert abs(end["t"] - (status.stat().st_mtime - header["epoch_s"])) < 0.01
         assert end["t"] < events(folder, "resume")[0]["t"]
+
+
+def _signal_once_a_job_runs(command: list[str], folder: Path, sig: int) -> tuple[int, str, str]:
+    """Start a real dispatcher process, send it `sig` once its first job's process exists, let it end: its exit
+    status, stdout and stderr."""
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: _started(folder) or proc.poll() is not None)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGUSR1"])
+def test_a_stop_signal_other_than_ctrl_c_detaches_and_the_same_command_adopts_the_job(tmp_path, signame):
+    """SIGTERM, SIGHUP (the terminal closed) and SIGUSR1 (Slurm's --signal) to a real dispatcher, even with
+    --on_interrupt stop: the running job is left running (neither waited for nor stopped), nothing new starts, one
+    `interrupted` line, 128 + the signal's number; the same command then adopts the job instead of starting it."""
+    sig = getattr(signal, signame)
+    marker = tmp_path / "ran.txt"
+    first, second = fake(hold=1.0, extra=f"--marker {marker}"), fake(hold=0.1, extra=f"--marker {marker}")
+    jobs = tmp_path / "jobs.txt"
+    jobs.write_text(f"{first}\n{second}\n")  # one GPU, fcfs: the second waits for the first
+    folder = tmp_path / "run"
+    args = argv(jobs, folder)
+    rc, out, err = _signal_once_a_job_runs([sys.executable, "main.py", *args], folder, sig)
+    assert rc == 128 + sig, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.strip().splitlines() == [
+        f"interrupted ({signame}): 1 job(s) left running; the journal keeps what happened; the same command "
+        "adopts them and goes on"
+    ]
+    # the journal as the dispatcher left it: the first job started, not ended (left running), the second never
+    # started, and the last record says why the dispatcher stopped
+    records = events(folder)
+    assert [r["event"] for r in records if r["event"] in ("start", "pid", "end")] == ["start", "pid"]
+    assert records[-1]["event"] == "stop" and records[-1]["reason"] == "interrupted"
+    command = {r["job"]: r["attrs"]["command"] for r in events(folder, "seen")}
+    assert command[events(folder, "start")[0]["job"]] == first
+    assert (
+        f"wrote {folder}/" in out and (folder / "jobs.csv").is_file()
+    )  # the result files of what ran so far
+    assert main.main(args) == 0  # the same command: adopts the first job, then runs the second
+    assert len(events(folder, "resume")) == 1
+    starts, ends = events(folder, "start"), events(folder, "end")
+    assert sorted(command[r["job"]] for r in starts) == sorted([first, second])  # each started once
+    assert [e["outcome"] for e in ends] == ["ok", "ok"]  # the first was never sent a signal
+    assert len(marker.read_text().splitlines()) == 2
+
+
+def test_a_stop_signal_the_dispatcher_was_started_ignoring_stays_ignored(tmp_path):
+    """`nohup` starts a dispatcher with SIGHUP ignored: closing the terminal must not stop it."""
+    jobs = tmp_path / "jobs.txt"
+    jobs.write_text(f"{fake(hold=0.6)}\n{fake(hold=0.05)}\n")
+    folder = tmp_path / "run"
+    rc, _, err = _signal_once_a_job_runs(
+        ["nohup", sys.executable, "main.py", *argv(jobs, folder)], folder, signal.SIGHUP
+    )
+    assert rc == 0 and "Traceback" not in err and "interrupted" not in err, err
+    assert [e["outcome"] for e in events(folder, "end")] == ["ok", "ok"]
+    assert events(folder)[-1]["reason"] == "finished"
+
+
+class _Terminal:
+    """A stdin on a terminal whose user, instead of answering, sends `sig` to the dispatcher."""
+
+    def __init__(self, sig: int):
+        self.sig = sig
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
+        os.kill(os.getpid(), self.sig)
+        time.sleep(5)  # the handler raises into this sleep
+        return "w\n"
+
+
+@pytest.mark.parametrize(
+    ("signame", "choice"), [("SIGINT", "stop"), ("SIGHUP", "detach"), ("SIGTERM", "detach")]
+)
+def test_a_stop_signal_at_the_ctrl_c_question_answers_it(signame, choice, monkeypatch, capsys):
+    """Ctrl-C at the question stops the running jobs; any other stop signal detaches, as it would alone; the
+    handlers from before the question come back."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
+    monkeypatch.setattr(sys, "stdin", _Terminal(getattr(signal, signame)))
+    started = time.monotonic()
+    assert runner.ask_interrupt(2, Board(False, 60.0)) == choice
+    assert time.monotonic() - started < 4  # answered by the signal, not by the line read after it
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert "[w]ait for them, [s]top them, or [d]etach" in capsys.readouterr().out
 
 
 def test_the_replay_reproduces_the_dispatched_schedule(tmp_path):

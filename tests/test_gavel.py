@@ -10,7 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schedulers import POLICIES
-from schedulers.gavel_lp import _solver, agnostic_allocation, aware_allocation, equal_share, max_min_fair
+from schedulers.gavel_lp import (
+    _solver,
+    agnostic_allocation,
+    aware_allocation,
+    equal_share,
+    lp_matrix,
+    max_min_fair,
+)
 from sim.cluster import FULL, ClusterLayout
 from sim.cluster_spec import parse_cluster_spec
 from sim.job import Workload
@@ -212,6 +219,79 @@ def test_class_lp_has_the_per_job_lps_optimum(seed):
     assert (x[~runnable] == 0).all()
     for c in range(num_cls):
         assert np.array_equal(x[of == c], np.repeat(x[of == c][:1], (of == c).sum(), axis=0))
+
+
+def _class_lp_by_linprog(coef, scale, gpus, runnable):
+    """The class LP built the plain way: classes by np.unique(axis=0) (reordered by first job), the matrix by
+    scipy.sparse.coo_matrix(...).tocsc(), both stages by scipy.optimize.linprog (HiGHS, presolve off): the
+    allocation max_min_fair must return bit for bit (it groups by a dict pass, builds the compressed columns
+    itself and calls HiGHS directly, one instance reused)."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    key = np.column_stack([coef, scale, runnable.astype(float)])
+    _, first, inverse, count = np.unique(
+        key, axis=0, return_index=True, return_inverse=True, return_counts=True
+    )
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    cls = rank[inverse.ravel()]
+    coef_c, scale_c, count_c = coef[first[order]], scale[first[order]], count[order].astype(float)
+    run_c = runnable[first[order]]
+    num_cls, num_types = coef_c.shape
+    n = num_cls * num_types
+    cls_of, type_of, var = (
+        np.repeat(np.arange(num_cls), num_types),
+        np.tile(np.arange(num_types), num_cls),
+        np.arange(n),
+    )
+    row = np.concatenate([cls_of, np.arange(num_cls), num_cls + cls_of, 2 * num_cls + type_of])
+    col = np.concatenate([var, np.full(num_cls, n), var, var])
+    val = np.concatenate(
+        [-coef_c.ravel(), np.ones(num_cls), np.ones(n), np.repeat(count_c * scale_c, num_types)]
+    )
+    a = coo_matrix((val, (row, col)), shape=(2 * num_cls + num_types, n + 1)).tocsc()
+    mine = lp_matrix(coef_c, count_c * scale_c)
+    assert mine.shape == a.shape
+    for got, want in ((mine.indptr, a.indptr), (mine.indices, a.indices), (mine.data, a.data)):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    b = np.concatenate([np.zeros(num_cls), np.ones(num_cls), gpus])
+    bounds = np.column_stack([np.zeros(n + 1), np.append(np.where(run_c, 1.0, 0.0).ravel(), np.inf)])
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    options = {"presolve": False}
+    first_x = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs", options=options).x
+    bounds[-1] = (first_x[-1] * (1 - 1e-6), np.inf)
+    second = linprog(
+        np.append(-(coef_c * count_c[:, None]).ravel(), 0.0),
+        A_ub=a,
+        b_ub=b,
+        bounds=bounds,
+        method="highs",
+        options=options,
+    )
+    y = second.x if second.status == 0 else first_x
+    return np.clip(y[:-1].reshape(num_cls, num_types), 0.0, 1.0)[cls]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_class_lp_is_the_plainly_built_lp_bit_for_bit(seed, hinted):
+    # random instances with repeated job rows; `hinted` passes each job's generating row as its group (jobs of
+    # one group have equal rows; groups of equal rows, e.g. a row and its copy, must still be one class)
+    rng = np.random.default_rng(seed)
+    num_types = int(rng.integers(1, 4))
+    num_rows = int(rng.integers(1, 6))
+    row_coef = rng.choice([0.0, 0.5, 1.0, 2.0, 3.0], size=(num_rows, num_types))
+    row_coef[-1] = row_coef[0]  # two generating rows alike
+    row_scale = rng.choice([1.0, 2.0, 4.0], size=num_rows)
+    row_scale[-1] = row_scale[0]
+    of = rng.integers(0, num_rows, size=int(rng.integers(1, 15)))
+    coef, scale, runnable = row_coef[of], row_scale[of], row_coef[of] > 0
+    gpus = rng.choice([1.0, 2.0, 4.0, 8.0], size=num_types)
+    got = max_min_fair(coef, scale, gpus, runnable, of if hinted else None)
+    assert got.tobytes() == _class_lp_by_linprog(coef, scale, gpus, runnable).tobytes()
 
 
 def _stretch(workload: Workload) -> Workload:

@@ -92,6 +92,37 @@ def test_preempt_then_start_another_at_the_same_instant():
     assert r.preemptions.tolist() == [1, 0] and r.overhead_s.tolist() == [5.0, 0.0]
 
 
+def test_preemptions_of_one_instant_leave_the_queue_in_arrival_order():
+    # 4 one-GPU nodes; a, b, c, d start at 0; e arrives at 10. Then the policy preempts d, b, a (out of
+    # arrival order, in one decision list that also starts e); run() orders the queue once after the list, and
+    # the next instant's view must show a, b, d in arrival order, as sim.apply() one decision at a time does.
+    jobs = [job(n, 0, 100) for n in "abcd"] + [job("e", 10, 100)]
+    seen = {}
+
+    def at10(v):
+        return [Preempt(3), Preempt(1), Decision(4, v.placements[1]), Preempt(0), WakeUp(20.0)]
+
+    def at20(v):
+        seen["queue"] = list(v.queue)
+        seen["by_runtime"] = [i for _, i in v.queue_by_runtime]
+        return []
+
+    script = {0.0: lambda v: [Decision(i, on_node(v, i, i)) for i in range(4)], 10.0: at10, 20.0: at20}
+    sim = _sim("4xA100-80GB:1", jobs)
+    sim.run(scripted(script))
+    assert seen["queue"] == [0, 1, 3]
+    by_hand = _sim("4xA100-80GB:1", jobs)  # the same decisions applied one by one (no batching)
+    while by_hand.advance():
+        step = script.get(by_hand.now_s)
+        for d in step(by_hand.view()) if step else []:
+            by_hand.apply(d)
+    assert list(by_hand.queue) == [0, 1, 3]
+    batched, one_by_one = sim.result("x", 0).runs, by_hand.result("x", 0).runs
+    for field in ("job", "start_s", "end_s"):
+        assert getattr(batched, field).tolist() == getattr(one_by_one, field).tolist()
+    assert batched.placement == one_by_one.placement
+
+
 def test_migration_to_a_faster_type_and_the_stale_completion_is_ignored():
     # n0 = A100 (speed 1), n1 = V100-16GB (speed 0.5). a (100 s of A100 work) starts on the V100 at 0: its first
     # completion timeout is due at 200. Preempted at 40 -> progress 40 x 0.5 = 20. Restarted on the A100 at 40

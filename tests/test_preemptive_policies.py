@@ -3,6 +3,9 @@ tests/preemptive_reference.py on random small workloads."""
 
 from __future__ import annotations
 
+import importlib
+from unittest.mock import patch
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -156,16 +159,26 @@ def test_srtf_equals_the_plain_reference(spec, workload, seed, noisy, overhead_s
     assert _same(fast, plain)
 
 
+_THRESHOLDS = st.sampled_from([(20.0,), (30.0, 200.0), (3250.0, 7200.0)])
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    clusters(),
-    workloads(),
-    st.sampled_from([(20.0,), (30.0, 200.0), (3250.0, 7200.0)]),
-    st.sampled_from([0.0, 0.5, 2.0]),
-    st.sampled_from([0.0, 5.0]),
-)
+@given(clusters(), workloads(), _THRESHOLDS, st.sampled_from([0.0, 0.5, 2.0]), st.sampled_from([0.0, 5.0]))
 def test_tiresias_equals_the_plain_reference(spec, workload, thresholds, knob, overhead_s):
     """The fast policy's filtered wake-ups must lose no decision the reference's wake-up at every crossing makes."""
+    _tiresias_same_as_reference(spec, workload, thresholds, knob, overhead_s)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), _THRESHOLDS, st.sampled_from([0.0, 5.0]))
+def test_tiresias_in_numpy_equals_the_plain_reference(spec, workload, thresholds, overhead_s):
+    """The same with the running jobs' levels, victim order and crossing instants computed by numpy at every
+    instant, as they are from tiresias._VECTOR_MIN running jobs on (without promotion): the same floats."""
+    with patch.object(importlib.import_module("schedulers.tiresias"), "_VECTOR_MIN", 0):
+        _tiresias_same_as_reference(spec, workload, thresholds, 0.0, overhead_s)
+
+
+def _tiresias_same_as_reference(spec, workload, thresholds, knob, overhead_s) -> None:
     layout = ClusterLayout(spec)
     fast = Simulator(workload, layout, None, 1.2, overhead_s)
     plain = Simulator(workload, layout, None, 1.2, overhead_s)
