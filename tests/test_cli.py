@@ -219,8 +219,10 @@ def test_readme_default_command_runs_as_a_subprocess(tmp_path):
 def test_train_then_eval_and_compare_an_agent_write_the_same_files(tmp_path):
     models = tmp_path / "models"
     common = ["--difficulty", "easy", "--num_jobs", "40", "--models_dir", str(models), "--no_progress"]
+    # no demonstrations: their 5,000 pre-training updates would be most of this test's time (tests/test_agents.py
+    # covers them)
     code = main(["--mode", "train", "--algo", "d3qn", "--seed", "5", "--total_steps", "600", *common,
-                 "--checkpoint_every", "2", "--log_dir", str(tmp_path / "train")])  # fmt: skip
+                 "--checkpoint_every", "2", "--demo_policy", "none", "--log_dir", str(tmp_path / "train")])  # fmt: skip
     assert code == 0 and (models / "d3qn_seed5_final.pt").exists()
     # the best checkpoint on the validation seeds is kept, and its recorded score is what eval measures
     best = json.loads((models / "d3qn_seed5_best.json").read_text())
@@ -271,7 +273,11 @@ def test_fresh_training_keeps_an_earlier_best_model_and_old_checkpoints_resume_a
     (models / "sac_seed2_best.json").write_text("{}")
     common = ["--difficulty", "easy", "--num_jobs", "30", "--models_dir", str(models), "--no_progress"]
     args = ["--mode", "train", "--algo", "sac", "--seed", "2", "--validation_seeds", "none", *common]
-    assert main([*args, "--total_steps", "300", "--log_dir", str(tmp_path / "a")]) == 0
+    # no demonstrations in the first run (their pre-training would be most of this test's time); the resume below
+    # names none, so it must take the checkpoint's (absent) demonstration settings as pure RL
+    assert (
+        main([*args, "--total_steps", "300", "--demo_policy", "none", "--log_dir", str(tmp_path / "a")]) == 0
+    )
     # a run without validation has no best model of its own: the earlier one is kept (eval warns about it)
     assert (models / "sac_seed2_best.pt").read_text() == "an earlier run's model"
     # a checkpoint from before demonstrations existed (no demo_* keys) resumes as the pure RL run it was
