@@ -5,8 +5,9 @@ Definitions (docs/power.md; power model in sim/power.py):
   when nothing completed). Jobs still running at its end count up to it.
 - IT power P(t) = sum over nodes: ON -> node_base_w + sum of its GPUs' idle_w + each running job's dynamic
   power (its GPUs x share x (max_w - idle_w)); BOOTING or SHUTTING_DOWN -> node_base_w + GPUs' idle_w; OFF ->
-  off_w. P is piecewise constant between events (job starts and ends, power-state changes), so every integral
-  is an exact sum over those pieces: no ticking.
+  off_w; a node of a node kind (sim/node_kinds.py) uses its kind's base and idle-GPU watts. P is piecewise
+  constant between events (job starts and ends, power-state changes), so every integral is an exact sum over
+  those pieces: no ticking.
 - it_energy_kwh = integral of P over the window; facility_energy_kwh = it x PUE; cost_eur and carbon_kg
   integrate facility power against the price (EUR/MWh) and carbon (gCO2/kWh) curves, exactly per price slot
   (sim/prices.py's closed-form integrals).

@@ -200,3 +200,14 @@ def test_cli_bad_kind_is_one_error_line(tmp_path, capsys):
         "error: bad cluster spec item '1xT4:8@T4-SERVER': node kind T4-SERVER has 4 GPUs of type T4, not 8 of type T4"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_the_example_cluster_with_kinds_reads():
+    spec = load_cluster_csv("examples/cluster_kinds.csv")
+    assert [(n.gpu_type, n.num_gpus, n.kind) for n in spec.nodes] == [
+        ("A100-80GB", 8, "DGX-A100"),
+        ("A100-80GB", 8, "DGX-A100"),
+        ("V100-32GB", 8, "HGX-V100"),
+        ("T4", 4, "T4-SERVER"),
+        ("T4", 4, ""),
+    ]
