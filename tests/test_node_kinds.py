@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from env.node_heuristics import run_manager, threshold
 from env.power_env import GPUClusterPowerEnv
@@ -23,8 +25,10 @@ from sim.prices import PriceCurve
 from sim.simulator import Simulator
 from tests.helpers import job
 from tests.node_env_reference import energy_cost_eur
+from tests.test_invariants import workloads
 from tests.test_node_envs import tiny_scenario
 
+ROOT = Path(__file__).resolve().parents[1]
 FLAT = PriceCurve("flat", 3600.0, np.array([100.0]), np.array([250.0]))
 STEP = PriceCurve("step", 900.0, np.array([50.0, 150.0, 80.0]), np.array([100.0, 300.0, 200.0]))
 
@@ -157,6 +161,23 @@ def test_power_env_on_kind_nodes_matches_the_reference_and_the_metric():
     assert math.isclose(ret, -e.energy_cost_eur, rel_tol=1e-9)
 
 
+MIXED = "2xA100-80GB:8@DGX-A100,1xA100-80GB:8,1xV100-32GB:8@HGX-V100,1xT4:4@T4-SERVER,1xT4:4"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wl=workloads())
+def test_energy_on_mixed_kind_nodes_matches_a_per_gpu_reference(wl):
+    """Random workloads on kind and plain nodes, nodes switched off and on by idle_off: metrics/energy.py's cost
+    equals a plain per-GPU, per-segment integration (tests/node_env_reference.py) over the same window."""
+    model = PowerModel(pue=1.3, boot_s=40.0, shutdown_s=10.0)
+    r = _run(MIXED, wl.jobs, model, make_manager(parse_manager("idle_off:20:0")))
+    e = energy_report(r, STEP)
+    if e.window_end_s <= e.window_start_s:
+        return
+    reference = energy_cost_eur(r, model, STEP, e.window_end_s)
+    assert e.cost_eur == pytest.approx(reference, rel=1e-9, abs=1e-12)
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
@@ -192,18 +213,39 @@ def test_bad_kind_in_a_csv_names_the_line(row, message, tmp_path):
     assert str(e.value).startswith(f"{path}{message}")
 
 
-def test_cli_bad_kind_is_one_error_line(tmp_path, capsys):
-    code = main(["--no_progress", "--cluster", "1xT4:8@T4-SERVER", "--log_dir", str(tmp_path / "out")])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--cluster", "1xT4:8@T4-SERVER"],
+            "error: bad cluster spec item '1xT4:8@T4-SERVER': node kind T4-SERVER has 4 GPUs of type T4, not 8 of "
+            "type T4",
+        ),
+        (
+            [
+                "--workload_type",
+                "csv",
+                "--workload_path",
+                "examples/jobs.csv",
+                "--cluster_path",
+                "{tmp}/c.csv",
+            ],
+            "error: {tmp}/c.csv:2: unknown node kind 'DGX-Z'; known kinds: DGX-A100, DGX-H100, HGX-V100, T4-SERVER",
+        ),
+    ],
+)
+def test_cli_bad_kind_is_one_error_line(argv, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "c.csv").write_text("node_id,gpu_type,num_gpus,kind\na,A100,8,DGX-Z\n")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code = main(["--no_progress", *args, "--log_dir", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1
-    assert err[0] == (
-        "error: bad cluster spec item '1xT4:8@T4-SERVER': node kind T4-SERVER has 4 GPUs of type T4, not 8 of type T4"
-    )
+    assert code == 2 and err == [message.replace("{tmp}", str(tmp_path))]
     assert not (tmp_path / "out").exists()
 
 
 def test_the_example_cluster_with_kinds_reads():
-    spec = load_cluster_csv("examples/cluster_kinds.csv")
+    spec = load_cluster_csv(ROOT / "examples" / "cluster_kinds.csv")
     assert [(n.gpu_type, n.num_gpus, n.kind) for n in spec.nodes] == [
         ("A100-80GB", 8, "DGX-A100"),
         ("A100-80GB", 8, "DGX-A100"),
