@@ -10,7 +10,7 @@ from __future__ import annotations
 from config import RunConfig
 from env.node_env import RECHECK_S, NodeManagerEnv
 from scenario.build import Scenario
-from sim.cluster import FULL
+from sim.cluster import FULL, Placement
 from sim.power import OFF, ON, PowerModel
 from sim.prices import J_PER_MWH, PriceCurve, synthetic_curve
 
@@ -92,23 +92,28 @@ class GPUClusterPowerEnv(NodeManagerEnv):
         super()._prepare(sc)
         layout = sc.layout
         m = self.power_model
-        gpu = [m.gpu(name) for name in layout.type_names]
+        # each node's watts (its node kind's where it has one, sim/power.py's node_watts)
+        w = [m.node_watts(n.gpu_type, n.kind) for n in layout.nodes]
+        k = layout.node_num_gpus
         # IT watts of each node when powered but idle (ON, BOOTING, SHUTTING_DOWN) and OFF
-        self._node_idle_w = [
-            m.node_base_w + layout.node_num_gpus[n] * gpu[layout.node_type[n]].idle_w
-            for n in range(layout.num_nodes)
-        ]
-        # extra IT watts per busy milli-GPU of each type (linear in the busy share)
-        self._type_dyn_w_per_milli = [(g.max_w - g.idle_w) / FULL for g in gpu]
-        self._type_full_kw = [
-            m.pue * (m.node_base_w + max(layout.node_num_gpus[n] for n in nodes) * gpu[t].max_w) / 1000
-            for t, nodes in enumerate(self._type_nodes)
-        ]
-        self._max_facility_w = m.pue * sum(
-            m.node_base_w + layout.node_num_gpus[n] * gpu[layout.node_type[n]].max_w
-            for n in range(layout.num_nodes)
+        self._node_idle_w = [w[n].base_w + k[n] * w[n].gpu_idle_w for n in range(layout.num_nodes)]
+        # power groups: GPUs of one type with one idle figure (one group per type without node kinds), in type
+        # order; extra IT watts per busy milli-GPU of each group (linear in the busy share)
+        groups = sorted(
+            {(layout.node_type[n], w[n].gpu_idle_w, w[n].gpu_max_w) for n in range(layout.num_nodes)}
         )
-        self._busy_milli = [0] * self.num_types
+        group_of = {g: i for i, g in enumerate(groups)}
+        self._node_group = [
+            group_of[layout.node_type[n], w[n].gpu_idle_w, w[n].gpu_max_w] for n in range(len(w))
+        ]
+        self._gpu_node = layout.gpu_node
+        self._group_dyn_w_per_milli = [(max_w - idle_w) / FULL for _, idle_w, max_w in groups]
+        self._type_full_kw = [
+            m.pue * max(w[n].base_w + k[n] * w[n].gpu_max_w for n in nodes) / 1000
+            for nodes in self._type_nodes
+        ]
+        self._max_facility_w = m.pue * sum(w[n].base_w + k[n] * w[n].gpu_max_w for n in range(len(w)))
+        self._busy_milli = [0] * len(groups)
         jobs = sc.workload.jobs
         self._energy_from_s = min(j.arrival_s for j in jobs) if jobs else 0.0
         self.energy_cost_eur = 0.0
@@ -118,14 +123,20 @@ class GPUClusterPowerEnv(NodeManagerEnv):
         before = set(self._running)
         super()._schedule()
         for i in self._running - before:
-            p = self.sim.placements[i]
-            self._busy_milli[p.type_idx] += p.milli * len(p.gpus)
+            self._add_busy(self.sim.placements[i], 1)
 
     def _credit(self, completed: list[int]) -> float:
         for i in completed:
-            p = self.sim.placements[i]
-            self._busy_milli[p.type_idx] -= p.milli * len(p.gpus)
+            self._add_busy(self.sim.placements[i], -1)
         return 0.0
+
+    def _add_busy(self, p: Placement, sign: int) -> None:
+        """Count (sign 1) or uncount (-1) placement p's milli-GPUs in its power groups."""
+        if len(p.nodes) == 1:
+            self._busy_milli[self._node_group[p.nodes[0]]] += sign * p.milli * len(p.gpus)
+        else:
+            for g in p.gpus:
+                self._busy_milli[self._node_group[self._gpu_node[g]]] += sign * p.milli
 
     def facility_w(self) -> float:
         """Facility power now (IT power x PUE), W."""
@@ -134,7 +145,7 @@ class GPUClusterPowerEnv(NodeManagerEnv):
         for n, s in enumerate(self._state):
             it += m.off_w if s == OFF else self._node_idle_w[n]
         for t, milli in enumerate(self._busy_milli):
-            it += milli * self._type_dyn_w_per_milli[t]
+            it += milli * self._group_dyn_w_per_milli[t]
         return m.pue * it
 
     def _accrue(self, t0_s: float, t1_s: float) -> float:

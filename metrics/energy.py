@@ -5,8 +5,9 @@ Definitions (docs/power.md; power model in sim/power.py):
   when nothing completed). Jobs still running at its end count up to it.
 - IT power P(t) = sum over nodes: ON -> node_base_w + sum of its GPUs' idle_w + each running job's dynamic
   power (its GPUs x share x (max_w - idle_w)); BOOTING or SHUTTING_DOWN -> node_base_w + GPUs' idle_w; OFF ->
-  off_w. P is piecewise constant between events (job starts and ends, power-state changes), so every integral
-  is an exact sum over those pieces: no ticking.
+  off_w; a node of a node kind (sim/node_kinds.py) uses its kind's base and idle-GPU watts. P is piecewise
+  constant between events (job starts and ends, power-state changes), so every integral is an exact sum over
+  those pieces: no ticking.
 - it_energy_kwh = integral of P over the window; facility_energy_kwh = it x PUE; cost_eur and carbon_kg
   integrate facility power against the price (EUR/MWh) and carbon (gCO2/kWh) curves, exactly per price slot
   (sim/prices.py's closed-form integrals).
@@ -69,7 +70,10 @@ def summary_fields(e: EnergyReport) -> tuple[tuple[str, float], ...]:
 
 def _node_static_w(result: RunResult, model: PowerModel) -> tuple[np.ndarray, np.ndarray]:
     """Per node: draw when ON or in transition with idle GPUs (base + idle GPUs), and when OFF."""
-    idle = np.asarray([model.node_base_w + n.num_gpus * GPU_POWER[n.gpu_type].idle_w for n in result.nodes])
+    watts = [model.node_watts(n.gpu_type, n.kind) for n in result.nodes]
+    idle = np.asarray(
+        [w.base_w + n.num_gpus * w.gpu_idle_w for w, n in zip(watts, result.nodes, strict=True)]
+    )
     return idle, np.full(len(result.nodes), model.off_w)
 
 
@@ -109,8 +113,9 @@ def _interval_powers(
     gpu_type: tuple[str, ...],
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per interval: dynamic IT watts (share x (max - idle) on each GPU) and attributed IT watts (share x
-    (max + node base / node GPUs) on each GPU)."""
+    (max + node base / node GPUs) on each GPU); base and idle are each node's (its kind's, if it has one)."""
     node_gpus = {n.node_id: n.num_gpus for n in result.nodes}
+    node_w = {n.node_id: model.node_watts(n.gpu_type, n.kind) for n in result.nodes}
     dyn = np.zeros(len(job))
     attributed = np.zeros(len(job))
     jobs = result.jobs
@@ -118,8 +123,13 @@ def _interval_powers(
         g = GPU_POWER[t]
         share = jobs[i].gpu_milli / 1000.0
         gpus = labels.split(";")
-        dyn[k] = len(gpus) * share * (g.max_w - g.idle_w)
-        base = sum(model.node_base_w / node_gpus[label.rsplit("/", 1)[0]] for label in gpus)
+        on = [label.rsplit("/", 1)[0] for label in gpus]
+        idle = {node_w[n].gpu_idle_w for n in on}
+        if len(idle) == 1:  # every GPU of the interval idles at the same watts (always, without node kinds)
+            dyn[k] = len(gpus) * share * (g.max_w - idle.pop())
+        else:
+            dyn[k] = share * sum(g.max_w - node_w[n].gpu_idle_w for n in on)
+        base = sum(node_w[n].base_w / node_gpus[n] for n in on)
         attributed[k] = len(gpus) * share * g.max_w + share * base
     return dyn, attributed
 

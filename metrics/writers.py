@@ -128,7 +128,8 @@ def write_runs_csv(result: RunResult, path: str | Path) -> Path:
 
 
 def write_cluster_csv(result: RunResult, path: str | Path) -> Path:
-    """Write cluster.csv: node_id, gpu_type, num_gpus, gpu_mem_gb, speed (one row per node)."""
+    """Write cluster.csv: node_id, gpu_type, num_gpus, gpu_mem_gb, speed (one row per node), and kind when some node
+    has a node kind (sim/node_kinds.py), so the file reads back as a cluster CSV with the same power figures."""
     nodes = result.nodes
     columns = {
         "node_id": value_cells([n.node_id for n in nodes]),
@@ -137,7 +138,9 @@ def write_cluster_csv(result: RunResult, path: str | Path) -> Path:
         "gpu_mem_gb": np.asarray([n.gpu_mem_gb for n in nodes], dtype=float),
         "speed": np.asarray([n.speed for n in nodes], dtype=float),
     }
-    return Table(list(CLUSTER_COLUMNS), columns).write(path)
+    if any(n.kind for n in nodes):
+        columns["kind"] = value_cells([n.kind for n in nodes])
+    return Table(list(columns), columns).write(path)
 
 
 def summary_table(rows: Sequence[SummaryRow]) -> Table:

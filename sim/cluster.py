@@ -57,6 +57,7 @@ class ClusterLayout:
                 n.gpu_mem_gb,
                 1.0 if uniform_speed else CATALOG[n.gpu_type].speed,
                 CATALOG[n.gpu_type].peak_tflops,
+                n.kind,
             )
             for n in spec.nodes
         )

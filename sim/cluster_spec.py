@@ -10,9 +10,12 @@ from pathlib import Path
 
 from sim.catalog import CATALOG, resolve_gpu_type
 from sim.limits import MAX_GPUS, MAX_GPUS_PER_NODE
+from sim.node_kinds import check_node_kind, resolve_node_kind
 
-SPEC_FORM = "COUNTxTYPE:GPUS_PER_NODE[,COUNTxTYPE:GPUS_PER_NODE...], e.g. 2xA100-80GB:8,4xV100:4"
-_SPEC_ITEM = re.compile(r"^\s*(-?\d+)\s*[xX]\s*([A-Za-z0-9_\-]+)\s*:\s*(-?\d+)\s*$")
+SPEC_FORM = "COUNTxTYPE:GPUS_PER_NODE[@KIND][,COUNTxTYPE:GPUS_PER_NODE[@KIND]...], e.g. 2xA100-80GB:8@DGX-A100,4xV100:4"
+_SPEC_ITEM = re.compile(
+    r"^\s*(-?\d+)\s*[xX]\s*([A-Za-z0-9_\-]+)\s*:\s*(-?\d+)\s*(?:@\s*([A-Za-z0-9_\-]+)\s*)?$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +24,7 @@ class NodeSpec:
     gpu_type: str  # canonical catalog name
     num_gpus: int
     gpu_mem_gb: float
+    kind: str = ""  # a node kind of sim/node_kinds.py (its power figures), or "" for the generic power model
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,8 @@ class ClusterSpec:
 
 
 def parse_cluster_spec(spec: str) -> ClusterSpec:
-    """Parse `2xA100-80GB:8,4xV100:4` into nodes n0, n1, ...; raises ValueError showing the expected form."""
+    """Parse `2xA100-80GB:8@DGX-A100,4xV100:4` into nodes n0, n1, ...; `@KIND` (optional) names the group's node
+    kind (sim/node_kinds.py). Raises ValueError showing the expected form."""
     nodes: list[NodeSpec] = []
     if not spec or not spec.strip():
         raise ValueError(f"empty --cluster spec; expected {SPEC_FORM}")
@@ -57,14 +62,22 @@ def parse_cluster_spec(spec: str) -> ClusterSpec:
                 f"cluster spec {spec.strip()!r} has at least {total:,} GPUs; a cluster has at most {MAX_GPUS:,}"
             )
         gpu_type = resolve_gpu_type(type_name)
+        kind = ""
+        if m.group(4):
+            try:
+                kind = resolve_node_kind(m.group(4))
+                check_node_kind(kind, gpu_type, per_node)
+            except ValueError as e:
+                raise ValueError(f"bad cluster spec item {item.strip()!r}: {e}") from None
         for _ in range(count):
-            nodes.append(NodeSpec(f"n{len(nodes)}", gpu_type, per_node, CATALOG[gpu_type].mem_gb))
+            nodes.append(NodeSpec(f"n{len(nodes)}", gpu_type, per_node, CATALOG[gpu_type].mem_gb, kind))
     return ClusterSpec(spec.replace(" ", ""), tuple(nodes))
 
 
 def load_cluster_csv(path: str | Path) -> ClusterSpec:
-    """Read `node_id,gpu_type,num_gpus[,gpu_mem_gb]` (header required, a UTF-8 BOM is fine); nodes with 0 GPUs are
-    skipped; node ids must be unique and gpu_mem_gb, when given, a finite number > 0."""
+    """Read `node_id,gpu_type,num_gpus[,gpu_mem_gb][,kind]` (header required, a UTF-8 BOM is fine); nodes with 0 GPUs
+    are skipped; node ids must be unique, gpu_mem_gb, when given, a finite number > 0, and kind, when given, a node
+    kind of sim/node_kinds.py matching the row's GPU type and count (an empty cell: no kind)."""
     path = Path(path)
     nodes: list[NodeSpec] = []
     first_line_of: dict[str, int] = {}
@@ -75,7 +88,7 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
         missing = required - set(reader.fieldnames)
         if missing:
             raise ValueError(
-                f"{path}:1: missing column(s) {sorted(missing)}; need node_id,gpu_type,num_gpus[,gpu_mem_gb]"
+                f"{path}:1: missing column(s) {sorted(missing)}; need node_id,gpu_type,num_gpus[,gpu_mem_gb][,kind]"
             )
         for row in reader:
             line_no = reader.line_num
@@ -96,9 +109,13 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
                 mem_gb = float(mem) if mem.strip() else CATALOG[gpu_type].mem_gb
                 if not (math.isfinite(mem_gb) and mem_gb > 0):
                     raise ValueError(f"gpu_mem_gb must be a finite number > 0, got {mem.strip()!r}")
+                kind = (row.get("kind") or "").strip()
+                if kind:
+                    kind = resolve_node_kind(kind)
+                    check_node_kind(kind, gpu_type, num)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{path}:{line_no}: {e}") from None
-            nodes.append(NodeSpec(node_id, gpu_type, num, mem_gb))
+            nodes.append(NodeSpec(node_id, gpu_type, num, mem_gb, kind))
     if not nodes:
         raise ValueError(f"{path}: no node with GPUs")
     total = sum(n.num_gpus for n in nodes)

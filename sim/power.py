@@ -3,7 +3,8 @@
 Model (docs/power.md):
 - a GPU draws `idle_w` when idle and `max_w` at full load, linear in its busy share in between (a fractional job
   of 250 milli-GPU adds a quarter of `max_w - idle_w`); a node that is ON draws `node_base_w` (CPUs, memory,
-  fans, NICs) plus its GPUs; facility power is IT power x `pue`.
+  fans, NICs) plus its GPUs; facility power is IT power x `pue`. A node of a kind (sim/node_kinds.py: DGX A100, ...)
+  draws the kind's base watts and idle-GPU watts instead (`PowerModel.node_watts`).
 - a node is ON, OFF, BOOTING or SHUTTING_DOWN. `PowerOff(node)` (ON and empty) -> SHUTTING_DOWN for
   `shutdown_s`, then OFF; `PowerOn(node)` (OFF) -> BOOTING for `boot_s`, then ON. A node that is not ON offers no
   capacity: the simulator takes all its GPUs out of the free state, so placement never picks it. While booting
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from sim.catalog import CATALOG
+from sim.node_kinds import NODE_KINDS
 
 ON, OFF, BOOTING, SHUTTING_DOWN = 0, 1, 2, 3
 STATE_NAMES = ("on", "off", "booting", "shutting_down")
@@ -67,6 +69,14 @@ GPU_POWER: dict[str, GPUPower] = {p.name: p for p in _GPU_POWER}
 assert set(GPU_POWER) == set(CATALOG), "every catalog GPU type needs a power entry"
 
 
+class NodeWatts(NamedTuple):
+    """One node's power figures, W: without its GPUs, per idle GPU, per GPU at full load."""
+
+    base_w: float
+    gpu_idle_w: float
+    gpu_max_w: float
+
+
 @dataclass(frozen=True)
 class PowerModel:
     """Every power knob, with units. Defaults and their sources are in the field docstrings."""
@@ -88,6 +98,15 @@ class PowerModel:
 
     def gpu(self, gpu_type: str) -> GPUPower:
         return GPU_POWER[gpu_type]
+
+    def node_watts(self, gpu_type: str, kind: str = "") -> NodeWatts:
+        """A node of `gpu_type` GPUs: its kind's base and idle-GPU watts (sim/node_kinds.py), or without a kind
+        `node_base_w` and the GPU type's bare idle; full load is the GPU type's `max_w` either way."""
+        g = GPU_POWER[gpu_type]
+        if not kind:
+            return NodeWatts(self.node_base_w, g.idle_w, g.max_w)
+        k = NODE_KINDS[kind]
+        return NodeWatts(k.base_w, k.gpu_idle_w, g.max_w)
 
 
 class NodePower:

@@ -20,6 +20,7 @@ class NodeInfo:
     gpu_mem_gb: float
     speed: float  # relative to A100 (1.0 everywhere with --uniform_speed)
     peak_tflops: float
+    kind: str = ""  # node kind (sim/node_kinds.py) or "" for the power model's generic node
 
 
 @dataclass(frozen=True)

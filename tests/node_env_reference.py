@@ -54,14 +54,14 @@ def energy_cost_eur(result, model, prices, end_s: float) -> float:
         shares = _gpu_shares_at(result, mid)
         it_w = 0.0
         for n, node in enumerate(result.nodes):
-            gpu = model.gpu(node.gpu_type)
             if states[n] == OFF:
                 it_w += model.off_w
                 continue
-            it_w += model.node_base_w
+            watts = model.node_watts(node.gpu_type, node.kind)  # the node kind's figures where it has one
+            it_w += watts.base_w
             for g in range(node.num_gpus):
                 s = shares.get(f"{node.node_id}/{g}", 0.0) if states[n] == ON else 0.0
-                it_w += gpu.idle_w + (gpu.max_w - gpu.idle_w) * s
+                it_w += watts.gpu_idle_w + (watts.gpu_max_w - watts.gpu_idle_w) * s
         total += model.pue * it_w * prices.price_at(mid) * (b - a) / 3.6e9
     return total
 
