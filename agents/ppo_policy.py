@@ -50,7 +50,7 @@ def start_or_wait(logits_BA: torch.Tensor, mask_BA: torch.Tensor) -> torch.Tenso
     Not the argmax of the K + 1 logits: the per-slot scorer spreads the probability of starting over similar
     jobs, so a policy that starts a job with probability 0.9 but gives no single job more than WAIT's 0.1 had
     an argmax of WAIT in most states, held every job back and scored ~2.6 million s where its sampled
-    behaviour scored like SJF (issue 11's PPO "collapse"; BENCHMARKS.md, RL study). This is the mode of the
+    behaviour scored like SJF (the PPO "collapse" of BENCHMARKS.md, RL study). This is the mode of the
     two-stage choice start-or-wait, then which job."""
     slot_mask_BK = mask_BA[:, :-1]
     lowest = torch.finfo(logits_BA.dtype).min

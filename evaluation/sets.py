@@ -18,7 +18,7 @@ from scenario.build import Scenario, build_scenario
 from scenario.mixtures import HELD_OUT_CLUSTERS, TraceSource, later_window
 
 TEST_SEEDS = tuple(range(900, 910))
-"""default scenario seeds of the synthetic sets (the issue's 'seeds nobody tuned on'; validation uses 200-204)"""
+"""default scenario seeds of the synthetic sets (seeds nobody tuned on; validation uses 200-204)"""
 CLUSTER_SEEDS = 3
 """the `clusters` set runs the first CLUSTER_SEEDS test seeds on each held-out composition"""
 TRACE_WINDOWS = 3

@@ -45,7 +45,7 @@ class GPUPower:
     source: str
 
 
-# max_w: the board's TDP from NVIDIA's datasheets (SXM parts where both exist, as the issue asks). idle_w: the
+# max_w: the board's TDP from NVIDIA's datasheets (SXM parts where both exist). idle_w: the
 # draw of an idle board with no context in P0/P8 as reported by nvidia-smi/NVML; datasheets give no idle
 # figure, so these are typical measured values (roughly 10-15 % of TDP; Yang et al., "Part-time Power
 # Measurements: nvidia-smi's Lack of Attention", arXiv:2312.02741, 2023, measure 70+ GPUs and show that

@@ -56,7 +56,7 @@ def test_shipped_shards_match_the_readme(shipped):
 
 @needs_google
 def test_shipped_shards_as_gangs():
-    """--google_unit job: the issue's figures (601 gangs of >= 100 tasks carry 95.6 % of the work, one needs
+    """--google_unit job: the published figures (601 gangs of >= 100 tasks carry 95.6 % of the work, one needs
     10,500 GPUs)."""
     cfg = WorkloadConfig(workload_type="google", workload_path=str(GOOGLE), google_unit="job")
     t = load_trace(cfg)
