@@ -11,6 +11,7 @@ from schedulers.easy import easy_backfill
 from schedulers.ect import ect
 from schedulers.fcfs import fcfs
 from schedulers.gavel import gavel, gavel_agnostic
+from schedulers.score_rounds import las_speed
 from schedulers.sjf import sjf
 from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
 from schedulers.srtf import srtf
@@ -33,8 +34,9 @@ POLICIES: dict[str, Policy] = {
     "themis": themis,
     "sjf_gate": sjf_gate,
     "ect": ect,
+    "las_speed": las_speed,
 }
-PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic", "themis"})
+PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic", "themis", "las_speed"})
 """policies that may preempt: their runs write the preemption columns (docs/schedulers.md, Preemption)"""
 
 

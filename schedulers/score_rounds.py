@@ -1,0 +1,261 @@
+"""Score rounds: a preemptive round mechanism driven by a score s(i, t) per active job i and GPU type t, from a
+pluggable scorer (features -> scores, schedulers/score_features.py); with fixed hand-set weights it is the
+`las_speed` heuristic.
+
+Rule (docs/schedulers.md, Score rounds). Rounds start at multiples of `round_s` (default 360 s, Gavel's) from
+t = 0; the policy asks for a WakeUp at the next boundary while any job is active.
+- At a round boundary every active job (waiting or running) gets one row per GPU type it can use; the scorer
+  scores the rows. Rows are walked in descending score (ties: a job's row for the type it runs on now first, then
+  the lower job index, then the lower type index, i.e. the faster type). A row (i, t) is taken if job i has no
+  row taken yet and type t still has room for it: each type's room starts at its GPUs x 1000 thousandths and a
+  taken row uses GPUs x share of it (a gang takes all its GPUs or nothing; a row that does not fit is skipped and
+  smaller ones after it may still fit).
+- Realisation: a running job taken for the type it runs on keeps its GPUs. Running jobs not taken, or taken for
+  another type (a migration), are released; the jobs taken for a type they do not run on then start, in the
+  walk's order, on sim/placement.py's placement restricted to that type (one that does not fit there, e.g. a
+  gang on fragmented nodes, waits). A released job whose GPUs are still free afterwards keeps them after all
+  (never preempted for nothing; released jobs in job-index order); the others are preempted (sim's Preempt:
+  progress kept, restore overhead paid at the next start).
+- Fill (work conservation): the jobs still waiting then start in the walk's row order wherever a row's type has
+  room for them now (placement rule restricted to that type), each at most once.
+- Between boundaries (an arrival or a completion while jobs wait) nothing is preempted: if some waiting job fits
+  now, the waiting jobs' rows alone are scored and filled as above.
+The scorer is consulted exactly when rows are scored (`consult` says when), so a Gymnasium env can ask an agent
+for the scores instead (env/score_env.py): `policy(view) = decide(view, c, scorer(c.rows.features))` with
+`c = consult(view, round_s)`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES, Rows, round_rows, static_of, waiting_rows
+from sim.cluster import FULL
+from sim.placement import place
+from sim.simulator import Decision, Preempt, View, WakeUp
+
+ROUND_S = 360.0
+"""round length (s): Gavel's default round (schedulers/gavel.py)"""
+
+Scorer = Callable[[np.ndarray], np.ndarray]
+"""features (rows x NUM_FEATURES, float64) -> one finite score per row (higher = taken first)"""
+
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
+
+
+class LinearScorer:
+    """s = features . weights, one weight per feature (`feature_names()` order).
+
+    Evaluated column by column (elementwise), so a row's score does not depend on which other rows are scored
+    with it: the same row scores identically in a round, in a fill and padded in the env's observation."""
+
+    def __init__(self, weights: Sequence[float] | np.ndarray):
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (NUM_FEATURES,):
+            raise ValueError(
+                f"a LinearScorer needs {NUM_FEATURES} weights ({', '.join(FEATURE_NAMES)}), got shape {w.shape}"
+            )
+        if not np.isfinite(w).all():
+            raise ValueError(f"LinearScorer weights must be finite, got {w.tolist()}")
+        self.weights = w
+        self._terms = [(c, float(w[c])) for c in range(NUM_FEATURES) if w[c] != 0.0]
+
+    @classmethod
+    def from_named(cls, named: Mapping[str, float]) -> LinearScorer:
+        """From {feature name: weight}; features not named weigh 0. An unknown name is a ValueError."""
+        unknown = sorted(set(named) - set(FEATURE_NAMES))
+        if unknown:
+            raise ValueError(f"unknown feature(s) {', '.join(unknown)}; known: {', '.join(FEATURE_NAMES)}")
+        return cls([float(named.get(name, 0.0)) for name in FEATURE_NAMES])
+
+    def named(self) -> dict[str, float]:
+        """{feature name: weight} of the nonzero weights."""
+        return {FEATURE_NAMES[c]: w for c, w in self._terms}
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(features))
+        for c, w in self._terms:
+            out += features[:, c] * w
+        return out
+
+    def __repr__(self) -> str:
+        return f"LinearScorer({self.named()})"
+
+
+LAS_SPEED_WEIGHTS: dict[str, float] = {
+    "log_attained_gpu": -1.0,
+    "log_rel_speed": 2.0,
+    "runs_here": 0.5,
+    "restore_share": -2.0,
+}
+"""las_speed's hand-set weights: least attained service first, faster types preferred, a little stickiness so
+running jobs are not shuffled for nothing (tuned on training seeds, docs/schedulers.md)"""
+
+
+class Consult(NamedTuple):
+    """What the mechanism needs at one decision instant (`consult`): rows to score, or none."""
+
+    at_round: bool
+    """True at a round boundary (walk, preemption, fill); False between boundaries (fill only)"""
+    rows: Rows | None
+    """the rows to score; None when no decision depends on scores (nothing active, or nothing fits)"""
+    next_round_s: float
+    """the next boundary (the WakeUp the decisions end with while jobs are active)"""
+    active: bool
+    """some job waits or runs"""
+
+
+def consult(view: View, round_s: float = ROUND_S) -> Consult:
+    """Which rows the scorer must score now (see the module's rule)."""
+    now = view.now_s
+    k = math.floor(now / round_s)
+    at_round = k * round_s == now
+    nxt = (k + 1) * round_s
+    active = bool(view.queue) or bool(view.running)
+    if not active:
+        return Consult(at_round, None, nxt, False)
+    if at_round:
+        return Consult(True, round_rows(view), nxt, True)
+    if not view.queue or not _some_waiting_job_fits(view):
+        return Consult(False, None, nxt, True)
+    return Consult(False, waiting_rows(view), nxt, True)
+
+
+def _some_waiting_job_fits(view: View) -> bool:
+    free = view.free
+    if free.free_milli_total <= 0:
+        return False
+    shape = view.jobs.shape
+    tried: set[int] = set()
+    for i in view.queue:
+        s = shape[i]
+        if id(s) in tried:
+            continue
+        if place(free, *s) is not None:
+            return True
+        tried.add(id(s))
+    return False
+
+
+def decide(view: View, c: Consult, scores: np.ndarray | None) -> list:
+    """The decisions (Preempt, Decision, then a WakeUp while jobs are active) for consult `c` given the scores of
+    its rows (ignored when it has none). Scores must be finite, one per row (ValueError)."""
+    wake = [WakeUp(c.next_round_s)] if c.active else []
+    rows = c.rows
+    if rows is None or not len(rows):
+        return wake
+    s = np.asarray(scores, dtype=float)
+    if s.shape != (len(rows),):
+        raise ValueError(f"expected {len(rows)} scores (one per row), got shape {s.shape}")
+    if not np.isfinite(s).all():
+        raise ValueError("scores must be finite (no NaN or infinity)")
+    order = np.lexsort((rows.type_idx, rows.job, ~rows.runs_here, -s)).tolist()
+    if c.at_round:
+        decisions = _round(view, rows, order)
+    else:
+        decisions = _fill(view, rows, order, view.free.copy(), set(rows.job.tolist()))
+    decisions += wake
+    return decisions
+
+
+def _round(view: View, rows: Rows, order: list[int]) -> list:
+    """The walk, its realisation and the fill at a round boundary."""
+    jobs = rows.job.tolist()
+    types = rows.type_idx.tolist()
+    need = rows.demand_milli.tolist()
+    layout = view.layout
+    left = [g * FULL for g in layout.type_num_gpus]
+    smallest = min(need)
+    open_types = sum(1 for x in left if x >= smallest)
+    chosen: dict[int, int] = {}  # job -> type, in the walk's order
+    for r in order:
+        j = jobs[r]
+        if j in chosen:
+            continue
+        t = types[r]
+        d = need[r]
+        room = left[t]
+        if d <= room:
+            chosen[j] = t
+            left[t] = room - d
+            if room - d < smallest:
+                open_types -= 1
+                if not open_types:
+                    break
+    placements = view.placements
+    run_type = {j: placements[j].type_idx for _, j in view.running}
+    released = sorted(j for j, t in run_type.items() if chosen.get(j) != t)
+    starts = [(j, t) for j, t in chosen.items() if run_type.get(j) != t]
+    waiting = [j for j in view.queue if j not in chosen]
+    if not released and not starts and not waiting:
+        return []
+    st = static_of(view)
+    trial = view.free.copy()
+    for j in released:
+        trial.give(placements[j])
+    started: list = []
+    done: set[int] = set()
+    for j, t in starts:
+        p = place(trial, *st.restricted_shape(j, t))
+        if p is not None:
+            trial.take(p)
+            started.append(_tuple_new(Decision, (j, p)))
+            done.add(j)
+    preempted = []
+    for j in released:
+        p = placements[j]
+        if j not in done and trial.fits(p):
+            trial.take(p)  # its GPUs were not needed: it keeps them
+        else:
+            preempted.append(Preempt(j))
+    candidates = {j for j in view.queue if j not in done}
+    candidates.update(d.job for d in preempted if d.job not in done)
+    decisions = preempted + started
+    if candidates:
+        decisions += _fill(view, rows, order, trial, candidates, st)
+    return decisions
+
+
+def _fill(view: View, rows: Rows, order: list[int], trial, candidates: set[int], st=None) -> list:
+    """Start the `candidates` in row order wherever the row's type has room on `trial` (changed in place)."""
+    st = st or static_of(view)
+    jobs = rows.job.tolist()
+    types = rows.type_idx.tolist()
+    out: list = []
+    no_fit: set[int] = set()  # restricted shapes that did not fit (room only shrinks during a fill)
+    for r in order:
+        j = jobs[r]
+        if j not in candidates:
+            continue
+        s = st.restricted_shape(j, types[r])
+        if id(s) in no_fit:
+            continue
+        p = place(trial, *s)
+        if p is None:
+            no_fit.add(id(s))
+            continue
+        trial.take(p)
+        out.append(_tuple_new(Decision, (j, p)))
+        candidates.discard(j)
+        if not candidates or trial.free_milli_total <= 0:
+            break
+    return out
+
+
+def make_score_policy(scorer: Scorer, round_s: float = ROUND_S) -> Callable[[View], list]:
+    """The score-round policy of `scorer` with rounds of `round_s` seconds."""
+    if not (math.isfinite(round_s) and round_s > 0):
+        raise ValueError(f"round_s must be a finite number of seconds > 0, got {round_s}")
+
+    def score_rounds(view: View) -> list:
+        c = consult(view, round_s)
+        return decide(view, c, None if c.rows is None else scorer(c.rows.features))
+
+    return score_rounds
+
+
+las_speed = make_score_policy(LinearScorer.from_named(LAS_SPEED_WEIGHTS))
