@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES, Rows, round_rows, static_of, waiting_rows
+from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES, Rows, active_rows, static_of, waiting_rows
 from sim.cluster import FULL
 from sim.placement import place
 from sim.simulator import Decision, Preempt, View, WakeUp
@@ -90,23 +90,30 @@ LAS_SPEED_WEIGHTS: dict[str, float] = {
     "log_attained_gpu": -1.0,
     "log_rel_speed": 2.0,
     "runs_here": 0.5,
-    "restore_share": -2.0,
+    "log_est_remaining": -0.25,
+    "log_time_in_system": 0.2,
 }
-"""las_speed's hand-set weights: least attained service first, faster types preferred, a little stickiness so
-running jobs are not shuffled for nothing (tuned on training seeds, docs/schedulers.md)"""
+"""las_speed's hand-set weights: least attained service first (GPU-seconds, on a log scale) and faster types
+preferred (a job on a type of half its best speed ranks as if it had 4x the service), a little stickiness (a
+running job keeps its type against a rival with up to 1.65x less service), a little of the remaining estimate
+and of the time in system; chosen by a few small comparisons on training seeds (docs/schedulers.md)"""
 
 
 class Consult(NamedTuple):
-    """What the mechanism needs at one decision instant (`consult`): rows to score, or none."""
+    """What the mechanism needs at one decision instant (`consult`)."""
 
     at_round: bool
     """True at a round boundary (walk, preemption, fill); False between boundaries (fill only)"""
     rows: Rows | None
-    """the rows to score; None when no decision depends on scores (nothing active, or nothing fits)"""
+    """the rows to score; None when no decision depends on scores"""
+    fill_jobs: tuple[int, ...]
+    """between boundaries: the waiting jobs that fit now (ascending); their rows are scored if there are >= 2"""
     next_round_s: float
     """the next boundary (the WakeUp the decisions end with while jobs are active)"""
     active: bool
     """some job waits or runs"""
+    only_start: Decision | None = None
+    """between boundaries, when exactly one waiting job fits: its start (no score can change it)"""
 
 
 def consult(view: View, round_s: float = ROUND_S) -> Consult:
@@ -115,84 +122,98 @@ def consult(view: View, round_s: float = ROUND_S) -> Consult:
     k = math.floor(now / round_s)
     at_round = k * round_s == now
     nxt = (k + 1) * round_s
-    active = bool(view.queue) or bool(view.running)
-    if not active:
-        return Consult(at_round, None, nxt, False)
+    if not (view.queue or view.running):
+        return _tuple_new(Consult, (at_round, None, (), nxt, False, None))
     if at_round:
-        return Consult(True, round_rows(view), nxt, True)
-    if not view.queue or not _some_waiting_job_fits(view):
-        return Consult(False, None, nxt, True)
-    return Consult(False, waiting_rows(view), nxt, True)
-
-
-def _some_waiting_job_fits(view: View) -> bool:
+        return _tuple_new(Consult, (True, active_rows(view), (), nxt, True, None))
     free = view.free
     if free.free_milli_total <= 0:
-        return False
+        return _tuple_new(Consult, (False, None, (), nxt, True, None))
     shape = view.jobs.shape
-    tried: set[int] = set()
+    fits: dict[int, object] = {}
+    fill = []
     for i in view.queue:
         s = shape[i]
-        if id(s) in tried:
-            continue
-        if place(free, *s) is not None:
-            return True
-        tried.add(id(s))
-    return False
+        p = fits.get(id(s), fits)
+        if p is fits:
+            p = fits[id(s)] = place(free, *s)
+        if p is not None:
+            fill.append(i)
+    if len(fill) == 1:
+        i = fill[0]
+        return _tuple_new(
+            Consult, (False, None, (i,), nxt, True, _tuple_new(Decision, (i, fits[id(shape[i])])))
+        )
+    return _tuple_new(
+        Consult, (False, waiting_rows(view, fill) if fill else None, tuple(fill), nxt, True, None)
+    )
 
 
 def decide(view: View, c: Consult, scores: np.ndarray | None) -> list:
     """The decisions (Preempt, Decision, then a WakeUp while jobs are active) for consult `c` given the scores of
     its rows (ignored when it has none). Scores must be finite, one per row (ValueError)."""
-    wake = [WakeUp(c.next_round_s)] if c.active else []
+    wake = [_tuple_new(WakeUp, (c.next_round_s,))] if c.active else []
     rows = c.rows
-    if rows is None or not len(rows):
+    if rows is None:
+        if c.only_start is not None:  # one job fits: it starts on its placement, whatever the scores
+            wake.insert(0, c.only_start)
         return wake
     s = np.asarray(scores, dtype=float)
     if s.shape != (len(rows),):
         raise ValueError(f"expected {len(rows)} scores (one per row), got shape {s.shape}")
     if not np.isfinite(s).all():
         raise ValueError("scores must be finite (no NaN or infinity)")
-    order = np.lexsort((rows.type_idx, rows.job, ~rows.runs_here, -s)).tolist()
+    order = np.lexsort((rows.type_idx, rows.job, ~rows.runs_here, -s))
     if c.at_round:
         decisions = _round(view, rows, order)
     else:
-        decisions = _fill(view, rows, order, view.free.copy(), set(rows.job.tolist()))
+        decisions = _fill(view, _jobs_in_order(rows, order), view.free.copy(), set(c.fill_jobs))
     decisions += wake
     return decisions
 
 
-def _round(view: View, rows: Rows, order: list[int]) -> list:
+def _jobs_in_order(rows: Rows, order: np.ndarray) -> list[int]:
+    """Each job once, in the order of its best row (its first in `order`)."""
+    jobs = rows.job[order]
+    _, first = np.unique(jobs, return_index=True)
+    return jobs[np.sort(first)].tolist()
+
+
+def _round(view: View, rows: Rows, order: np.ndarray) -> list:
     """The walk, its realisation and the fill at a round boundary."""
     jobs = rows.job.tolist()
     types = rows.type_idx.tolist()
     need = rows.demand_milli.tolist()
-    layout = view.layout
-    left = [g * FULL for g in layout.type_num_gpus]
+    here = rows.runs_here.tolist()
+    left = [g * FULL for g in view.layout.type_num_gpus]
     smallest = min(need)
     open_types = sum(1 for x in left if x >= smallest)
+    running = view.running
+    queue = view.queue
+    num_jobs = len(queue) + len(running)  # every active job has rows at a boundary
     chosen: dict[int, int] = {}  # job -> type, in the walk's order
-    for r in order:
+    kept = 0  # running jobs taken for the type they run on
+    for r in order.tolist():
         j = jobs[r]
         if j in chosen:
             continue
         t = types[r]
-        d = need[r]
-        room = left[t]
-        if d <= room:
+        room = left[t] - need[r]
+        if room >= 0:
             chosen[j] = t
-            left[t] = room - d
-            if room - d < smallest:
+            left[t] = room
+            kept += here[r]
+            if len(chosen) == num_jobs:
+                break
+            if room < smallest:
                 open_types -= 1
                 if not open_types:
                     break
+    if not queue and kept == len(running) == len(chosen):
+        return []  # every running job keeps its GPUs and nobody waits
     placements = view.placements
-    run_type = {j: placements[j].type_idx for _, j in view.running}
-    released = sorted(j for j, t in run_type.items() if chosen.get(j) != t)
-    starts = [(j, t) for j, t in chosen.items() if run_type.get(j) != t]
-    waiting = [j for j in view.queue if j not in chosen]
-    if not released and not starts and not waiting:
-        return []
+    released = sorted(j for _, j in running if chosen.get(j, -1) != placements[j].type_idx)
+    starts = [(j, t) for j, t in chosen.items() if j in queue or t != placements[j].type_idx]
     st = static_of(view)
     trial = view.free.copy()
     for j in released:
@@ -212,26 +233,24 @@ def _round(view: View, rows: Rows, order: list[int]) -> list:
             trial.take(p)  # its GPUs were not needed: it keeps them
         else:
             preempted.append(Preempt(j))
-    candidates = {j for j in view.queue if j not in done}
+    candidates = {j for j in queue if j not in done}
     candidates.update(d.job for d in preempted if d.job not in done)
     decisions = preempted + started
-    if candidates:
-        decisions += _fill(view, rows, order, trial, candidates, st)
+    if candidates and trial.free_milli_total > 0:
+        decisions += _fill(view, _jobs_in_order(rows, order), trial, candidates)
     return decisions
 
 
-def _fill(view: View, rows: Rows, order: list[int], trial, candidates: set[int], st=None) -> list:
-    """Start the `candidates` in row order wherever the row's type has room on `trial` (changed in place)."""
-    st = st or static_of(view)
-    jobs = rows.job.tolist()
-    types = rows.type_idx.tolist()
+def _fill(view: View, ranked: list[int], trial, candidates: set[int]) -> list:
+    """Start the `candidates` in `ranked` order on their placement (any acceptable type) where they fit on
+    `trial` (changed in place)."""
+    shape = view.jobs.shape
     out: list = []
-    no_fit: set[int] = set()  # restricted shapes that did not fit (room only shrinks during a fill)
-    for r in order:
-        j = jobs[r]
+    no_fit: set[int] = set()  # shapes that did not fit (room only shrinks during a fill)
+    for j in ranked:
         if j not in candidates:
             continue
-        s = st.restricted_shape(j, types[r])
+        s = shape[j]
         if id(s) in no_fit:
             continue
         p = place(trial, *s)
