@@ -92,8 +92,8 @@ class SimConfig:
     """median over-estimation factor of that noisy estimate"""
     preempt_overhead_s: float = 60.0
     """seconds a preempted job spends restoring its checkpoint (holding its GPUs, doing no work) each time it
-    is started again; only the preemptive policies (srtf, tiresias, gavel, gavel_agnostic, themis) preempt. 60 s:
-    about the 62 s average preemption overhead of Tiresias' testbed (Gu et al., NSDI'19, §5.2.4: 13,724 s over
+    is started again; only the preemptive policies (srtf, tiresias, gavel, gavel_agnostic, themis, las_speed)
+    preempt. 60 s: about the 62 s average preemption overhead of Tiresias' testbed (Gu et al., NSDI'19, §5.2.4: 13,724 s over
     221 preemptions, as quoted in Lucid's reference simulator, github.com/S-Lab-System-Group/Lucid,
     simulation/policy/policy.py `ckpt_overhead`; the paper's text was not checked here); Lucid's simulator itself
     charges 40 s for jobs of <= 8 GPUs and 60 s above (docs/schedulers.md, Preemption)"""

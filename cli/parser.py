@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--preempt_overhead_s",
         type=float,
         default=s.preempt_overhead_s,
-        help="seconds a preempted job spends restoring when started again (the preemptive policies: srtf, tiresias, gavel, gavel_agnostic, themis)",
+        help="seconds a preempted job spends restoring when started again (the preemptive policies: srtf, tiresias, gavel, gavel_agnostic, themis, las_speed)",
     )
     g.add_argument(
         "--gate_s",
