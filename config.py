@@ -107,6 +107,9 @@ class PolicyConfig:
     """sjf_gate: hold a job back (while others run) rather than start it where it would run this many seconds
     longer than on the fastest type it can use in this cluster; tuned on medium validation seeds 500-509
     (bench/tune_gate.py, BENCHMARKS.md)"""
+    round_s: float = 360.0
+    """las_speed (and the score env, GPUClusterScore-v0): seconds between the rounds at which jobs are re-chosen
+    and preempted (Gavel's default round)"""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ config (the option-by-option checks are cli/checks.py's)."""
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -268,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="sjf_gate: do not start a job (while others run) where it would run more than this many seconds "
         "longer than on the fastest GPU type it can use in this cluster",
     )
+    g.add_argument(
+        "--round_s",
+        type=float,
+        default=PolicyConfig().round_s,
+        help="las_speed: seconds between the rounds at which running and waiting jobs are re-chosen (and preempted)",
+    )
     g = p.add_argument_group("agents")
     g.add_argument(
         "--total_steps",
@@ -453,7 +460,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             job_types=a.job_types,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
-        policy=PolicyConfig(gate_s=a.gate_s),
+        policy=PolicyConfig(gate_s=a.gate_s, round_s=a.round_s),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),
@@ -513,6 +520,8 @@ def validate(cfg: RunConfig) -> None:
         raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
     if not cfg.policy.gate_s >= 0:
         raise UserError(f"--gate_s must be >= 0 seconds, got {cfg.policy.gate_s}")
+    if not (math.isfinite(cfg.policy.round_s) and cfg.policy.round_s > 0):
+        raise UserError(f"--round_s must be a finite number of seconds > 0, got {cfg.policy.round_s}")
     if cfg.env.window <= 0:
         raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
     if cfg.ppo.num_envs <= 0:

@@ -103,12 +103,14 @@ def run_heuristic(
     progress: bool = False,
     power: PowerSetup | None = None,
     gate_s: float | None = None,
+    round_s: float | None = None,
 ) -> RunResult:
     """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result
-    (`gate_s`: sjf_gate's gate, default its own)."""
+    (`gate_s`: sjf_gate's gate, `round_s`: las_speed's round, default their own)."""
     sim = sc.simulator(power.model if power is not None else None)
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
-    policy, manager = (make_policy(algo) if gate_s is None else make_policy(algo, gate_s)), None
+    params = {k: v for k, v in (("gate_s", gate_s), ("round_s", round_s)) if v is not None}
+    policy, manager = make_policy(algo, **params), None
     if power is not None:
         manager = make_manager(power.spec, power.prices)
         if power.spec.name == "price_aware":
@@ -240,7 +242,7 @@ def run_one(
     if algo in AGENTS:
         result = run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
         return result if power is None else _always_on_record(result, power, run_name(algo, power))
-    return run_heuristic(sc, algo, progress, power, cfg.policy.gate_s)
+    return run_heuristic(sc, algo, progress, power, cfg.policy.gate_s, cfg.policy.round_s)
 
 
 def summarize_run(result: RunResult, power: PowerSetup | None) -> tuple[SummaryRow, EnergyReport | None]:
