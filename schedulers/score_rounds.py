@@ -192,7 +192,8 @@ def _round(view: View, rows: Rows, order: np.ndarray) -> list:
     queue = view.queue
     num_jobs = len(queue) + len(running)  # every active job has rows at a boundary
     chosen: dict[int, int] = {}  # job -> type, in the walk's order
-    kept = 0  # running jobs taken for the type they run on
+    kept: set[int] = set()  # running jobs taken for the type they run on
+    starts: list[tuple[int, int]] = []  # the other rows taken, in the walk's order
     for r in order.tolist():
         j = jobs[r]
         if j in chosen:
@@ -202,18 +203,20 @@ def _round(view: View, rows: Rows, order: np.ndarray) -> list:
         if room >= 0:
             chosen[j] = t
             left[t] = room
-            kept += here[r]
+            if here[r]:
+                kept.add(j)
+            else:
+                starts.append((j, t))
             if len(chosen) == num_jobs:
                 break
             if room < smallest:
                 open_types -= 1
                 if not open_types:
                     break
-    if not queue and kept == len(running) == len(chosen):
+    if not queue and not starts and len(kept) == len(running):
         return []  # every running job keeps its GPUs and nobody waits
     placements = view.placements
-    released = sorted(j for _, j in running if chosen.get(j, -1) != placements[j].type_idx)
-    starts = [(j, t) for j, t in chosen.items() if j in queue or t != placements[j].type_idx]
+    released = sorted(j for _, j in running if j not in kept) if len(kept) < len(running) else []
     st = static_of(view)
     trial = view.free.copy()
     for j in released:
