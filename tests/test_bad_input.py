@@ -165,6 +165,15 @@ CASES = [
     (["--algo", "sjf", "--gate_s", "60"], {}, "--gate_s has no effect on this run (sjf_gate's gate"),
     (["--algo", "sjf_gate", "--gate_s", "-1"], {}, "--gate_s must be >= 0 seconds, got -1.0"),
     (["--algo", "sjf_gate", "--gate_s", "nan"], {}, "--gate_s must be >= 0 seconds, got nan"),
+    (["--algo", "sjf", "--round_s", "60"], {}, "--round_s has no effect on this run (las_speed's round"),
+    *[
+        (
+            ["--algo", "las_speed", "--round_s", v],
+            {},
+            f"--round_s must be a finite number of seconds > 0, got {v}",
+        )
+        for v in ("0.0", "-5.0", "nan", "inf")
+    ],
     (
         ["--total_steps", "100"],
         {},
