@@ -16,10 +16,11 @@ t = 0; the policy asks for a WakeUp at the next boundary while any job is active
   gang on fragmented nodes, waits). A released job whose GPUs are still free afterwards keeps them after all
   (never preempted for nothing; released jobs in job-index order); the others are preempted (sim's Preempt:
   progress kept, restore overhead paid at the next start).
-- Fill (work conservation): the jobs still waiting then start in the walk's row order wherever a row's type has
-  room for them now (placement rule restricted to that type), each at most once.
-- Between boundaries (an arrival or a completion while jobs wait) nothing is preempted: if some waiting job fits
-  now, the waiting jobs' rows alone are scored and filled as above.
+- Fill (work conservation): the jobs still waiting (preempted ones included) then start in the order of their
+  best row wherever they fit now, on their placement-rule placement (any acceptable type).
+- Between boundaries (an arrival or a completion while jobs wait) nothing is preempted: the waiting jobs that fit
+  now start, filled as above; only their rows are scored, and not even those when a single job fits (no score can
+  change its start).
 The scorer is consulted exactly when rows are scored (`consult` says when), so a Gymnasium env can ask an agent
 for the scores instead (env/score_env.py): `policy(view) = decide(view, c, scorer(c.rows.features))` with
 `c = consult(view, round_s)`.
