@@ -32,7 +32,9 @@ def main() -> None:
     p.add_argument("--scores", default="las_speed", choices=("las_speed", "random"))
     p.add_argument("--max_rows", type=int, default=1024)
     a = p.parse_args()
-    cfg = RunConfig(workload=WorkloadConfig(difficulty=a.difficulty), sim=SimConfig(runtime_info=a.runtime_info))
+    cfg = RunConfig(
+        workload=WorkloadConfig(difficulty=a.difficulty), sim=SimConfig(runtime_info=a.runtime_info)
+    )
     scorer = LinearScorer.from_named(LAS_SPEED_WEIGHTS)
     rng = np.random.default_rng(0)
     steps = rounds = 0

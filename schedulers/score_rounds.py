@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -87,13 +88,15 @@ class LinearScorer:
         return f"LinearScorer({self.named()})"
 
 
-LAS_SPEED_WEIGHTS: dict[str, float] = {
-    "log_attained_gpu": -1.0,
-    "log_rel_speed": 2.0,
-    "runs_here": 0.5,
-    "log_est_remaining": -0.25,
-    "log_time_in_system": 0.2,
-}
+LAS_SPEED_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {
+        "log_attained_gpu": -1.0,
+        "log_rel_speed": 2.0,
+        "runs_here": 0.5,
+        "log_est_remaining": -0.25,
+        "log_time_in_system": 0.2,
+    }
+)
 """las_speed's hand-set weights: least attained service first (GPU-seconds, on a log scale) and faster types
 preferred (a job on a type of half its best speed ranks as if it had 4x the service), a little stickiness (a
 running job keeps its type against a rival with up to 1.65x less service), a little of the remaining estimate
