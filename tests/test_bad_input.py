@@ -287,7 +287,7 @@ CASES = [
     (
         ["--algo", "easy", "--preempt_overhead_s", "30"],
         {},
-        "--preempt_overhead_s has no effect on this run (only the preemptive policies (gavel, gavel_agnostic, srtf, themis, tiresias) preempt",
+        "--preempt_overhead_s has no effect on this run (only the preemptive policies (gavel, gavel_agnostic, las_speed, srtf, themis, tiresias) preempt",
     ),
     (
         ["--mode", "compare", "--algos", "fcfs,sjf", "--preempt_overhead_s", "30"],
