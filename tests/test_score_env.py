@@ -13,11 +13,19 @@ from gymnasium.utils.env_checker import check_env
 
 import env as _env_package  # noqa: F401  (registers GPUClusterScore-v0)
 from cli.runner import run_heuristic
-from config import PolicyConfig, RunConfig, SimConfig, WorkloadConfig
-from env.score_env import CONTEXT_FEATURES, GPUClusterScoreEnv, run_scores_in_env, run_with_scorer
+from config import MixConfig, PolicyConfig, RunConfig, SimConfig, WorkloadConfig
+from env.score_env import (
+    CONTEXT_FEATURES,
+    GPUClusterScoreEnv,
+    episode_score_env_factory,
+    run_scores_in_env,
+    run_with_scorer,
+)
 from scenario.build import build_scenario
+from scenario.mixtures import mixture_scenario
 from schedulers.score_features import NUM_FEATURES
 from schedulers.score_rounds import LAS_SPEED_WEIGHTS, LinearScorer
+from sim.job import Job, Workload
 from sim.records import Runs
 
 LAS_SPEED = LinearScorer.from_named(LAS_SPEED_WEIGHTS)
@@ -162,8 +170,6 @@ def test_errors_are_clear():
 
 def test_episode_of_only_rejected_jobs_ends_at_reset():
     cfg = replace(small_config(), cluster=replace(small_config().cluster, spec="1xT4:1"))
-    from sim.job import Job, Workload
-
     sc = build_scenario(cfg, 0)
     sc = replace(sc, workload=Workload("t", (Job("a", 0.0, 10.0, 4),)), known_runtime_s=np.array([10.0]))
     env = GPUClusterScoreEnv(cfg, scenario=sc, max_rows=8)
@@ -171,3 +177,14 @@ def test_episode_of_only_rejected_jobs_ends_at_reset():
     assert info["num_rows"] == 0 and not obs["mask"].any()
     _, reward, done, truncated, _ = env.step(np.zeros(8))
     assert done and not truncated and reward == 0.0
+
+
+def test_episode_factory_replays_the_training_mixture():
+    cfg = RunConfig(mix=MixConfig(train_mix="synthetic"), sim=SimConfig(runtime_info="estimate"))
+    make = episode_score_env_factory(cfg, max_rows=512)
+    env = make(3)
+    obs, info = env.reset(seed=3)
+    want = mixture_scenario(cfg, 3)
+    assert env.scenario.workload.jobs == want.workload.jobs and env.scenario.cluster == want.cluster
+    assert obs["rows"].shape == (512, NUM_FEATURES) and info["num_rows"] > 0
+    assert isinstance(episode_score_env_factory(small_config())(0), GPUClusterScoreEnv)
