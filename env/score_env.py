@@ -15,7 +15,7 @@ from env.gym_env import CATALOG_TYPES, reset_scenario
 from scenario.build import Scenario, build_scenario
 from scenario.mixtures import mixture_scenario
 from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES, Rows
-from schedulers.score_rounds import Consult, Scorer, consult, decide, make_score_policy
+from schedulers.score_rounds import ROUND_S, Consult, Scorer, consult, decide, make_score_policy
 from sim.cluster import FULL
 from sim.records import RunResult
 from sim.simulator import Simulator
@@ -45,7 +45,7 @@ def run_with_scorer(
 ) -> RunResult:
     """One run of the score-round mechanism with `scorer` (features -> scores) on a scenario, or on the scenario
     `build_scenario(config, seed)`; no env in between. `round_s` defaults to the config's (a RunConfig source)
-    or 360 s. The result is the run's RunResult (job records, runs, timeline) named `name`."""
+    or ROUND_S (360 s). The result is the run's RunResult (job records, runs, timeline) named `name`."""
     if isinstance(source, RunConfig):
         if seed is None:
             raise ValueError("run_with_scorer(config, ...) needs the scenario seed")
@@ -54,7 +54,7 @@ def run_with_scorer(
     else:
         sc = source
     sim = sc.simulator()
-    sim.run(make_score_policy(scorer, 360.0 if round_s is None else round_s))
+    sim.run(make_score_policy(scorer, ROUND_S if round_s is None else round_s))
     return sim.result(name, sc.seed, preemptive=True)
 
 
