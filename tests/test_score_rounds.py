@@ -4,6 +4,7 @@ decision (Hypothesis), the feature rows, and the scorer's contract."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,3 +246,10 @@ def test_policy_equals_the_plain_reference_decision_for_decision(
     r = sim.result("score", 0, preemptive=True)
     accepted = [i for i in range(len(workload.jobs)) if not r.reject_reason[i]]
     assert all(r.status[i] == "completed" for i in accepted)
+
+
+def test_the_feature_table_of_the_docs_lists_every_feature_in_order():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "schedulers.md").read_text()
+    section = text.split("## Score rounds")[1]
+    table = [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
+    assert tuple(table) == FEATURE_NAMES
