@@ -73,6 +73,8 @@ class Rows(NamedTuple):
     """bool per row: the job runs on this type now (the tie-break after the score)"""
     demand_milli: np.ndarray
     """int64 per row: GPUs x share in thousandths of a GPU (the room it takes on its type)"""
+    restoring: np.ndarray
+    """bool per row: the job runs on this type now and its restore is not over (it keeps its GPUs at a round)"""
 
     def __len__(self) -> int:
         return len(self.job)
@@ -277,4 +279,5 @@ def _rows(
     f[:, 16] = pays
     overhead = view.restore_overhead_s
     f[:, 17] = np.where(pays, overhead / (overhead + left_here_s), 0.0) if overhead > 0 else 0.0
-    return Rows(ids[pos], t, f, here, st.row_demand_milli[idx])
+    restoring = here & (st.run_work_start[ids] >= now)[pos] if overhead > 0 else np.zeros(total, dtype=bool)
+    return Rows(ids[pos], t, f, here, st.row_demand_milli[idx], restoring)

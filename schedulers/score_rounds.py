@@ -9,7 +9,9 @@ t = 0; the policy asks for a WakeUp at the next boundary while any job is active
   the lower job index, then the lower type index, i.e. the faster type). A row (i, t) is taken if job i has no
   row taken yet and type t still has room for it: each type's room starts at its GPUs x 1000 thousandths and a
   taken row uses GPUs x share of it (a gang takes all its GPUs or nothing; a row that does not fit is skipped and
-  smaller ones after it may still fit).
+  smaller ones after it may still fit). A running job whose restore is not over yet (a restart less than the
+  restore overhead ago) is taken for its type before the walk: preempted again before doing any work, a job
+  whose restore outlasts a round would never progress.
 - Realisation: a running job taken for the type it runs on keeps its GPUs. Running jobs not taken, or taken for
   another type (a migration), are released; the jobs taken for a type they do not run on then start, in the
   walk's order, on sim/placement.py's placement restricted to that type (one that does not fit there, e.g. a
@@ -191,12 +193,17 @@ def _round(view: View, rows: Rows, order: np.ndarray) -> list:
     here = rows.runs_here.tolist()
     left = [g * FULL for g in view.layout.type_num_gpus]
     smallest = min(need)
-    open_types = sum(1 for x in left if x >= smallest)
     running = view.running
     queue = view.queue
     num_jobs = len(queue) + len(running)  # every active job has rows at a boundary
-    chosen: dict[int, int] = {}  # job -> type, in the walk's order
-    kept: set[int] = set()  # running jobs taken for the type they run on
+    # running jobs still restoring keep their GPUs first: preempted again before doing any work, a job whose
+    # restore outlasts a round would never progress
+    locked = np.flatnonzero(rows.restoring).tolist() if rows.restoring.any() else []
+    chosen: dict[int, int] = {jobs[r]: types[r] for r in locked}  # job -> type, in the walk's order
+    kept: set[int] = set(chosen)  # running jobs taken for the type they run on
+    for r in locked:
+        left[types[r]] -= need[r]
+    open_types = sum(1 for x in left if x >= smallest)
     starts: list[tuple[int, int]] = []  # the other rows taken, in the walk's order
     for r in order.tolist():
         j = jobs[r]

@@ -138,6 +138,10 @@ def score_rounds_reference(weights: dict[str, float], round_s: float, grid: floa
         if at_round:
             room = {t: layout.type_num_gpus[t] * FULL for t in types}
             chosen: dict[int, int] = {}
+            for i in sorted(running):  # still restoring: keeps its GPUs whatever the scores
+                if view.restore_overhead_s > 0 and view.run_work_start_s[i] >= now:
+                    chosen[i] = running[i]
+                    room[running[i]] -= jt.num_gpus[i] * jt.milli[i]
             for _, i, t in rows:
                 need = jt.num_gpus[i] * jt.milli[i]
                 if i not in chosen and need <= room[t]:

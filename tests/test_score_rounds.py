@@ -109,6 +109,21 @@ def test_a_released_job_keeps_its_gpus_when_nobody_needs_them():
     assert r.end_s.tolist() == [1000.0, 1000.0, 10.0]
 
 
+def test_a_restore_longer_than_a_round_still_makes_progress():
+    # 1 A100, rounds of 5 s, restore 30 s, least attained service first: A and B would trade the GPU at every
+    # round and, preempted while restoring, never do any work (the run never ended before this rule). A job still
+    # restoring keeps its GPU, so every restarted run outlasts its restore, and both jobs finish.
+    r = _run("1xA100-80GB:1", [job("A", 0, 100), job("B", 1, 100)], LAS, round_s=5.0, overhead_s=30.0)
+    assert r.status == ("completed", "completed") and r.preemptions.min() > 0
+    first = {}
+    for i, start, end in zip(
+        r.runs.job.tolist(), r.runs.start_s.tolist(), r.runs.end_s.tolist(), strict=True
+    ):
+        if i in first:
+            assert end - start > 30.0  # a restart: its restore, then some work
+        first.setdefault(i, start)
+
+
 def test_decisions_end_with_a_wakeup_at_the_next_boundary_while_jobs_are_active():
     layout = ClusterLayout(parse_cluster_spec("1xA100-80GB:1"))
     sim = Simulator(Workload("t", (job("A", 0, 250), job("B", 5, 10))), layout, None, 1.2, 0.0)
