@@ -69,7 +69,8 @@ class GPUClusterScoreEnv(gym.Env):
     two waiting jobs fit (with one, its start needs no score: it is applied without asking). At a boundary the
     rows are every active job (waiting or running) on every GPU type it can use; rows are taken in descending
     score while the type has room, running jobs not taken (or taken for another type) are preempted and pay the
-    restore overhead when restarted, and what is left is filled in score order. Between boundaries only the
+    restore overhead when restarted, and what is left is filled in score order (a running job still restoring
+    keeps its GPUs whatever its scores). Between boundaries only the
     fitting waiting jobs' rows are shown and nothing is preempted. Between two steps the simulator runs on
     (arrivals, completions, starts that need no score).
 
