@@ -99,10 +99,10 @@ def test_between_rounds_free_gpus_are_filled_at_once_in_score_order():
 
 
 def test_a_released_job_keeps_its_gpus_when_nobody_needs_them():
-    # 2 nodes of 2 A100s. At 0 J (2 GPUs, 1000 s) takes node 0 (best fit ties -> lower node). K (1 GPU, 1000 s)
-    # takes node 1, then L (1 GPU, 10 s) the other GPU of node 1. At 100 the room is 4 GPUs: with longest known
-    # runtime LAST... we weight runs_here negatively so that every running job is released at the round: no
-    # job needs their GPUs (nobody waits), so every one keeps its placement -- no preemption, no restore.
+    # 2 nodes of 2 A100s, runs_here weighted -5: at every round each running job's row for its own type ranks
+    # below its other rows, so the walk takes none of them and every running job is released. Nobody waits and
+    # nobody is started elsewhere (one type only), so their GPUs are free after the realisation and every job
+    # keeps its placement: no preemption, no restore, the same ends as without rounds.
     jobs = [job("J", 0, 1000, num_gpus=2), job("K", 0, 1000), job("L", 0, 10)]
     r = _run("2xA100-80GB:2", jobs, {"runs_here": -5.0}, overhead_s=60.0)
     assert r.preemptions.tolist() == [0, 0, 0]
@@ -142,8 +142,8 @@ def test_decisions_end_with_a_wakeup_at_the_next_boundary_while_jobs_are_active(
 
 
 def test_feature_rows_of_a_round_by_hand():
-    # 1 H100 + 1 V100-32GB; A (2 GPUs? no: 1 GPU, 600 s) runs on the H100 since 0; B (1 GPU, 60 s) waits since 30
-    # (never ran). At 90: A's attained 90 GPU-s, work 180 s; B nothing.
+    # 1 H100 + 1 V100-32GB; A (1 GPU, 600 s, known as 900 s) runs on the H100 since 0; B (1 GPU, 60 s, H100 only)
+    # waits since 30 (never ran). At 90: A's attained 90 GPU-s, work 90 x 2 = 180 s; B nothing.
     layout = ClusterLayout(parse_cluster_spec("1xH100:1,1xV100-32GB:1"))
     jobs = (job("A", 0, 600), job("B", 30, 60, gpu_types=("H100",)))
     sim = Simulator(Workload("t", jobs), layout, np.array([900.0, 60.0]), 1.2, 60.0)
