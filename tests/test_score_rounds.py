@@ -99,14 +99,26 @@ def test_between_rounds_free_gpus_are_filled_at_once_in_score_order():
 
 
 def test_a_released_job_keeps_its_gpus_when_nobody_needs_them():
-    # 2 nodes of 2 A100s, runs_here weighted -5: at every round each running job's row for its own type ranks
-    # below its other rows, so the walk takes none of them and every running job is released. Nobody waits and
-    # nobody is started elsewhere (one type only), so their GPUs are free after the realisation and every job
-    # keeps its placement: no preemption, no restore, the same ends as without rounds.
-    jobs = [job("J", 0, 1000, num_gpus=2), job("K", 0, 1000), job("L", 0, 10)]
-    r = _run("2xA100-80GB:2", jobs, {"runs_here": -5.0}, overhead_s=60.0)
-    assert r.preemptions.tolist() == [0, 0, 0]
-    assert r.end_s.tolist() == [1000.0, 1000.0, 10.0]
+    # 1 A100 node and 2 H100 nodes of 2 GPUs; scores prefer the type a job does not run on, and the slower type for
+    # a new job. J (2 GPUs) starts on the A100s at 0. L (H100 only) takes H100 node n1 at 1, F (5 s) the other GPU
+    # of n1 at 2, M n2 at 3 (best fit), F ends at 4.5: each H100 node has one GPU free. At the rounds 100-500 J's
+    # H100 row wins and the H100s have room for 2 GPUs by count, so J is released for a move; but no H100 node has
+    # 2 free GPUs (a gang does not spread where a node is big enough), the move fails and J keeps its A100s: no
+    # preemption. L ends at 501 and frees n1: at 600 the move succeeds (J preempted, restarted on n1).
+    jobs = [
+        job("J", 0, 1000, num_gpus=2),
+        job("L", 1, 1000, gpu_types=("H100",)),
+        job("F", 2, 5, gpu_types=("H100",)),
+        job("M", 3, 1000, gpu_types=("H100",)),
+    ]
+    r = _run("1xA100-80GB:2,2xH100:2", jobs, {"runs_here": -5.0, "log_rel_speed": -1.0}, overhead_s=60.0)
+    assert r.end_s[1:].tolist() == [501.0, 4.5, 503.0] and r.preemptions[1:].tolist() == [0, 0, 0]
+    runs = zip(
+        r.runs.job.tolist(), r.runs.start_s.tolist(), r.runs.end_s.tolist(), r.runs.placement, strict=True
+    )
+    j_runs = [(start, end, where) for i, start, end, where in runs if i == 0]
+    assert j_runs[0] == (0.0, 600.0, "n0/0;n0/1")
+    assert j_runs[1][0] == 600.0 and j_runs[1][2] == "n1/0;n1/1"
 
 
 def test_a_restore_longer_than_a_round_still_makes_progress():
