@@ -326,6 +326,39 @@ class PPOConfig:
     """PPO learns from its own rollouts only (no demonstrations; `--demo_policy` other than none is refused)"""
 
 
+SCORER_ALGOS = ("cem",)
+"""learners whose checkpoints hold a score-round scorer (agents/cem.py), run natively like las_speed; the other
+learners' checkpoints hold a slot-env network"""
+
+
+@dataclass(frozen=True)
+class CEMConfig:
+    """The cross-entropy search of a linear score-round scorer (agents/cem.py): a Gaussian over the weights of the
+    score features (schedulers/score_features.py), refit each generation to its best candidates. Every candidate of
+    a generation runs on the same training scenarios (common random numbers); its objective is the mean over them of
+    ln(its average JCT / SJF's average JCT), lower is better."""
+
+    total_steps: int = 30
+    """generations of a run (RunConfig.total_steps overrides): about 15 min with the synthetic mix on 2 shared
+    cores (docs/results.md)"""
+    population: int = 16
+    """candidates per generation"""
+    elite_frac: float = 0.25
+    """share of a generation's candidates the Gaussian is refit to"""
+    scenarios: int = 4
+    """training scenarios per generation, the same for every candidate"""
+    init: str = "las_speed"
+    """the search's starting mean: las_speed (its hand-set weights) | zero"""
+    init_std: float = 0.3
+    """the starting standard deviation of every weight"""
+    min_std: float = 0.02
+    """floor of every weight's standard deviation (keeps the search from collapsing on a noisy generation)"""
+    smoothing: float = 0.7
+    """new mean/std = smoothing x the elite's + (1 - smoothing) x the old (de Boer et al. 2005, sec. 3.1)"""
+    workers: int = 2
+    """processes simulating candidates (1: in this process); results do not depend on it"""
+
+
 @dataclass(frozen=True)
 class MixConfig:
     """What training episodes are drawn from (scenario/mixtures.py); evaluation always uses the plain scenario."""
@@ -378,6 +411,7 @@ class RunConfig:
     power: PowerConfig = field(default_factory=PowerConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    cem: CEMConfig = field(default_factory=CEMConfig)
     mix: MixConfig = field(default_factory=MixConfig)
     report_sets: tuple[str, ...] | None = None
     """report: the held-out sets (evaluation/sets.py); None = medium, hard, clusters (+ the trace sets with

@@ -19,7 +19,7 @@ from config import DIFFICULTIES, RunConfig, UserError
 from scenario.build import TRACE_TYPES, check_options
 from schedulers import PREEMPTIVE
 
-AGENTS = ("d3qn", "sac", "ppo")
+AGENTS = ("d3qn", "sac", "ppo", "cem")
 MAX_PREEMPT_OVERHEAD_S = 86_400.0  # a restore longer than a day is a typo (minutes: Tiresias, Lucid)
 TRACE_ONLY = (
     "trace_start",
@@ -45,8 +45,12 @@ TRAIN_ONLY = (
     "vec_env",
     "train_mix",
     "train_windows",
+    "cem_population",
+    "cem_scenarios",
+    "cem_workers",
 )
 PPO_ONLY = ("num_envs", "vec_env")
+CEM_ONLY = ("cem_population", "cem_scenarios", "cem_workers")
 REPORT_ONLY = ("report_sets", "traces_dir", "report_workers")
 AGENT_ONLY = ("checkpoint", "model", "window")
 AGENT_WHERE = ("device", "models_dir")
@@ -196,6 +200,8 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(("checkpoint", "model"), "training starts fresh or continues with --resume CHECKPOINT")
         if cfg.algo != "ppo":
             refuse(PPO_ONLY, f"options of --algo ppo's vectorized envs; this trains {cfg.algo}")
+        if cfg.algo != "cem":
+            refuse(CEM_ONLY, f"options of --algo cem's search; this trains {cfg.algo}")
     if cfg.mode != "report":
         refuse(REPORT_ONLY, f"--mode report options; this is --mode {cfg.mode}")
     else:

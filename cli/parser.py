@@ -12,6 +12,7 @@ from pathlib import Path
 from config import (
     DIFFICULTIES,
     TASKS,
+    CEMConfig,
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
@@ -32,7 +33,7 @@ from schedulers import POLICIES
 from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, cbf, srtf, tiresias, gavel, gavel_agnostic
-AGENTS = ("d3qn", "sac", "ppo")
+AGENTS = ("d3qn", "sac", "ppo", "cem")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -291,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,}, "
-        f"ppo {PPOConfig().total_steps:,})",
+        f"ppo {PPOConfig().total_steps:,}; cem: generations, {CEMConfig().total_steps})",
     )
     g.add_argument(
         "--checkpoint",
@@ -397,6 +398,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=PPOConfig().vec_env,
         help="train ppo: envs in this process (dummy) or one process each (subproc); same results",
     )
+    c = CEMConfig()
+    g.add_argument(
+        "--cem_population",
+        type=int,
+        default=c.population,
+        help="train cem: candidate weight vectors per generation (--total_steps counts generations for cem, "
+        f"default {c.total_steps})",
+    )
+    g.add_argument(
+        "--cem_scenarios",
+        type=int,
+        default=c.scenarios,
+        help="train cem: training scenarios per generation, the same for every candidate",
+    )
+    g.add_argument(
+        "--cem_workers",
+        type=int,
+        default=c.workers,
+        help="train cem: processes simulating candidates (1: this process); same results",
+    )
     g.add_argument(
         "--train_mix",
         choices=("none", "synthetic", "synthetic+traces"),
@@ -491,6 +512,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             vec_env=a.vec_env,
             demo_policy=d.ppo.demo_policy if demo is None else demo,
         ),
+        cem=replace(d.cem, population=a.cem_population, scenarios=a.cem_scenarios, workers=a.cem_workers),
         mix=MixConfig(train_mix=a.train_mix, train_windows=a.train_windows),
         report_sets=a.report_sets,
         traces_dir=a.traces_dir,
@@ -563,6 +585,10 @@ def _validate_node_task(cfg: RunConfig) -> None:
 
     check_task_config(cfg.task)
     task = cfg.task.name
+    if cfg.algo == "cem":
+        raise UserError(
+            f"--algo cem learns a job scorer (--task scheduling); --task {task} trains d3qn or sac"
+        )
     if cfg.mode not in ("train", "eval"):
         raise UserError(f"--task {task} runs in --mode train or eval; --mode {cfg.mode} compares schedulers")
     if cfg.mode == "train" and cfg.algo not in AGENTS:

@@ -22,7 +22,7 @@ from cli.run_folder import (
     sha256_of,
     write_error,
 )
-from config import RunConfig, UserError
+from config import SCORER_ALGOS, RunConfig, UserError
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.fairness import FairnessRow, fairness, write_fairness_csv
@@ -38,7 +38,7 @@ from sim.power import ON, PowerModel
 from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
 from sim.records import REJECTED, RunResult
 
-AGENTS = ("d3qn", "sac", "ppo")
+AGENTS = ("d3qn", "sac", "ppo", "cem")
 
 
 def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
@@ -151,7 +151,11 @@ def _always_on_record(result: RunResult, power: PowerSetup, name: str) -> RunRes
 
 
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
-    """Run a trained agent greedily through the Gymnasium env on the scenario."""
+    """Run a trained agent greedily through the Gymnasium env on the scenario (a scorer: its score rounds)."""
+    if algo in SCORER_ALGOS:
+        from env.score_env import run_with_scorer
+
+        return run_with_scorer(sc, _load_agent(algo, checkpoint), round_s=cfg.policy.round_s, name=algo)
     from env.gym_env import run_policy_in_env
 
     policy = _load_agent(algo, checkpoint)
@@ -204,8 +208,16 @@ def checkpoint_choice(cfg: RunConfig) -> dict[str, str]:
 
 
 def _load_agent(algo: str, checkpoint: str):
-    """The greedy policy stored in `checkpoint`, which must hold an `algo` agent."""
+    """The greedy policy (a scorer's: its scorer) stored in `checkpoint`, which must hold an `algo` agent."""
     import torch
+
+    if algo in SCORER_ALGOS:
+        from agents.cem import load_scorer
+
+        saved, scorer = load_scorer(checkpoint)
+        if saved != algo:
+            raise UserError(f"checkpoint {checkpoint} holds a {saved} agent, not {algo}")
+        return scorer
 
     from agents.policy import load_policy
 
