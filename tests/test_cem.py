@@ -259,3 +259,30 @@ def test_las_speed_weights_are_the_search_start():
         == LinearScorer.from_named(LAS_SPEED_WEIGHTS).weights.tolist()
     )
     assert agents.cem.initial_mean(CEMConfig(init="zero")).tolist() == [0.0] * NUM_FEATURES
+
+
+def test_the_report_evaluates_cem_checkpoints_like_the_other_learners(tmp_path):
+    """Two training seeds' final models in the report's table (train_seeds 2), each case's figure the same as an
+    eval run of that checkpoint on that scenario."""
+    for seed in ("4", "5"):
+        args = train_args(tmp_path, "--total_steps", "1", log=f"log{seed}")
+        args[args.index("--seed") + 1] = seed
+        assert main(args) == 0
+    models = tmp_path / "models"
+    log = tmp_path / "report"
+    assert main(["--mode", "report", "--models_dir", str(models), "--num_jobs", "20", "--no_progress", "--seeds",
+                 "900,901", "--report_sets", "medium", "--log_dir", str(log)]) == 0  # fmt: skip
+    evaluations = pd.read_csv(log / "evaluations.csv")
+    cem = evaluations[evaluations["policy"] == "cem"]
+    assert sorted(zip(cem["train_seed"], cem["case"], strict=True)) == [
+        (4, "seed900"), (4, "seed901"), (5, "seed900"), (5, "seed901")
+    ]  # fmt: skip
+    assert set(cem["checkpoint"]) == {"final"}
+    ev = tmp_path / "eval"
+    assert main(["--mode", "eval", "--algo", "cem", "--checkpoint", str(models / "cem_seed5_final.pt"), "--seed",
+                 "901", "--difficulty", "medium", "--num_jobs", "20", "--no_progress", "--log_dir", str(ev)]) == 0  # fmt: skip
+    mine = cem[(cem["train_seed"] == 5) & (cem["case"] == "seed901")]["avg_jct_s"].item()
+    assert mine == pytest.approx(pd.read_csv(ev / "summary.csv")["avg_jct_s"].item(), rel=1e-9)
+    table = pd.read_csv(log / "report.csv")
+    row = table[(table["policy"] == "cem") & (table["checkpoint"] == "final")]
+    assert row["train_seeds"].item() == 2 and row["cases"].item() == 2
