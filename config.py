@@ -357,6 +357,9 @@ class CEMConfig:
     """new mean/std = smoothing x the elite's + (1 - smoothing) x the old (de Boer et al. 2005, sec. 3.1)"""
     workers: int = 2
     """processes simulating candidates (1: in this process); results do not depend on it"""
+    minutes: float = 0.0
+    """wall-clock budget of one training call (0: none): the run ends after the first generation that finishes past
+    it, as if that were its last (a later --resume may continue it); what it changes is only where the run stops"""
 
 
 @dataclass(frozen=True)

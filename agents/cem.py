@@ -55,6 +55,8 @@ def check_cem_config(c: CEMConfig) -> None:
         raise UserError(f"--cem_population must be >= 2 candidates per generation, got {c.population}")
     if c.scenarios < 1:
         raise UserError(f"--cem_scenarios must be >= 1 scenario per generation, got {c.scenarios}")
+    if not (math.isfinite(c.minutes) and c.minutes >= 0):
+        raise UserError(f"--cem_minutes must be >= 0 (0: no time limit), got {c.minutes}")
     if c.workers < 1:
         raise UserError(f"--cem_workers must be >= 1 process, got {c.workers}")
     if not 0 < c.elite_frac <= 1 or not 0 < c.smoothing <= 1:
@@ -210,7 +212,8 @@ def train_cem(
     run_id: str | None = None,
     **_unused: Any,
 ) -> TrainResult:
-    """Run the search for `total_steps` generations (counted across resumes; default cfg.cem.total_steps).
+    """Run the search for `total_steps` generations (counted across resumes; default cfg.cem.total_steps), or until
+    the first generation that ends past cfg.cem.minutes of this call (then the final model is the search there).
 
     Writes `<algo>_seed<S>_ep<G>.pt` every `checkpoint_every_episodes` generations, `<algo>_seed<S>_final.pt` at
     the end, and on a stop signal `<algo>_seed<S>_interrupted.pt` (the state after the last whole generation) before
@@ -300,9 +303,12 @@ def train_cem(
                 bar.set_postfix(
                     mean_obj=f"{objective[0]:+.4f}", best=f"{objective.min():+.4f}", refresh=False
                 )
-                if (g + 1) % checkpoint_every_episodes == 0 and g + 1 < total:
+                out_of_time = c.minutes > 0 and time.perf_counter() - run_start >= 60.0 * c.minutes
+                if (g + 1) % checkpoint_every_episodes == 0 and g + 1 < total and not out_of_time:
                     save(checkpoint_path(models_dir, cfg.algo, seed, g + 1))
                     prune_periodic(models_dir, cfg.algo, seed, keep_checkpoints)
+                if out_of_time:
+                    break
             failed = False
         except KeyboardInterrupt:  # a second stop signal: the generation under way is dropped
             ctrl_c.requested = True

@@ -48,9 +48,10 @@ TRAIN_ONLY = (
     "cem_population",
     "cem_scenarios",
     "cem_workers",
+    "cem_minutes",
 )
 PPO_ONLY = ("num_envs", "vec_env")
-CEM_ONLY = ("cem_population", "cem_scenarios", "cem_workers")
+CEM_ONLY = ("cem_population", "cem_scenarios", "cem_workers", "cem_minutes")
 REPORT_ONLY = ("report_sets", "traces_dir", "report_workers")
 AGENT_ONLY = ("checkpoint", "model", "window")
 AGENT_WHERE = ("device", "models_dir")

@@ -292,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,}, "
-        f"ppo {PPOConfig().total_steps:,}; cem: generations, {CEMConfig().total_steps})",
+        f"ppo {PPOConfig().total_steps:,}); for cem: generations ({CEMConfig().total_steps} unless given)",
     )
     g.add_argument(
         "--checkpoint",
@@ -419,6 +419,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="train cem: processes simulating candidates (1: this process); same results",
     )
     g.add_argument(
+        "--cem_minutes",
+        type=float,
+        default=c.minutes,
+        help="train cem: wall-clock budget of this call in minutes; the run ends after the generation that passes "
+        "it, and that search is the final model (0: no limit)",
+    )
+    g.add_argument(
         "--train_mix",
         choices=("none", "synthetic", "synthetic+traces"),
         default=MixConfig().train_mix,
@@ -512,7 +519,13 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             vec_env=a.vec_env,
             demo_policy=d.ppo.demo_policy if demo is None else demo,
         ),
-        cem=replace(d.cem, population=a.cem_population, scenarios=a.cem_scenarios, workers=a.cem_workers),
+        cem=replace(
+            d.cem,
+            population=a.cem_population,
+            scenarios=a.cem_scenarios,
+            workers=a.cem_workers,
+            minutes=a.cem_minutes,
+        ),
         mix=MixConfig(train_mix=a.train_mix, train_windows=a.train_windows),
         report_sets=a.report_sets,
         traces_dir=a.traces_dir,

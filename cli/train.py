@@ -70,9 +70,11 @@ FIELD_OF_OPTION = {
     "cem_population": "cem.population",
     "cem_scenarios": "cem.scenarios",
     "cem_workers": "cem.workers",
+    "cem_minutes": "cem.minutes",
 }
-NOT_EXPERIMENT = ("total_steps", "cem_workers")
-"""options a resume may change: the step target (checked apart) and cem's process count (same results)"""
+NOT_EXPERIMENT = ("total_steps", "cem_workers", "cem_minutes")
+"""options a resume may change: the step target (checked apart), cem's process count (same results) and its
+time budget (where this call stops)"""
 _MISSING = object()
 
 
@@ -197,8 +199,10 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
             "pass a larger --total_steps to extend it"
         )
     resumed = dataclasses.replace(cfg, **{name: getattr(saved, name) for name in EXPERIMENT_FIELDS})
-    if "cem_workers" in cfg.explicit_options:
-        resumed = dataclasses.replace(resumed, cem=dataclasses.replace(resumed.cem, workers=cfg.cem.workers))
+    # the process count and time budget of this call are the command line's, not the checkpoint's
+    resumed = dataclasses.replace(
+        resumed, cem=dataclasses.replace(resumed.cem, workers=cfg.cem.workers, minutes=cfg.cem.minutes)
+    )
     return resumed, target
 
 

@@ -286,3 +286,14 @@ def test_the_report_evaluates_cem_checkpoints_like_the_other_learners(tmp_path):
     table = pd.read_csv(log / "report.csv")
     row = table[(table["policy"] == "cem") & (table["checkpoint"] == "final")]
     assert row["train_seeds"].item() == 2 and row["cases"].item() == 2
+
+
+def test_a_time_budget_ends_the_run_after_a_whole_generation_and_a_resume_continues_it(tmp_path):
+    models = tmp_path / "models"
+    assert main(train_args(tmp_path, "--total_steps", "3", "--cem_minutes", "0.00001")) == 0
+    final = models / "cem_seed4_final.pt"
+    assert load_checkpoint(final)["global_step"] == 1 and load_checkpoint(final)["total_steps"] == 3
+    assert not (models / "cem_seed4_interrupted.pt").exists()
+    assert main(train_args(tmp_path, "--resume", str(final), log="b")) == 0
+    assert main(train_args(tmp_path, "--total_steps", "3", models="straight", log="c")) == 0
+    assert search_state(final) == search_state(tmp_path / "straight" / "cem_seed4_final.pt")
