@@ -34,6 +34,7 @@ from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, cbf, srtf, tiresias, gavel, gavel_agnostic
 AGENTS = ("d3qn", "sac", "ppo", "cem")
+NODE_AGENTS = ("d3qn", "sac", "ppo")  # cem scores jobs: scheduling only
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -604,18 +605,18 @@ def _validate_node_task(cfg: RunConfig) -> None:
         )
     if cfg.mode not in ("train", "eval"):
         raise UserError(f"--task {task} runs in --mode train or eval; --mode {cfg.mode} compares schedulers")
-    if cfg.mode == "train" and cfg.algo not in AGENTS:
+    if cfg.mode == "train" and cfg.algo not in NODE_AGENTS:
         raise UserError(
-            f"--mode train needs an RL --algo ({', '.join(AGENTS)}); node managers need no training"
+            f"--mode train needs an RL --algo ({', '.join(NODE_AGENTS)}); node managers need no training"
         )
-    if cfg.algo not in AGENTS:
+    if cfg.algo not in NODE_AGENTS:
         try:
             node_manager(cfg.algo)
         except ValueError as err:
             raise UserError(
-                f"--task {task}: --algo must be {', '.join(AGENTS)} or a node manager ({err})"
+                f"--task {task}: --algo must be {', '.join(NODE_AGENTS)} or a node manager ({err})"
             ) from None
-    demo = getattr(cfg, cfg.algo).demo_policy if cfg.algo in AGENTS else ""
+    demo = getattr(cfg, cfg.algo).demo_policy if cfg.algo in NODE_AGENTS else ""
     if cfg.mode == "train" and demo:
         try:
             node_manager(demo)
