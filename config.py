@@ -92,8 +92,8 @@ class SimConfig:
     """median over-estimation factor of that noisy estimate"""
     preempt_overhead_s: float = 60.0
     """seconds a preempted job spends restoring its checkpoint (holding its GPUs, doing no work) each time it
-    is started again; only the preemptive policies (srtf, tiresias, gavel, gavel_agnostic, themis) preempt. 60 s:
-    about the 62 s average preemption overhead of Tiresias' testbed (Gu et al., NSDI'19, §5.2.4: 13,724 s over
+    is started again; only the preemptive policies (srtf, tiresias, gavel, gavel_agnostic, themis, las_speed)
+    preempt. 60 s: about the 62 s average preemption overhead of Tiresias' testbed (Gu et al., NSDI'19, §5.2.4: 13,724 s over
     221 preemptions, as quoted in Lucid's reference simulator, github.com/S-Lab-System-Group/Lucid,
     simulation/policy/policy.py `ckpt_overhead`; the paper's text was not checked here); Lucid's simulator itself
     charges 40 s for jobs of <= 8 GPUs and 60 s above (docs/schedulers.md, Preemption)"""
@@ -107,6 +107,9 @@ class PolicyConfig:
     """sjf_gate: hold a job back (while others run) rather than start it where it would run this many seconds
     longer than on the fastest type it can use in this cluster; tuned on medium validation seeds 500-509
     (bench/tune_gate.py, BENCHMARKS.md)"""
+    round_s: float = 360.0
+    """las_speed (and the score env, GPUClusterScore-v0): seconds between the rounds at which jobs are re-chosen
+    and preempted (Gavel's default round)"""
 
 
 @dataclass(frozen=True)
@@ -323,6 +326,42 @@ class PPOConfig:
     """PPO learns from its own rollouts only (no demonstrations; `--demo_policy` other than none is refused)"""
 
 
+SCORER_ALGOS = ("cem",)
+"""learners whose checkpoints hold a score-round scorer (agents/cem.py), run natively like las_speed; the other
+learners' checkpoints hold a slot-env network"""
+
+
+@dataclass(frozen=True)
+class CEMConfig:
+    """The cross-entropy search of a linear score-round scorer (agents/cem.py): a Gaussian over the weights of the
+    score features (schedulers/score_features.py), refit each generation to its best candidates. Every candidate of
+    a generation runs on the same training scenarios (common random numbers); its objective is the mean over them of
+    ln(its average JCT / SJF's average JCT), lower is better."""
+
+    total_steps: int = 30
+    """generations of a run (RunConfig.total_steps overrides): about 15 min with the synthetic mix on 2 shared
+    cores (docs/results.md)"""
+    population: int = 16
+    """candidates per generation"""
+    elite_frac: float = 0.25
+    """share of a generation's candidates the Gaussian is refit to"""
+    scenarios: int = 4
+    """training scenarios per generation, the same for every candidate"""
+    init: str = "las_speed"
+    """the search's starting mean: las_speed (its hand-set weights) | zero"""
+    init_std: float = 0.3
+    """the starting standard deviation of every weight"""
+    min_std: float = 0.02
+    """floor of every weight's standard deviation (keeps the search from collapsing on a noisy generation)"""
+    smoothing: float = 0.7
+    """new mean/std = smoothing x the elite's + (1 - smoothing) x the old (de Boer et al. 2005, sec. 3.1)"""
+    workers: int = 2
+    """processes simulating candidates (1: in this process); results do not depend on it"""
+    minutes: float = 0.0
+    """wall-clock budget of one training call (0: none): the run ends after the first generation that finishes past
+    it, as if that were its last (a later --resume may continue it); what it changes is only where the run stops"""
+
+
 @dataclass(frozen=True)
 class MixConfig:
     """What training episodes are drawn from (scenario/mixtures.py); evaluation always uses the plain scenario."""
@@ -393,6 +432,7 @@ class RunConfig:
     power: PowerConfig = field(default_factory=PowerConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    cem: CEMConfig = field(default_factory=CEMConfig)
     mix: MixConfig = field(default_factory=MixConfig)
     report_sets: tuple[str, ...] | None = None
     """report: the held-out sets (evaluation/sets.py); None = medium, hard, clusters (+ the trace sets with

@@ -142,6 +142,16 @@ def ignore_stop_signals() -> None:
         signal.signal(s, signal.SIG_IGN)
 
 
+def quiet_worker() -> None:
+    """Initializer of a pool's worker processes: one BLAS/OpenMP thread each (the pool is the parallelism) and every
+    stop signal ignored (a signal to the process group stops the parent, which ends the workers)."""
+    import os
+
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    ignore_stop_signals()
+
+
 class StopRequest:
     """A loop's stop request (see the module docstring): `signum` is None until a stop signal arrives."""
 

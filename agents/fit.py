@@ -44,6 +44,16 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
     """UserError naming both sides when the agent in `checkpoint` (read from `path`) was trained on another task,
     or reads another number of features per slot or context features, than `task`'s env gives (`window`: that
     env's, shown for reference)."""
+    if (checkpoint.get("action_space") or {}).get("type") == "scores":  # a score-round scorer (agents/cem.py)
+        from agents.cem import check_scorer_features
+
+        if task != "scheduling":
+            raise UserError(
+                f"{path} holds a {checkpoint.get('algo')} score-round scorer, which schedules jobs; this run is "
+                f"--task {task}: give a {task} checkpoint"
+            )
+        check_scorer_features(path, checkpoint)
+        return
     spec = ObsSpec(**checkpoint["obs_spec"])
     trained = saved_task(checkpoint)
     features, context = task_features(task)

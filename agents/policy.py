@@ -15,7 +15,7 @@ from agents.d3qn import make_q_network
 from agents.networks import ObsSpec
 from agents.ppo_policy import make_ppo_policy
 from agents.sac import make_actor
-from config import D3QNConfig, PPOConfig, SACConfig
+from config import D3QNConfig, PPOConfig, SACConfig, UserError
 
 
 class AgentPolicy:
@@ -60,6 +60,8 @@ def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device =
     device = torch.device(device)
     checkpoint = load_checkpoint(checkpoint_path, device)
     algo, config, spec = checkpoint["algo"], checkpoint["config"], ObsSpec(**checkpoint["obs_spec"])
+    if algo not in ("d3qn", "sac", "ppo"):
+        raise UserError(f"{checkpoint_path} holds a {algo} agent, not one of the slot env's (d3qn, sac, ppo)")
     networks = checkpoint["agent"]["networks"]
     if algo == "d3qn":
         network = make_q_network(D3QNConfig(**config), spec)
@@ -67,11 +69,9 @@ def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device =
     elif algo == "sac":
         network = make_actor(SACConfig(**config), spec)
         network.load_state_dict(networks["actor"])
-    elif algo == "ppo":
+    else:
         network = make_ppo_policy(PPOConfig(**config), spec)
         network.load_state_dict(networks["policy"])
-    else:
-        raise ValueError(f"{checkpoint_path}: unknown algo {algo!r}")
     network = network.to(device).eval().requires_grad_(False)
     _warn_if_best_of_another_run(Path(checkpoint_path), checkpoint)
     return AgentPolicy(algo, config, spec, network, device, checkpoint["global_step"], str(checkpoint_path))

@@ -7,6 +7,7 @@ python bench/bench_sim.py                       # 100,000 jobs on 64xA100-80GB:8
 python bench/bench_sim.py --num_jobs 20000 --cluster 8xA100-80GB:8 --load_factor 1.0 --algos easy
 python bench/bench_sim.py --num_jobs 20000 --power none,always_on,idle_off:600   # power model overhead
 python bench/bench_sim.py --algos srtf,tiresias   # the preemptive policies (restore overhead 60 s)
+python bench/bench_sim.py --algos las_speed --repeat 5 --cpu_time   # score rounds with fixed weights (target >= 20,000)
 python bench/bench_sim.py --num_jobs 20000 --algos easy,cbf --runtime_info estimate   # policies see noisy estimates
 python bench/bench_sim.py --algos easy,cbf --cpu_time   # CPU seconds instead of wall (a shared machine)
 """

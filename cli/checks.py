@@ -19,7 +19,7 @@ from config import DIFFICULTIES, RunConfig, UserError
 from scenario.build import TRACE_TYPES, check_options
 from schedulers import PREEMPTIVE
 
-AGENTS = ("d3qn", "sac", "ppo")
+AGENTS = ("d3qn", "sac", "ppo", "cem")
 MAX_PREEMPT_OVERHEAD_S = 86_400.0  # a restore longer than a day is a typo (minutes: Tiresias, Lucid)
 TRACE_ONLY = (
     "trace_start",
@@ -45,8 +45,13 @@ TRAIN_ONLY = (
     "vec_env",
     "train_mix",
     "train_windows",
+    "cem_population",
+    "cem_scenarios",
+    "cem_workers",
+    "cem_minutes",
 )
 PPO_ONLY = ("num_envs", "vec_env")
+CEM_ONLY = ("cem_population", "cem_scenarios", "cem_workers", "cem_minutes")
 REPORT_ONLY = ("report_sets", "traces_dir", "report_workers")
 AGENT_ONLY = ("checkpoint", "model", "window")
 AGENT_WHERE = ("device", "models_dir")
@@ -196,6 +201,8 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(("checkpoint", "model"), "training starts fresh or continues with --resume CHECKPOINT")
         if cfg.algo != "ppo":
             refuse(PPO_ONLY, f"options of --algo ppo's vectorized envs; this trains {cfg.algo}")
+        if cfg.algo != "cem":
+            refuse(CEM_ONLY, f"options of --algo cem's search; this trains {cfg.algo}")
     if cfg.mode != "report":
         refuse(REPORT_ONLY, f"--mode report options; this is --mode {cfg.mode}")
     else:
@@ -233,6 +240,8 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(("model",), "--checkpoint names the model file itself")
     if "sjf_gate" not in algos or cfg.mode == "train":
         refuse(("gate_s",), "sjf_gate's gate; sjf_gate does not run")
+    if "las_speed" not in algos or cfg.mode == "train":
+        refuse(("round_s",), "las_speed's round; las_speed does not run")
     if w.workload_type != "google":
         refuse(("google_unit",), f"it maps the google trace; the workload is {w.workload_type}")
     if w.workload_type != "synthetic":

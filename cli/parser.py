@@ -4,6 +4,7 @@ config (the option-by-option checks are cli/checks.py's)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from config import (
     PLOT_FORMATS,
     PLOT_SPANS,
     TASKS,
+    CEMConfig,
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
@@ -34,7 +36,8 @@ from schedulers import POLICIES
 from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, cbf, srtf, tiresias, gavel, gavel_agnostic
-AGENTS = ("d3qn", "sac", "ppo")
+AGENTS = ("d3qn", "sac", "ppo", "cem")
+NODE_AGENTS = ("d3qn", "sac", "ppo")  # cem scores jobs: scheduling only
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -306,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--preempt_overhead_s",
         type=float,
         default=s.preempt_overhead_s,
-        help="seconds a preempted job spends restoring when started again (the preemptive policies: srtf, tiresias, gavel, gavel_agnostic, themis)",
+        help="seconds a preempted job spends restoring when started again (the preemptive policies: srtf, tiresias, gavel, gavel_agnostic, themis, las_speed)",
     )
     g.add_argument(
         "--gate_s",
@@ -315,13 +318,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="sjf_gate: do not start a job (while others run) where it would run more than this many seconds "
         "longer than on the fastest GPU type it can use in this cluster",
     )
+    g.add_argument(
+        "--round_s",
+        type=float,
+        default=PolicyConfig().round_s,
+        help="las_speed: seconds between the rounds at which running and waiting jobs are re-chosen (and preempted)",
+    )
     g = p.add_argument_group("agents")
     g.add_argument(
         "--total_steps",
         type=int,
         default=None,
         help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,}, "
-        f"ppo {PPOConfig().total_steps:,})",
+        f"ppo {PPOConfig().total_steps:,}); for cem: generations ({CEMConfig().total_steps} unless given)",
     )
     g.add_argument(
         "--checkpoint",
@@ -427,6 +436,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=PPOConfig().vec_env,
         help="train ppo: envs in this process (dummy) or one process each (subproc); same results",
     )
+    c = CEMConfig()
+    g.add_argument(
+        "--cem_population",
+        type=int,
+        default=c.population,
+        help="train cem: candidate weight vectors per generation (--total_steps counts generations for cem, "
+        f"default {c.total_steps})",
+    )
+    g.add_argument(
+        "--cem_scenarios",
+        type=int,
+        default=c.scenarios,
+        help="train cem: training scenarios per generation, the same for every candidate",
+    )
+    g.add_argument(
+        "--cem_workers",
+        type=int,
+        default=c.workers,
+        help="train cem: processes simulating candidates (1: this process); same results",
+    )
+    g.add_argument(
+        "--cem_minutes",
+        type=float,
+        default=c.minutes,
+        help="train cem: wall-clock budget of this call in minutes; the run ends after the generation that passes "
+        "it, and that search is the final model (0: no limit)",
+    )
     g.add_argument(
         "--train_mix",
         choices=("none", "synthetic", "synthetic+traces"),
@@ -510,7 +546,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             job_types=a.job_types,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
-        policy=PolicyConfig(gate_s=a.gate_s),
+        policy=PolicyConfig(gate_s=a.gate_s, round_s=a.round_s),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),
@@ -523,6 +559,13 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             num_envs=a.num_envs,
             vec_env=a.vec_env,
             demo_policy=d.ppo.demo_policy if demo is None else demo,
+        ),
+        cem=replace(
+            d.cem,
+            population=a.cem_population,
+            scenarios=a.cem_scenarios,
+            workers=a.cem_workers,
+            minutes=a.cem_minutes,
         ),
         mix=MixConfig(train_mix=a.train_mix, train_windows=a.train_windows),
         report_sets=a.report_sets,
@@ -580,6 +623,8 @@ def validate(cfg: RunConfig) -> None:
         raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
     if not cfg.policy.gate_s >= 0:
         raise UserError(f"--gate_s must be >= 0 seconds, got {cfg.policy.gate_s}")
+    if not (math.isfinite(cfg.policy.round_s) and cfg.policy.round_s > 0):
+        raise UserError(f"--round_s must be a finite number of seconds > 0, got {cfg.policy.round_s}")
     if cfg.env.window <= 0:
         raise UserError(f"--window must be > 0 visible jobs, got {cfg.env.window}")
     if cfg.ppo.num_envs <= 0:
@@ -594,20 +639,24 @@ def _validate_node_task(cfg: RunConfig) -> None:
 
     check_task_config(cfg.task)
     task = cfg.task.name
+    if cfg.algo == "cem":
+        raise UserError(
+            f"--algo cem learns a job scorer (--task scheduling); --task {task} trains d3qn or sac"
+        )
     if cfg.mode not in ("train", "eval"):
         raise UserError(f"--task {task} runs in --mode train or eval; --mode {cfg.mode} compares schedulers")
-    if cfg.mode == "train" and cfg.algo not in AGENTS:
+    if cfg.mode == "train" and cfg.algo not in NODE_AGENTS:
         raise UserError(
-            f"--mode train needs an RL --algo ({', '.join(AGENTS)}); node managers need no training"
+            f"--mode train needs an RL --algo ({', '.join(NODE_AGENTS)}); node managers need no training"
         )
-    if cfg.algo not in AGENTS:
+    if cfg.algo not in NODE_AGENTS:
         try:
             node_manager(cfg.algo)
         except ValueError as err:
             raise UserError(
-                f"--task {task}: --algo must be {', '.join(AGENTS)} or a node manager ({err})"
+                f"--task {task}: --algo must be {', '.join(NODE_AGENTS)} or a node manager ({err})"
             ) from None
-    demo = getattr(cfg, cfg.algo).demo_policy if cfg.algo in AGENTS else ""
+    demo = getattr(cfg, cfg.algo).demo_policy if cfg.algo in NODE_AGENTS else ""
     if cfg.mode == "train" and demo:
         try:
             node_manager(demo)

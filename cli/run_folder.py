@@ -172,6 +172,8 @@ def run_identity(cfg: RunConfig, checkpoints: dict[str, str]) -> dict[str, Any]:
         options.pop(key, None)
     if cfg.power == type(cfg.power)():  # no power model: recorded exactly as before the option existed
         options.pop("power", None)
+    if cfg.cem == type(cfg.cem)():  # the cross-entropy search's defaults: recorded as before it existed
+        options.pop("cem", None)
     identity = {
         "options": options,
         "inputs": {name: file_record(path) for name, path in input_paths(cfg).items()},

@@ -23,7 +23,7 @@ from cli.run_folder import (
     sha256_of,
     write_error,
 )
-from config import RunConfig, UserError
+from config import SCORER_ALGOS, RunConfig, UserError
 from metrics.compare import aggregate, assert_same_jobs, compare_table, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.fairness import FairnessRow, fairness, write_fairness_csv
@@ -37,7 +37,7 @@ from sim.power import ON, PowerModel
 from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
 from sim.records import REJECTED, RunResult
 
-AGENTS = ("d3qn", "sac", "ppo")
+AGENTS = ("d3qn", "sac", "ppo", "cem")
 
 
 def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
@@ -116,12 +116,14 @@ def run_heuristic(
     progress: bool = False,
     power: PowerSetup | None = None,
     gate_s: float | None = None,
+    round_s: float | None = None,
 ) -> RunResult:
     """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result
-    (`gate_s`: sjf_gate's gate, default its own)."""
+    (`gate_s`: sjf_gate's gate, `round_s`: las_speed's round, default their own)."""
     sim = sc.simulator(power.model if power is not None else None)
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
-    policy, manager = (make_policy(algo) if gate_s is None else make_policy(algo, gate_s)), None
+    params = {k: v for k, v in (("gate_s", gate_s), ("round_s", round_s)) if v is not None}
+    policy, manager = make_policy(algo, **params), None
     if power is not None:
         manager = make_manager(power.spec, power.prices)
         if power.spec.name == "price_aware":
@@ -148,7 +150,11 @@ def _always_on_record(result: RunResult, power: PowerSetup, name: str) -> RunRes
 
 
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
-    """Run a trained agent greedily through the Gymnasium env on the scenario."""
+    """Run a trained agent greedily through the Gymnasium env on the scenario (a scorer: its score rounds)."""
+    if algo in SCORER_ALGOS:
+        from env.score_env import run_with_scorer
+
+        return run_with_scorer(sc, _load_agent(algo, checkpoint), round_s=cfg.policy.round_s, name=algo)
     from env.gym_env import run_policy_in_env
 
     policy = _load_agent(algo, checkpoint)
@@ -201,8 +207,16 @@ def checkpoint_choice(cfg: RunConfig) -> dict[str, str]:
 
 
 def _load_agent(algo: str, checkpoint: str):
-    """The greedy policy stored in `checkpoint`, which must hold an `algo` agent."""
+    """The greedy policy (a scorer's: its scorer) stored in `checkpoint`, which must hold an `algo` agent."""
     import torch
+
+    if algo in SCORER_ALGOS:
+        from agents.cem import load_scorer
+
+        saved, scorer = load_scorer(checkpoint)
+        if saved != algo:
+            raise UserError(f"checkpoint {checkpoint} holds a {saved} agent, not {algo}")
+        return scorer
 
     from agents.policy import load_policy
 
@@ -253,7 +267,7 @@ def run_one(
     if algo in AGENTS:
         result = run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
         return result if power is None else _always_on_record(result, power, run_name(algo, power))
-    return run_heuristic(sc, algo, progress, power, cfg.policy.gate_s)
+    return run_heuristic(sc, algo, progress, power, cfg.policy.gate_s, cfg.policy.round_s)
 
 
 def summarize_run(result: RunResult, power: PowerSetup | None) -> tuple[SummaryRow, EnergyReport | None]:

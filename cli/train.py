@@ -21,7 +21,7 @@ from agents.run_control import TrainingInterrupted, is_training_seed
 from agents.trainer import AGENTS, train
 from agents.validation import BestCheckpoint, pending_best_path, validation_record
 from cli.run_folder import default_log_dir
-from config import PPOConfig, RunConfig, UserError, run_config_from_dict
+from config import CEMConfig, PPOConfig, RunConfig, UserError, run_config_from_dict
 from env.gym_env import GPUClusterEnv, heuristic_action
 from schedulers import POLICIES
 
@@ -44,9 +44,11 @@ EXPERIMENT_FIELDS = (
     "task",
     "ppo",
     "mix",
+    "cem",
 )
-LEARNERS = (*AGENTS, "ppo")
-"""every algo --mode train accepts: the replay-based agents of agents/trainer.py and MaskablePPO (agents/ppo.py)"""
+LEARNERS = (*AGENTS, "ppo", "cem")
+"""every algo --mode train accepts: the replay-based agents of agents/trainer.py, MaskablePPO (agents/ppo.py) and
+the cross-entropy search of a score-round scorer (agents/cem.py)"""
 # command-line options whose RunConfig field has another name ("{algo}" = the trained agent's config)
 FIELD_OF_OPTION = {
     "checkpoint_every": "checkpoint_every_episodes",
@@ -65,7 +67,14 @@ FIELD_OF_OPTION = {
     "vec_env": "ppo.vec_env",
     "train_mix": "mix.train_mix",
     "train_windows": "mix.train_windows",
+    "cem_population": "cem.population",
+    "cem_scenarios": "cem.scenarios",
+    "cem_workers": "cem.workers",
+    "cem_minutes": "cem.minutes",
 }
+NOT_EXPERIMENT = ("total_steps", "cem_workers", "cem_minutes")
+"""options a resume may change: the step target (checked apart), cem's process count (same results) and its
+time budget (where this call stops)"""
 _MISSING = object()
 
 
@@ -147,7 +156,7 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     --total_steps; an unfinished one keeps its target.
     """
     algo, resume = checkpoint["algo"], cfg.resume
-    config_cls = PPOConfig if algo == "ppo" else AGENTS[algo][1]
+    config_cls = {"ppo": PPOConfig, "cem": CEMConfig}.get(algo) or AGENTS[algo][1]
     if checkpoint.get("run_config") is not None:
         saved = run_config_from_dict(checkpoint["run_config"])
     else:  # written by agents.trainer.train without a RunConfig: only the agent's own settings are known
@@ -160,13 +169,13 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     # and PPO checkpoints written before time-based discounting discounted per env step
     from agents.ppo import LEGACY_PPO_FIELDS
 
-    legacy = {"demo_policy": ""} | (LEGACY_PPO_FIELDS if algo == "ppo" else {})
+    legacy = {} if algo == "cem" else {"demo_policy": ""} | (LEGACY_PPO_FIELDS if algo == "ppo" else {})
     agent_cfg = config_cls(**(legacy | checkpoint["config"]))
     saved = dataclasses.replace(saved, **{"algo": algo, "seed": checkpoint["seed"], algo: agent_cfg})
 
     conflicts = []
     for option in cfg.explicit_options:
-        if option == "total_steps":
+        if option in NOT_EXPERIMENT:
             continue
         given = option_value(cfg, option)
         kept = option_value(saved, option) if given is not _MISSING else _MISSING
@@ -189,7 +198,12 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
             f"--resume {resume}: that run already finished its {target:,} steps; "
             "pass a larger --total_steps to extend it"
         )
-    return dataclasses.replace(cfg, **{name: getattr(saved, name) for name in EXPERIMENT_FIELDS}), target
+    resumed = dataclasses.replace(cfg, **{name: getattr(saved, name) for name in EXPERIMENT_FIELDS})
+    # the process count and time budget of this call are the command line's, not the checkpoint's
+    resumed = dataclasses.replace(
+        resumed, cem=dataclasses.replace(resumed.cem, workers=cfg.cem.workers, minutes=cfg.cem.minutes)
+    )
+    return resumed, target
 
 
 def resume_command(cfg: RunConfig, checkpoint: str) -> str:
@@ -259,6 +273,12 @@ def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | No
     from scenario.mixtures import check_mix
 
     check_mix(cfg)
+    if cfg.algo == "cem":
+        from agents.cem import check_cem_config
+
+        check_cem_config(cfg.cem)
+        _check_earlier_checkpoints(cfg)
+        return cfg, resumed, total_steps, ""
     demo_policy = getattr(cfg, cfg.algo).demo_policy
     allowed = DEMO_POLICIES[cfg.env.window_order]
     if demo_policy and cfg.algo == "ppo":
@@ -305,7 +325,9 @@ def train_from_config(cfg: RunConfig) -> Path:
                     f"note: --task {cfg.task.name} trains without validation (model selection scores average JCT "
                     "of the scheduling task); the final model is the result"
                 )
-            if cfg.validation_seeds and not node_task:
+            if cfg.validation_seeds and cfg.algo == "cem" and "validation_seeds" in cfg.explicit_options:
+                print("note: --algo cem selects no model on validation seeds; the final model is the result")
+            if cfg.validation_seeds and not node_task and cfg.algo != "cem":
                 resume_step = resumed["global_step"] if resumed is not None else None
                 validation = BestCheckpoint(cfg, best, run_id, resume_step)
             make_env = _env_factory(cfg)
@@ -322,7 +344,11 @@ def train_from_config(cfg: RunConfig) -> Path:
                 eval_fn=validation,
                 run_id=run_id,
             )
-            if cfg.algo == "ppo":
+            if cfg.algo == "cem":
+                from agents.cem import train_cem
+
+                result = train_cem(cfg, **common)
+            elif cfg.algo == "ppo":
                 from agents.ppo import train_ppo
 
                 result = train_ppo(make_env, cfg, **common)
@@ -356,12 +382,20 @@ def train_from_config(cfg: RunConfig) -> Path:
             )
             raise
         published = validation.publish() if validation is not None else False
-    print(
-        f"{result.algo} seed {result.seed} (run {result.run_id}): {result.global_step:,} steps, "
-        f"{result.episodes} episodes in {result.wall_s:,.0f} s ({result.setup_s:,.0f} s of it before the first step: "
-        f"setup, demonstrations, pre-training), {result.steps_per_s:,.0f} steps/s; final model {result.final_checkpoint}; "
-        f"TensorBoard: {run_dir}/"
-    )
+    if cfg.algo == "cem":
+        print(
+            f"cem seed {result.seed} (run {result.run_id}): {result.global_step:,} generations, {result.episodes:,} "
+            f"simulations in {result.wall_s:,.0f} s; final model {result.final_checkpoint} (the search's mean, "
+            f"objective {result.episode_returns[-1] if result.episode_returns else float('nan'):+.4f} on the last "
+            f"generation's scenarios); TensorBoard: {run_dir}/"
+        )
+    else:
+        print(
+            f"{result.algo} seed {result.seed} (run {result.run_id}): {result.global_step:,} steps, "
+            f"{result.episodes} episodes in {result.wall_s:,.0f} s ({result.setup_s:,.0f} s of it before the first step: "
+            f"setup, demonstrations, pre-training), {result.steps_per_s:,.0f} steps/s; final model {result.final_checkpoint}; "
+            f"TensorBoard: {run_dir}/"
+        )
     if published:
         print(
             f"best on validation seeds {','.join(map(str, cfg.validation_seeds))}: {best} "

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from config import RunConfig
+from config import SCORER_ALGOS, RunConfig
 from evaluation.paired import PairedDiff, paired_relative_difference
 from evaluation.sets import Case, scenario
 from schedulers import POLICIES
@@ -100,6 +100,14 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
 
     torch.set_num_threads(1)
     for model in task.models:
+        if model.algo in SCORER_ALGOS:  # a score-round scorer runs natively, as las_speed does
+            from agents.cem import load_scorer
+            from env.score_env import run_with_scorer
+
+            _, scorer = load_scorer(model.path)
+            result = run_with_scorer(sc, scorer, round_s=cfg.policy.round_s, name=model.algo)
+            out.append(_row(task.case, model.algo, model.seed, model.kind, summarize(result)))
+            continue
         saved = load_checkpoint(model.path).get("run_config") or {}
         env = dataclasses.replace(run_config_from_dict(saved).env, reward="jct")
         policy = load_policy(model.path)
@@ -121,16 +129,6 @@ def _row(case: Case, policy: str, seed: int | None, kind: str, summary) -> Evalu
     )
 
 
-def _init_worker() -> None:
-    import os
-
-    from interrupts import ignore_stop_signals
-
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-    ignore_stop_signals()  # a signal to the process group stops the parent, which ends the workers
-
-
 def run_tasks(cfg: RunConfig, tasks: Sequence[Task]) -> list[Evaluation]:
     """Every task's evaluations, in task order, whatever the number of workers."""
     from tqdm import tqdm
@@ -146,8 +144,10 @@ def run_tasks(cfg: RunConfig, tasks: Sequence[Task]) -> list[Evaluation]:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
+            from interrupts import quiet_worker
+
             ctx = multiprocessing.get_context("spawn")
-            pool = ProcessPoolExecutor(cfg.report_workers, mp_context=ctx, initializer=_init_worker)
+            pool = ProcessPoolExecutor(cfg.report_workers, mp_context=ctx, initializer=quiet_worker)
             try:
                 futures = {pool.submit(run_task, cfg, task): i for i, task in enumerate(tasks)}
                 for future in as_completed(futures):

@@ -11,6 +11,7 @@ from schedulers.easy import easy_backfill
 from schedulers.ect import ect
 from schedulers.fcfs import fcfs
 from schedulers.gavel import gavel, gavel_agnostic
+from schedulers.score_rounds import LAS_SPEED_WEIGHTS, ROUND_S, LinearScorer, las_speed, make_score_policy
 from schedulers.sjf import sjf
 from schedulers.sjf_gate import DEFAULT_GATE_S, sjf_gate
 from schedulers.srtf import srtf
@@ -33,8 +34,9 @@ POLICIES: dict[str, Policy] = {
     "themis": themis,
     "sjf_gate": sjf_gate,
     "ect": ect,
+    "las_speed": las_speed,
 }
-PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic", "themis"})
+PREEMPTIVE = frozenset({"srtf", "tiresias", "gavel", "gavel_agnostic", "themis", "las_speed"})
 """policies that may preempt: their runs write the preemption columns (docs/schedulers.md, Preemption)"""
 
 
@@ -45,9 +47,11 @@ def get_policy(name: str) -> Policy:
         raise ValueError(f"unknown scheduler {name!r}; known: {', '.join(POLICIES)}") from None
 
 
-def make_policy(name: str, gate_s: float = DEFAULT_GATE_S) -> Policy:
-    """The policy `name` with its parameters (only sjf_gate has one: `gate_s`, --gate_s)."""
+def make_policy(name: str, gate_s: float = DEFAULT_GATE_S, round_s: float = ROUND_S) -> Policy:
+    """The policy `name` with its parameters: sjf_gate's `gate_s` (--gate_s), las_speed's `round_s` (--round_s)."""
     policy = get_policy(name)
     if policy is sjf_gate and gate_s != DEFAULT_GATE_S:
         return functools.partial(sjf_gate, gate_s=gate_s)
+    if policy is las_speed and round_s != ROUND_S:
+        return make_score_policy(LinearScorer.from_named(LAS_SPEED_WEIGHTS), round_s)
     return policy

@@ -165,6 +165,15 @@ CASES = [
     (["--algo", "sjf", "--gate_s", "60"], {}, "--gate_s has no effect on this run (sjf_gate's gate"),
     (["--algo", "sjf_gate", "--gate_s", "-1"], {}, "--gate_s must be >= 0 seconds, got -1.0"),
     (["--algo", "sjf_gate", "--gate_s", "nan"], {}, "--gate_s must be >= 0 seconds, got nan"),
+    (["--algo", "sjf", "--round_s", "60"], {}, "--round_s has no effect on this run (las_speed's round"),
+    *[
+        (
+            ["--algo", "las_speed", "--round_s", v],
+            {},
+            f"--round_s must be a finite number of seconds > 0, got {v}",
+        )
+        for v in ("0.0", "-5.0", "nan", "inf")
+    ],
     (
         ["--total_steps", "100"],
         {},
@@ -277,7 +286,7 @@ CASES = [
     (
         ["--algo", "easy", "--preempt_overhead_s", "30"],
         {},
-        "--preempt_overhead_s has no effect on this run (only the preemptive policies (gavel, gavel_agnostic, srtf, themis, tiresias) preempt",
+        "--preempt_overhead_s has no effect on this run (only the preemptive policies (gavel, gavel_agnostic, las_speed, srtf, themis, tiresias) preempt",
     ),
     (
         ["--mode", "compare", "--algos", "fcfs,sjf", "--preempt_overhead_s", "30"],

@@ -36,7 +36,7 @@ def _read(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.parametrize("policy", ["srtf", "tiresias", "themis", "gavel"])
+@pytest.mark.parametrize("policy", ["srtf", "tiresias", "themis", "gavel", "las_speed"])
 def test_a_preemptive_runs_files_agree_with_each_other(policy, tmp_path):
     _jobs_csv(tmp_path / "jobs_in.csv")
     out = tmp_path / "out"
