@@ -11,7 +11,8 @@ import gymnasium as gym
 import numpy as np
 
 from config import RunConfig
-from env.gym_env import CATALOG_TYPES, reset_scenario
+from env.gym_env import reset_scenario
+from env.slot_observation import CATALOG_TYPES
 from scenario.build import Scenario, build_scenario
 from scenario.mixtures import mixture_scenario
 from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES, Rows
