@@ -117,10 +117,11 @@ def run_heuristic(
     gate_s: float | None = None,
 ) -> RunResult:
     """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result
-    (`gate_s`: sjf_gate's gate, default its own)."""
+    (`gate_s`: sjf_gate's gate, default its own; the Gavel replays take the scenario's seed and matrix)."""
     sim = sc.simulator(power.model if power is not None else None)
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
-    policy, manager = (make_policy(algo) if gate_s is None else make_policy(algo, gate_s)), None
+    options = {"seed": sc.seed, "matrix": sc.throughput} | ({} if gate_s is None else {"gate_s": gate_s})
+    policy, manager = make_policy(algo, **options), None
     if power is not None:
         manager = make_manager(power.spec, power.prices)
         if power.spec.name == "price_aware":
