@@ -317,6 +317,12 @@ def _fifo(
             t = types[
                 -1
             ]  # the loop variable left from `for i, worker_type in enumerate(available_worker_types)`
+            if speeds[j, t] <= 0:
+                # a type the job cannot run on, never met in the original's domain (its stale pick is K80 only
+                # once V100 and P100 have left the list, and then the few jobs of throughput 0 on K80 have no
+                # other type): here the last listed type with room that the job can run on, else it would wait
+                # for ever on a type it can never use; the draw and the type removed stay the original's
+                t = next((u for _, u in reversed(fits) if speeds[j, u] > 0), t)
         if speeds[j, t] > 0:
             st.fifo[j] = t
             available[t] -= scale_of[j]
