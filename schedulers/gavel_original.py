@@ -48,7 +48,9 @@ each job's work as the original does (its micro-tasks) and plans from that count
 here while the original still counts work left is preempted once its work here meets that count (its GPU idles
 as the original's, at the cost of one preemption), and a job that completed here anyway (fractions of a step)
 still holds its place in the original's walk until its count is done, so rounds stay the original's.
-Deviations: multi-GPU jobs use the simulator's speeds (a job spread over nodes its unconsolidated throughput,
+Deviations: a job that cannot run on FIFO's stale type (a GPU type it does not accept or that lacks its memory,
+which the original's traces never have) takes the last listed type with room that it can run on; multi-GPU
+jobs use the simulator's speeds (a job spread over nodes its unconsolidated throughput,
 where the original uses the consolidated one whatever the servers); restore overhead is charged as
 `--preempt_overhead_s` says (the original charges none). State: kept between calls of a run
 (schedulers/run_state.py); the remaining work comes from the known runtime, so rounds end as the original's
