@@ -15,10 +15,6 @@ from scenario.build import build_scenario
 from schedulers import GAVEL_REPLAYS, POLICIES, PREEMPTIVE, REPLAYS, make_policy
 from schedulers.gavel_original import AGNOSTIC, AWARE, FIFO, FIFO_PERF, make_gavel_original
 from schedulers.tiresias_original import make_tiresias_original
-from sim.cluster import ClusterLayout
-from sim.cluster_spec import parse_cluster_spec
-from sim.job import Job, Workload
-from sim.simulator import Simulator
 from tests.test_throughput import needs_gavel
 
 # a tiny Gavel-typed workload: synthetic jobs given job types of Gavel's matrix, on its three GPU types
@@ -111,18 +107,3 @@ def test_a_compare_run_takes_every_replay_beside_the_default_policies(tmp_path, 
     assert main([*argv, "--plots", "none", "--no_progress", "--log_dir", str(log)]) == 0
     capsys.readouterr()
     assert all((log / f"{a}_seed{s}" / "jobs.csv").is_file() for a in algos.split(",") for s in (1, 2))
-
-
-def test_gavel_fifo_gives_a_job_that_cannot_use_its_stale_type_a_type_it_can_use():
-    # FIFO's stale pick is the last listed type with GPUs left (name order: a100-80gb, t4 -> T4). Job 0 needs
-    # 40 GB, more than a T4 has: it takes the last listed type with room it can run on (A100) instead of
-    # waiting for ever for T4. A100 is then full and the DRAWN type leaves the list (seed 0 draws T4's index),
-    # so job 1 gets the stale pick of the shorter list, A100 (the original's rule).
-    jobs = (Job("0", 0.0, 1000.0, 1, gpu_mem_gb=40.0), Job("1", 0.0, 1000.0, 1))
-    sim = Simulator(
-        Workload("two", jobs, {}), ClusterLayout(parse_cluster_spec("1xA100-80GB:1,1xT4:1")), None
-    )
-    sim.run(make_gavel_original(FIFO, 0))
-    r = sim.result("x", 0, preemptive=True)
-    assert list(r.status) == ["completed", "completed"]
-    assert list(r.gpu_type) == ["A100-80GB", "A100-80GB"]
