@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 from cli.parser import build_parser, config_from_args  # noqa: E402
 from config import UserError
 from scenario.build import build_scenario  # noqa: E402
-from schedulers import POLICIES, PREEMPTIVE  # noqa: E402
+from schedulers import POLICIES, PREEMPTIVE, make_policy  # noqa: E402
 
 
 def fingerprint(result) -> str:
@@ -61,7 +61,7 @@ def main() -> int:
     for _ in range(a.repeat):
         sim = sc.simulator()
         c0 = time.process_time()
-        sim.run(POLICIES[a.algo])
+        sim.run(make_policy(a.algo, seed=sc.seed, matrix=sc.throughput))  # as the CLI builds it
         best = min(best, time.process_time() - c0)
         r = sim.result(a.algo, cfg.seed, a.algo in PREEMPTIVE)
         prints.add(fingerprint(r))

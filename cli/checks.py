@@ -17,7 +17,7 @@ from pathlib import Path
 
 from config import DIFFICULTIES, RunConfig, UserError
 from scenario.build import TRACE_TYPES, check_options
-from schedulers import PREEMPTIVE
+from schedulers import PREEMPTIVE, REPLAYS
 
 AGENTS = ("d3qn", "sac", "ppo", "cem")
 MAX_PREEMPT_OVERHEAD_S = 86_400.0  # a restore longer than a day is a typo (minutes: Tiresias, Lucid)
@@ -352,6 +352,13 @@ def _check_power(cfg: RunConfig, given: dict[str, object]) -> None:
         raise UserError(
             f"--power {','.join(acting)} needs a heuristic scheduler; the agents {', '.join(agents)} run through "
             "the Gymnasium env, which keeps every node on (use --power always_on to measure their energy)"
+        )
+    replays = [a for a in algos if a in REPLAYS]
+    if replays and acting:
+        raise UserError(
+            f"--power {','.join(acting)} switches nodes off or holds jobs back; {', '.join(replays)} "
+            f"{'replays' if len(replays) == 1 else 'replay'} the authors' simulators, which have every node on "
+            "and see every job (use --power always_on)"
         )
     if not (p.pue >= 1.0 and p.pue < 10.0):
         raise UserError(f"--pue must be between 1 and 10 (facility / IT power), got {p.pue}")

@@ -32,10 +32,10 @@ from config import (
     WorkloadConfig,
 )
 from scenario.build import WORKLOAD_TYPES
-from schedulers import POLICIES
+from schedulers import POLICIES, PREEMPTIVE, REPLAYS
 from workloads.profiles import PROFILE_NAMES
 
-HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, cbf, srtf, tiresias, gavel, gavel_agnostic
+HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, ..., las_speed, the replays of the authors' simulators last
 AGENTS = ("d3qn", "sac", "ppo", "cem")
 NODE_AGENTS = ("d3qn", "sac", "ppo")  # cem scores jobs: scheduling only
 
@@ -309,7 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--preempt_overhead_s",
         type=float,
         default=s.preempt_overhead_s,
-        help="seconds a preempted job spends restoring when started again (the preemptive policies: srtf, tiresias, gavel, gavel_agnostic, themis, las_speed)",
+        help="seconds a preempted job spends restoring when started again (the preemptive policies: "
+        f"{', '.join(p for p in POLICIES if p in PREEMPTIVE)})",
     )
     g.add_argument(
         "--gate_s",
@@ -402,9 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--task_scheduler",
-        choices=HEURISTICS,
+        choices=tuple(h for h in HEURISTICS if h not in REPLAYS),
         default=t.scheduler,
-        help="power/autoscaling: the heuristic that starts the jobs",
+        help="power/autoscaling: the heuristic that starts the jobs (not a replay of an authors' simulator)",
     )
     g.add_argument(
         "--jct_weight",

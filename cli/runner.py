@@ -119,11 +119,12 @@ def run_heuristic(
     round_s: float | None = None,
 ) -> RunResult:
     """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result
-    (`gate_s`: sjf_gate's gate, `round_s`: las_speed's round, default their own)."""
+    (`gate_s`: sjf_gate's gate, `round_s`: las_speed's round, default their own; the Gavel replays take the
+    scenario's seed and matrix)."""
     sim = sc.simulator(power.model if power is not None else None)
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
     params = {k: v for k, v in (("gate_s", gate_s), ("round_s", round_s)) if v is not None}
-    policy, manager = make_policy(algo, **params), None
+    policy, manager = make_policy(algo, seed=sc.seed, matrix=sc.throughput, **params), None
     if power is not None:
         manager = make_manager(power.spec, power.prices)
         if power.spec.name == "price_aware":

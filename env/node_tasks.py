@@ -21,7 +21,7 @@ from env.node_env import NodeManagerEnv
 from env.node_heuristics import node_manager, run_manager
 from env.power_env import GPUClusterPowerEnv
 from scenario.build import Scenario, build_scenario
-from schedulers import POLICIES
+from schedulers import POLICIES, REPLAYS
 from sim.power import PowerModel
 from sim.prices import PriceFileError, load_price_csv, synthetic_curve
 
@@ -32,6 +32,9 @@ NODE_TASK_OPTIONS = {
 }
 """the task options /reset accepts besides the workload/cluster options (power only: autoscaling's workload
 and fleet are the preset's)"""
+TASK_SCHEDULERS = tuple(p for p in POLICIES if p not in REPLAYS)
+"""the heuristics that may start a node task's jobs: not the replays of the authors' simulators (every node is
+on there; switched off, a node would leave them waiting for ever)"""
 REFERENCE_MANAGER = {"power": "idle_off:600:1", "autoscaling": "provision_to_demand"}
 """the reference node manager of each task: the default demonstrator"""
 
@@ -40,8 +43,15 @@ def check_task_config(t: TaskConfig) -> None:
     """UserError for a task setting out of range."""
     if t.name not in TASKS:
         raise UserError(f"unknown --task {t.name!r}; choose one of {', '.join(TASKS)}")
+    if t.scheduler in REPLAYS:
+        raise UserError(
+            f"--task_scheduler {t.scheduler} replays an authors' simulator, which has every node on and no power "
+            f"states; choose one of {', '.join(TASK_SCHEDULERS)}"
+        )
     if t.scheduler not in POLICIES:
-        raise UserError(f"unknown --task_scheduler {t.scheduler!r}; choose one of {', '.join(POLICIES)}")
+        raise UserError(
+            f"unknown --task_scheduler {t.scheduler!r}; choose one of {', '.join(TASK_SCHEDULERS)}"
+        )
     if not (t.jct_weight_eur_per_job_h >= 0 and math.isfinite(t.jct_weight_eur_per_job_h)):
         raise UserError(
             f"--jct_weight must be a finite number >= 0 EUR per job-hour, got {t.jct_weight_eur_per_job_h}"

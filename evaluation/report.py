@@ -24,7 +24,7 @@ import numpy as np
 from config import SCORER_ALGOS, RunConfig
 from evaluation.paired import PairedDiff, paired_relative_difference
 from evaluation.sets import Case, scenario
-from schedulers import POLICIES
+from schedulers import POLICIES, make_policy
 
 MODEL_FILE = re.compile(r"(?P<algo>[a-z0-9]+)_seed(?P<seed>\d+)_(?P<kind>final|best)\.pt")
 KINDS = ("final", "best")
@@ -86,9 +86,9 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
     sc = scenario(cfg, task.case, cfg.traces_dir, cfg.workload.num_jobs)
     out = []
     if not task.models:
-        for name, policy in POLICIES.items():
+        for name in POLICIES:
             sim = sc.simulator()
-            sim.run(policy)
+            sim.run(make_policy(name, seed=sc.seed, matrix=sc.throughput))  # as eval/compare build it
             out.append(_row(task.case, name, None, "", summarize(sim.result(name, sc.seed))))
         return out
     import torch
@@ -380,9 +380,9 @@ def validation_heuristics(models: Sequence[Model]) -> dict[str, float]:
     scores: dict[str, list[float]] = {name: [] for name in POLICIES}
     for seed in train_cfg.validation_seeds:
         sc = build_scenario(train_cfg, seed)
-        for name, policy in POLICIES.items():
+        for name in POLICIES:
             sim = sc.simulator()
-            sim.run(policy)
+            sim.run(make_policy(name, seed=sc.seed, matrix=sc.throughput))
             scores[name].append(summarize(sim.result(name, seed)).avg_jct_s)
     return {name: float(np.mean(v)) for name, v in scores.items()}
 

@@ -48,7 +48,11 @@ each job's work as the original does (its micro-tasks) and plans from that count
 here while the original still counts work left is preempted once its work here meets that count (its GPU idles
 as the original's, at the cost of one preemption), and a job that completed here anyway (fractions of a step)
 still holds its place in the original's walk until its count is done, so rounds stay the original's.
-Deviations: multi-GPU jobs use the simulator's speeds (a job spread over nodes its unconsolidated throughput,
+Deviations: a job that can never run on FIFO's stale type (a GPU type it does not accept, too little memory,
+fewer GPUs of the type than it needs: the original's traces never have one) takes the last listed type with
+room that it can run on; a chosen job that finds no room on the real nodes (held by a job that outran its
+estimated runtime) is chosen again at the next instant here even when nothing ran; multi-GPU jobs use the
+simulator's speeds (a job spread over nodes its unconsolidated throughput,
 where the original uses the consolidated one whatever the servers); restore overhead is charged as
 `--preempt_overhead_s` says (the original charges none). State: kept between calls of a run
 (schedulers/run_state.py); the remaining work comes from the known runtime, so rounds end as the original's
@@ -117,7 +121,14 @@ class _Run:
         self.round: dict[int, tuple[int, float, float]] = {}
         self.round_end_s: float | None = None  # when the last micro-task ends (None: nothing ran)
         self.stops: dict[int, float] = {}  # job -> when it is preempted (its micro-task's end), see _realise
+        # a chosen job found no room on the real nodes (held by a job the original no longer counts, one that
+        # outran its estimated runtime): the next instant here is an iteration even when nothing ran
+        self.blocked = False
         self.now = -np.inf
+        jt = view.jobs  # the last arrival of a job the simulator accepts (the original's trace has no other)
+        self.last_arrival_s = max(
+            (jt.arrival_s[i] for i in range(len(jt.jobs)) if jt.reject_reason(i) is None), default=0.0
+        )
 
 
 def make_gavel_original(policy: str, seed: int = 0, matrix: ThroughputMatrix | None = None):
@@ -138,13 +149,15 @@ def make_gavel_original(policy: str, seed: int = 0, matrix: ThroughputMatrix | N
         if st.round_end_s is not None:
             if now < st.round_end_s:
                 return _stop(view, st)  # mid-round: the micro-tasks run on
-        elif not any(i not in st.added for i in view.queue):
+        elif not st.blocked and not any(i not in st.added for i in view.queue):
             return []  # idle, and no job arrived: not an iteration of the original
         st.now = now
         speeds = _speeds(view)
         plan = _iteration(view, st, policy, speeds)
-        if not st.round and all(i in st.added for i in range(len(view.jobs.jobs))):
-            st.last_reset_s = 0.0  # trace mode: every job arrived and nothing ran: reset at once
+        if not st.round and now >= st.last_arrival_s:
+            # trace mode: every job arrived (the finished ones too: the original's `queued_jobs` of the trace is
+            # empty) and nothing ran: reset at once
+            st.last_reset_s = 0.0
             plan = _iteration(view, st, policy, speeds)
         wake = [] if st.round_end_s is None else [WakeUp(st.round_end_s)]
         wake += [WakeUp(t) for t in sorted(set(st.stops.values()))]
@@ -317,6 +330,13 @@ def _fifo(
             t = types[
                 -1
             ]  # the loop variable left from `for i, worker_type in enumerate(available_worker_types)`
+            if speeds[j, t] <= 0 or gpus[t] < scale_of[j]:
+                # a type the job can never run on (not accepted, too little memory, fewer GPUs in all than it
+                # needs), never met in the original's domain (its stale pick is K80 only once V100 and P100 have
+                # left the list, and then the few jobs of throughput 0 on K80 have no other type): here the last
+                # listed type with room that the job can run on, else it would wait for ever on a type it can
+                # never use; the draw and the type removed stay the original's
+                t = next((u for _, u in reversed(fits) if speeds[j, u] > 0), t)
         if speeds[j, t] > 0:
             st.fifo[j] = t
             available[t] -= scale_of[j]
@@ -401,6 +421,7 @@ def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -
             plan.preempt(j, placements[j])  # (a job the original counts as finished runs on to its end here)
     waiting = view.queue
     st.round = {}
+    st.blocked = False
     work_from: dict[int, float] = {}  # jobs running here this round -> when their work starts
     for j, t in chosen.items():
         # the remaining work in the original's count, which may be less here (see the module docstring)
@@ -414,8 +435,9 @@ def _realise(view: View, st: _Run, chosen: dict[int, int], speeds: np.ndarray) -
         _, k_gpus, milli, mem_mb, pace = jt.shape[j]
         elig_t = view.layout.eligible((view.layout.type_names[t],), gb_to_mb(jt.jobs[j].gpu_mem_gb))
         p = place(plan.free, elig_t, k_gpus, milli, mem_mb, pace)
-        if p is None:
-            continue  # the original counts GPUs per type; here the nodes are real (fragmentation): it waits
+        if p is None:  # the original counts GPUs per type; here the nodes are real (fragmentation): it waits
+            st.blocked = True
+            continue
         plan.add(j, p)
         overhead_s = view.restore_overhead_s if view.preemptions[j] or j in running else 0.0
         end_s = now + min(_micro_task_s(view, st, j, t), overhead_s + left_s)

@@ -153,6 +153,13 @@ class JobTable:
             )
         ]
 
+    def reject_reason(self, i: int) -> str | None:
+        """Why job i can never run on the cluster (the simulator rejects it at once), None if it can."""
+        j = self.jobs[i]
+        if i in self.no_speed:
+            return f"job type {j.job_type!r} has throughput 0 on every acceptable GPU type of the cluster"
+        return self.elig[i].never_fits(j.num_gpus, j.gpu_milli)
+
     def __len__(self) -> int:
         return len(self.jobs)
 
@@ -336,10 +343,8 @@ class Simulator:
         self.num_completed = 0
         self.num_arrived = 0
         accepted = []
-        for i, j in enumerate(jobs):
-            why = self.jobs.elig[i].never_fits(j.num_gpus, j.gpu_milli)
-            if i in self.jobs.no_speed:
-                why = f"job type {j.job_type!r} has throughput 0 on every acceptable GPU type of the cluster"
+        for i in range(n):
+            why = self.jobs.reject_reason(i)
             if why is not None:
                 self.reject_reason[i] = why
             else:

@@ -286,7 +286,29 @@ CASES = [
     (
         ["--algo", "easy", "--preempt_overhead_s", "30"],
         {},
-        "--preempt_overhead_s has no effect on this run (only the preemptive policies (gavel, gavel_agnostic, las_speed, srtf, themis, tiresias) preempt",
+        "--preempt_overhead_s has no effect on this run (only the preemptive policies (gavel, gavel_agnostic, "
+        "gavel_fifo, gavel_fifo_perf, gavel_original, gavel_original_agnostic, las_speed, srtf, themis, "
+        "tiresias, "
+        "tiresias_original) preempt",
+    ),
+    # --- the replays of the authors' simulators have every node on and see every job ----------------------------
+    (
+        ["--algo", "gavel_original", "--power", "idle_off:600", *SMALL],
+        {},
+        "--power idle_off:600:2 switches nodes off or holds jobs back; gavel_original replays the authors' simulators",
+    ),
+    (
+        [
+            "--mode",
+            "compare",
+            "--algos",
+            "fcfs,tiresias_original,gavel_fifo",
+            "--power",
+            "always_on,price_aware:3600",
+            *SMALL,
+        ],
+        {},
+        "--power price_aware:3600:600:2 switches nodes off or holds jobs back; tiresias_original, gavel_fifo replay the",
     ),
     (
         ["--mode", "compare", "--algos", "fcfs,sjf", "--preempt_overhead_s", "30"],
@@ -559,6 +581,10 @@ def test_bad_input_is_one_error_line_and_exit_2(argv, files, message, tmp_path, 
         (["--mode", "play"], "error: argument --mode: invalid choice: 'play'"),
         (["--seeds", "1,x"], "error: argument --seeds: expected comma-separated integers, got '1,x'"),
         (["--frobnicate"], "error: unrecognized arguments: --frobnicate"),
+        (
+            ["--task", "power", "--task_scheduler", "gavel_fifo"],
+            "error: argument --task_scheduler: invalid choice: 'gavel_fifo'",
+        ),
     ],
 )
 def test_parser_mistakes_are_one_error_line_too(argv, message, capsys):

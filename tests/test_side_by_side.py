@@ -189,6 +189,60 @@ def test_gavel_fifo_perf_gives_each_job_its_fastest_type_with_room():
     assert types[:3] == ["V100-16GB"] * 3 and all(t.endswith("V100-16GB") for t in types[3:6])
 
 
+def test_gavel_fifo_gives_a_job_that_cannot_use_its_stale_type_a_type_it_can_use():
+    # FIFO's stale pick is the last listed type with GPUs left (name order: a100-80gb, t4 -> T4). Job 0 needs
+    # 40 GB, more than a T4 has: it takes the last listed type with room it can run on (A100) instead of
+    # waiting for ever for T4. A100 is then full and the DRAWN type leaves the list (seed 0 draws T4's index),
+    # so job 1 gets the stale pick of the shorter list, A100 (the original's rule).
+    jobs = (Job("0", 0.0, 1000.0, 1, gpu_mem_gb=40.0), Job("1", 0.0, 1000.0, 1))
+    sim = Simulator(
+        Workload("two", jobs, {}), ClusterLayout(parse_cluster_spec("1xA100-80GB:1,1xT4:1")), None
+    )
+    sim.run(make_gavel_original(FIFO, 0))
+    r = sim.result("x", 0, preemptive=True)
+    assert list(r.status) == ["completed", "completed"]
+    assert list(r.gpu_type) == ["A100-80GB", "A100-80GB"]
+
+
+def test_gavel_replay_forces_a_reset_once_every_job_arrived_and_nothing_runs_even_after_completions():
+    # 3 jobs of 1 s at t = 0 on one GPU, Gavel's fifo. t = 0: the first reset gives job 0 the GPU (the type
+    # leaves FIFO's list, jobs 1 and 2 get none). t = 1: job 0 done; the reset at time 0 counts as none yet
+    # (the original's rule), so job 1 gets the GPU. t = 2: job 1 done, 2 s < 1,920 s since the last reset:
+    # nothing is chosen; every job of the trace has arrived (two of them finished) and nothing runs, so the
+    # original's trace mode forces a reset at once and job 2 runs from 2 to 3.
+    jobs = tuple(Job(str(i), 0.0, 1.0, 1) for i in range(3))
+    sim = Simulator(Workload("three", jobs, {}), ClusterLayout(parse_cluster_spec("1xA100-80GB:1")), None)
+    sim.run(make_gavel_original(FIFO, 0))
+    r = sim.result("x", 0, preemptive=True)
+    assert list(r.status) == ["completed"] * 3
+    assert list(r.end_s) == [1.0, 2.0, 3.0]
+
+
+def test_gavel_fifo_gives_a_job_too_big_for_its_stale_type_a_type_that_holds_it():
+    # 2 A100 nodes of 1 GPU and 1 V100: the stale pick for the 2-GPU job is V100 (last by name), which has 1
+    # GPU in all: it takes A100 (the last listed type with room), spread over both nodes, and completes
+    jobs = (Job("0", 0.0, 100.0, 2),)
+    layout = ClusterLayout(parse_cluster_spec("2xA100-80GB:1,1xV100-16GB:1"))
+    sim = Simulator(Workload("one", jobs, {}), layout, None)
+    sim.run(make_gavel_original(FIFO, 0))
+    r = sim.result("x", 0, preemptive=True)
+    assert list(r.status) == ["completed"] and list(r.gpu_type) == ["A100-80GB"]
+
+
+def test_gavel_replay_retries_a_job_blocked_by_one_that_outran_its_estimate():
+    # one GPU; job 0 estimated 0.5 s, runs 1 s; job 1 estimated and runs 1 s; Gavel's fifo. t = 0: job 0 gets
+    # the GPU for a micro-task of its estimated 0.5 s. t = 0.5: done in the original's count, so job 1 gets the
+    # GPU, which job 0 still holds here: job 1 is blocked, nothing runs. t = 1: job 0 ends here; that instant
+    # is an iteration (a blocked job waits), job 1 starts and ends at 2.
+    jobs = (Job("0", 0.0, 1.0, 1), Job("1", 0.0, 1.0, 1))
+    layout = ClusterLayout(parse_cluster_spec("1xA100-80GB:1"))
+    sim = Simulator(Workload("two", jobs, {}), layout, np.array([0.5, 1.0]))
+    sim.run(make_gavel_original(FIFO, 0))
+    r = sim.result("x", 0, preemptive=True)
+    assert list(r.status) == ["completed"] * 2
+    assert list(r.end_s) == [1.0, 2.0]
+
+
 @needs_gavel
 def test_convert_trace_writes_a_jobs_csv_that_reads_back_as_the_same_jobs(tmp_path):
     import subprocess
