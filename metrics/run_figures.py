@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba_array
 from matplotlib.figure import Figure
 
 from metrics.figure_data import (
@@ -194,15 +196,20 @@ def gantt_figure(tables: RunTables, title: str) -> Figure:
     )
     ax = axes[0, 0]
     if len(g.block_lane):
-        ax.barh(
-            g.block_lane,
-            (g.block_end_s - g.block_start_s) / 3600.0,
-            left=g.block_start_s / 3600.0,
-            height=0.8,
-            color=[f"C{j % 10}" for j in g.block_job.tolist()],
+        # one collection of rectangles (lane +- 0.4, run start to end): a patch per block cost ~7 ms each to
+        # build and draw, 30 s for the 12,000 blocks of an 80-job preemptive run
+        x0, x1 = g.block_start_s / 3600.0, g.block_end_s / 3600.0
+        y0, y1 = g.block_lane - 0.4, g.block_lane + 0.4
+        corners = np.stack([np.stack(c, axis=1) for c in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))], axis=1)
+        blocks = PolyCollection(
+            corners,
+            facecolors=to_rgba_array([f"C{j % 10}" for j in g.block_job.tolist()]),
             alpha=0.6 if per_node else 0.85,
-            linewidth=0,
+            linewidths=0,
+            label="runs",
         )
+        ax.add_collection(blocks)
+        ax.autoscale_view()
         if len(g.preempt_s):
             ax.plot(g.preempt_s / 3600.0, g.preempt_lane, "x", color="red", ms=5, label="preempted")
         if len(g.migrate_s):

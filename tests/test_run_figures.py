@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from matplotlib.patches import Rectangle, StepPatch
+from matplotlib.patches import StepPatch
 
 import metrics.run_figures as run_figures
 from cli.parser import build_parser, config_from_args
@@ -254,12 +254,18 @@ def test_drawn_cdf_and_gantt_show_the_csvs_jobs_runs_and_preemptions(tmp_path):
             lines[f"priority {p} ({len(group)} jobs)"].get_xdata(), np.sort(group.jct_s.to_numpy())
         )
     ax = run_figures.gantt_figure(tables, "t").axes[0]
-    blocks = [r for r in ax.patches if isinstance(r, Rectangle) and r.get_height() == 0.8]
+    (runs_drawn,) = [c for c in ax.collections if c.get_label() == "runs"]
+    blocks = runs_drawn.get_paths()
+    # each block spans its lane +- 0.4 and its run's hours
+    assert all(np.ptp(b.vertices[:, 1]) == pytest.approx(0.8) for b in blocks)
+    spans = sorted(np.ptp(b.vertices[:, 0]) * 3600.0 for b in blocks)
     per_node = tables.total_gpus > run_figures.GANTT_MAX_GPU_LANES
     held = runs.placement.str.split(";").map(
         lambda g: len({x.rsplit("/", 1)[0] for x in g}) if per_node else len(g)
     )
     assert len(blocks) == held.sum()
+    lengths = (runs.end_time - runs.start_time).repeat(held.to_numpy())
+    assert spans == pytest.approx(sorted(lengths.to_numpy()), abs=1e-6)
     marks = {line.get_label(): len(line.get_xdata()) for line in ax.get_lines()}
     resumed = int((runs.groupby("job_id").size() - 1).sum())  # runs that follow a preemption
     assert resumed > 0 and marks["preempted"] == resumed
