@@ -36,6 +36,21 @@ DISPATCH_OPTIONS = (
 """the options only --mode dispatch takes (dispatch/cli.py's parser), refused by the other modes"""
 
 
+def _own_mode(
+    argv: list[str], mode: str, options: tuple[str, ...], pre: argparse.ArgumentParser, run
+) -> int | None:
+    """A mode with its own parser (`run(argv)` imports it lazily: the other modes never load it): its exit status
+    when --mode is `mode`; else None, after refusing that mode's own `options` (pre-parsed by `pre`)."""
+    known = pre.parse_known_args(argv)[0]
+    if known.mode == mode:
+        return run(argv)
+    given = [f"--{k}" for k in options if getattr(known, k) is not None]
+    if given:
+        print(f"error: {', '.join(given)}: options of --mode {mode}", file=sys.stderr)
+        return 2
+    return None
+
+
 def _dispatch(argv: list[str]) -> int | None:
     """--mode dispatch runs here (its own parser): its exit status. None for the other modes, after refusing the
     dispatcher's own options there."""
@@ -43,16 +58,13 @@ def _dispatch(argv: list[str]) -> int | None:
     pre.add_argument("--mode")
     for option in DISPATCH_OPTIONS:
         pre.add_argument(f"--{option}", nargs="?", const="")  # a flag (--watch) counts too
-    known = pre.parse_known_args(argv)[0]
-    if known.mode == "dispatch":
+
+    def run(argv: list[str]) -> int:
         from dispatch.cli import dispatch_main  # lazy: the other modes never load the dispatcher
 
         return dispatch_main(argv)
-    given = [f"--{k}" for k in DISPATCH_OPTIONS if getattr(known, k) is not None]
-    if given:
-        print(f"error: {', '.join(given)}: options of --mode dispatch", file=sys.stderr)
-        return 2
-    return None
+
+    return _own_mode(argv, "dispatch", DISPATCH_OPTIONS, pre, run)
 
 
 def _serve(argv: list[str]) -> int | None:
@@ -61,16 +73,13 @@ def _serve(argv: list[str]) -> int | None:
     pre = argparse.ArgumentParser(add_help=False)
     for option in ("--mode", *(f"--{k}" for k in SERVE_OPTIONS)):
         pre.add_argument(option)
-    known = pre.parse_known_args(argv)[0]
-    if known.mode == "serve":
-        from server.cli import serve_main
+
+    def run(argv: list[str]) -> int:
+        from server.cli import serve_main  # lazy: the other modes never load the server
 
         return serve_main(argv)
-    given = [f"--{k}" for k in SERVE_OPTIONS if getattr(known, k) is not None]
-    if given:
-        print(f"error: {', '.join(given)}: options of --mode serve", file=sys.stderr)
-        return 2
-    return None
+
+    return _own_mode(argv, "serve", SERVE_OPTIONS, pre, run)
 
 
 def main(argv: list[str] | None = None) -> int:
