@@ -357,6 +357,8 @@ class RunConfig:
     """auto | cpu | cuda"""
     total_steps: int | None = None
     checkpoint_every_episodes: int = 20
+    keep_checkpoints: int = 3
+    """train: keep the newest N periodic <algo>_seed<S>_ep<N>.pt files (0 = every one)"""
     validation_seeds: tuple[int, ...] = (200, 201, 202, 203, 204)
     """train: scenarios every checkpoint is scored on (avg JCT); the best is kept as <algo>_seed<S>_best.pt.
     () = no validation. Keep them apart from the seeds you report results on (the docs use 100-109)"""
@@ -394,6 +396,42 @@ class ServeConfig:
     """sessions open at once; POST /reset of one more is refused (429) until one is closed or expires"""
     session_ttl_s: float = 600.0
     """a session unused for this many seconds (wall clock) is closed"""
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    """`--mode dispatch`: real shell commands on local GPUs under a scheduling policy (dispatch/, docs/dispatch.md)."""
+
+    jobs_path: str = ""
+    """the jobs file: one shell command a line with optional [vram=.. gpus=.. est=.. retries=.. timeout=..
+    priority=..] attributes; read only, re-read while running"""
+    algo: str = "easy"
+    gate_s: float | None = None
+    """sjf_gate's gate (None: its default)"""
+    log_dir: str | None = None
+    """the run folder (None: logs/dispatch_<jobs file>_<hash>); running the same command again resumes it"""
+    sim: str | None = None
+    """simulated GPUs, e.g. 4xA100-80GB (None: the real GPUs, through NVML)"""
+    gpus: tuple[int, ...] | None = None
+    """the device indices jobs may use (None: all)"""
+    poll_s: float = 0.5
+    """seconds between two looks at the GPUs, the jobs and the jobs file"""
+    vram_margin_mib: int = 1024
+    """memory of each GPU never given to jobs (CUDA contexts, fragmentation)"""
+    default_est_s: float = 3600.0
+    """the runtime estimate policies see for a job without est="""
+    kill_grace_s: float = 30.0
+    """seconds between SIGTERM and SIGKILL when a job times out or is stopped"""
+    watch: bool = False
+    """keep running when every job has finished, waiting for new lines in the jobs file"""
+    on_interrupt: str = "ask"
+    """Ctrl-C: ask (on a terminal; wait elsewhere), wait (for the running jobs), stop (them) or detach (leave them)"""
+    status_every_s: float = 60.0
+    """without a terminal: seconds between two status lines"""
+    progress: bool = True
+    """the live status board on a terminal"""
+    plots: bool = True
+    """write the run's plots beside its CSV files"""
 
 
 def run_config_from_dict(saved: dict[str, Any]) -> RunConfig:

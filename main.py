@@ -1,5 +1,6 @@
-"""Command line entry point: `--mode serve` and `--mode sweep` go to the server and the sweep runner, every other
-mode to cli/ (parse the options into a RunConfig, then train, evaluate, compare or report)."""
+"""Command line entry point: `--mode serve`, `--mode sweep` and `--mode dispatch` go to the server, the sweep runner
+and the dispatcher, every other mode to cli/ (parse the options into a RunConfig, then train, evaluate, compare or
+report)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,31 @@ def _sweep(argv: list[str]) -> int | None:
     return None
 
 
+DISPATCH_OPTIONS = (
+    "jobs", "sim", "gpus", "poll_s", "vram_margin", "default_est", "kill_grace", "watch", "on_interrupt", "status_every",
+)  # fmt: skip
+"""the options only --mode dispatch takes (dispatch/cli.py's parser), refused by the other modes"""
+
+
+def _dispatch(argv: list[str]) -> int | None:
+    """--mode dispatch runs here (its own parser): its exit status. None for the other modes, after refusing the
+    dispatcher's own options there."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--mode")
+    for option in DISPATCH_OPTIONS:
+        pre.add_argument(f"--{option}", nargs="?", const="")  # a flag (--watch) counts too
+    known = pre.parse_known_args(argv)[0]
+    if known.mode == "dispatch":
+        from dispatch.cli import dispatch_main  # lazy: the other modes never load the dispatcher
+
+        return dispatch_main(argv)
+    given = [f"--{k}" for k in DISPATCH_OPTIONS if getattr(known, k) is not None]
+    if given:
+        print(f"error: {', '.join(given)}: options of --mode dispatch", file=sys.stderr)
+        return 2
+    return None
+
+
 def _serve(argv: list[str]) -> int | None:
     """--mode serve runs here (its own options only): its exit status. None for the other modes, after refusing
     the server's options there."""
@@ -50,6 +76,9 @@ def _serve(argv: list[str]) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     with one_line_warnings():
+        dispatched = _dispatch(argv)
+        if dispatched is not None:
+            return dispatched
         swept = _sweep(argv)
         if swept is not None:
             return swept

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 import uuid
@@ -40,6 +41,21 @@ def copy_checkpoint(source: str | os.PathLike, target: str | os.PathLike) -> Non
         atomic_write(target, lambda dst: shutil.copyfileobj(src, dst))
 
 
+def prune_periodic(models_dir: str | os.PathLike, algo: str, seed: int, keep: int) -> None:
+    """Remove all but the newest `keep` periodic checkpoints (`<algo>_seed<S>_ep<N>.pt`, with their replay
+    buffers) of `algo` seed `seed` in `models_dir`; `keep` 0 keeps every one. (A fresh training starts only where
+    no other run's periodic checkpoints of that algo and seed are, so each is this run's.)"""
+    if keep <= 0:
+        return
+    pattern = re.compile(rf"{re.escape(algo)}_seed{seed}_ep(\d+)\.pt")
+    found = sorted(
+        (int(m.group(1)), p) for p in Path(models_dir).iterdir() if (m := pattern.fullmatch(p.name))
+    )
+    for _, old in found[:-keep]:
+        replay_path(old).unlink(missing_ok=True)
+        old.unlink(missing_ok=True)
+
+
 def replay_path(checkpoint: str | os.PathLike) -> Path:
     """The replay-buffer file stored beside a checkpoint: <checkpoint stem>.replay.npz."""
     path = Path(checkpoint)
@@ -55,6 +71,9 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None
       config: dict                     the agent dataclass (D3QNConfig / SACConfig) as a dict
       run_config: dict | None          the whole RunConfig when train() was given one
       obs_spec: {window, job_feature_dim, context_dim}
+      task: "scheduling" | "power" | "autoscaling" | None   the env's task (None: trained without a RunConfig;
+                                       absent in files written before it was recorded: run_config.task.name)
+      action_space: {type: "Discrete", n}   K slots + WAIT/KEEP (absent in older files: window + 1)
       seed: int                        the training seed
       global_step: int                 env steps taken so far
       episode: int                     episodes finished so far
@@ -74,6 +93,21 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> None
       validation: dict                 only in <algo>_seed<S>_best.pt: its validation score, as in best.json
     """
     atomic_write(path, lambda file: torch.save(checkpoint, file))
+
+
+def env_record(run_config: dict[str, Any] | None, spec: Any) -> dict[str, Any]:
+    """What a checkpoint records of the env it was trained on: obs_spec, task and action_space (see
+    save_checkpoint's layout); `spec` is an agents.networks.ObsSpec."""
+    task = (run_config or {}).get("task", {}).get("name") if run_config is not None else None
+    return {
+        "obs_spec": {
+            "window": spec.window,
+            "job_feature_dim": spec.job_feature_dim,
+            "context_dim": spec.context_dim,
+        },
+        "task": task,
+        "action_space": {"type": "Discrete", "n": spec.num_actions},
+    }
 
 
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict[str, Any]:

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from agents.networks import DuelingQNetwork, ObsSpec, init_linear
-from agents.replay import Batch, ReplayBuffer, concat_batches
+from agents.replay import Batch, ReplayAgent, ReplayBuffer, concat_batches
 from config import D3QNConfig
 
 
@@ -25,7 +25,7 @@ def linear_schedule(start: float, end: float, duration_steps: int, step: int) ->
     return start + (end - start) * min(1.0, step / duration_steps)
 
 
-class D3QNAgent:
+class D3QNAgent(ReplayAgent):
     """Online and target dueling Q-networks, epsilon-greedy acting and the double-DQN update.
 
     The epsilon and PER-beta schedules run over `schedule_steps` env steps, fixed when the run first starts and
@@ -44,37 +44,24 @@ class D3QNAgent:
         sample_generator: torch.Generator,
         schedule_steps: int,
     ):
-        self.cfg, self.spec, self.device, self.rng = cfg, spec, device, rng
+        super().__init__(cfg, spec, device, rng, schedule_steps)
         q_network = make_q_network(cfg, spec)
         init_linear(q_network, init_generator)
         self.q_network = q_network.to(device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=cfg.learning_rate, fused=True)
-        self.schedule_steps = schedule_steps
         self.eps_decay_steps = int(cfg.eps_fraction * schedule_steps)
         # None = the default for the run's kind: a pre-trained agent (demonstrations) already acts well
         demos = bool(cfg.demo_policy)
         self.eps_start = cfg.eps_start if cfg.eps_start is not None else (0.05 if demos else 1.0)
         self.eps_end = cfg.eps_end if cfg.eps_end is not None else (0.01 if demos else 0.05)
-        self.num_updates = 0
         self.last_target_update_step = 0
         self._online_params = list(self.q_network.parameters())
         self._target_params = list(self.target_network.parameters())
 
-    def make_buffer(self) -> ReplayBuffer:
+    def _buffer_options(self) -> dict:
         cfg = self.cfg
-        return ReplayBuffer(
-            cfg.buffer_size,
-            self.spec.obs_dim,
-            self.spec.num_actions,
-            self.rng,
-            cfg.gamma,
-            n_step=cfg.n_step,
-            prioritized=cfg.prioritized,
-            alpha=cfg.per_alpha,
-            priority_eps=cfg.per_eps,
-            discount_tau_s=cfg.discount_tau_s,
-        )
+        return {"prioritized": cfg.prioritized, "alpha": cfg.per_alpha, "priority_eps": cfg.per_eps}
 
     def epsilon(self, global_step: int) -> float:
         return linear_schedule(self.eps_start, self.eps_end, self.eps_decay_steps, global_step)

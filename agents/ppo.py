@@ -19,6 +19,7 @@ is deterministic for a seed and a resume continues the same streams.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import time
 from collections import deque
@@ -35,14 +36,17 @@ from agents.checkpoint import (
     CHECKPOINT_FORMAT,
     INTERRUPTED_TAG,
     checkpoint_path,
+    env_record,
     load_checkpoint,
     new_run_id,
+    prune_periodic,
     save_checkpoint,
 )
 from agents.networks import ObsSpec
 from agents.policy import AgentPolicy
 from agents.ppo_policy import policy_class
-from config import PPOConfig
+from config import PPOConfig, UserError
+from interrupts import ignore_stop_signals
 
 VEC_ENVS = ("dummy", "subproc")
 
@@ -250,6 +254,12 @@ def _set_global_rng_state(state: dict[str, Any]) -> None:
     )
 
 
+def _in_worker(make: Callable[[], gym.Env]) -> gym.Env:
+    """A subprocess env's factory: the worker ignores stop signals (interrupts.py), then builds its env."""
+    ignore_stop_signals()
+    return make()
+
+
 def train_ppo(
     make_env: Callable[[int], gym.Env],
     cfg: Any,
@@ -260,6 +270,7 @@ def train_ppo(
     run_dir: str = "logs/train",
     resume: str | None = None,
     checkpoint_every_episodes: int = 50,
+    keep_checkpoints: int = 0,
     progress: bool = True,
     eval_fn: Callable[[AgentPolicy], Mapping[str, float]] | None = None,
     run_id: str | None = None,
@@ -268,8 +279,8 @@ def train_ppo(
     """Train MaskablePPO until `total_steps` env steps (counted across resumes, rounded up to whole rollouts).
 
     Same contract as agents.trainer.train (TrainResult, checkpoint names, eval_fn after every checkpoint, Ctrl-C
-    -> `ppo_seed<S>_interrupted.pt` + TrainingInterrupted, a completed run removes its own interrupted
-    checkpoint). Checkpoints are written at rollout boundaries (after an update) once `checkpoint_every_episodes`
+    or another stop signal -> `ppo_seed<S>_interrupted.pt` + TrainingInterrupted, a completed run removes its own
+    interrupted checkpoint, keep_checkpoints). Checkpoints are written at rollout boundaries (after an update) once `checkpoint_every_episodes`
     more episodes have finished; a rollout cut short by Ctrl-C is discarded (its steps stay counted). A resume
     restores the policy, optimizer, update count and global RNG states, and restarts every env on a fresh episode.
     """
@@ -309,6 +320,8 @@ def train_ppo(
     n = ppo_cfg.num_envs
     starts = list(range(n)) if resumed is None else list(resumed["next_episode"])
     env_fns = [_stream_factory(make_env, seed, i, n, starts[i]) for i in range(n)]
+    if ppo_cfg.vec_env == "subproc":  # a stop signal to the process group stops this process only, which then
+        env_fns = [functools.partial(_in_worker, fn) for fn in env_fns]  # checkpoints and closes the workers
     vec_env = SubprocVecEnv(env_fns) if ppo_cfg.vec_env == "subproc" else DummyVecEnv(env_fns)
     spec = vec_env.get_attr("obs_spec")[0]
     writer = SummaryWriter(run_dir)
@@ -355,7 +368,9 @@ def train_ppo(
         )
         if resumed is not None:
             if ObsSpec(**resumed["obs_spec"]) != spec:
-                raise ValueError(f"{resume} was trained on {resumed['obs_spec']}, this env is {spec}")
+                raise UserError(
+                    f"--resume {resume} was trained on {resumed['obs_spec']}, but this env gives {spec}"
+                )
             model.policy.load_state_dict(resumed["agent"]["networks"]["policy"])
             model.policy.optimizer.load_state_dict(resumed["agent"]["optimizers"]["policy"])
             model.num_timesteps = resumed["global_step"]
@@ -375,7 +390,7 @@ def train_ppo(
                     "algo": "ppo",
                     "config": dataclasses.asdict(ppo_cfg),
                     "run_config": run_cfg,
-                    "obs_spec": dataclasses.asdict(spec),
+                    **env_record(run_cfg, spec),
                     "seed": seed,
                     "global_step": int(model.num_timesteps),
                     "episode": state["episodes"],
@@ -465,6 +480,7 @@ def train_ppo(
                     bar.set_postfix(ret=f"{np.mean(recent):.4g}", refresh=False)
                 if state["episodes"] >= next_save[0]:
                     save(checkpoint_path(models_dir, "ppo", seed, state["episodes"]))
+                    prune_periodic(models_dir, "ppo", seed, keep_checkpoints)
                     next_save[0] = (
                         state["episodes"] // checkpoint_every_episodes + 1
                     ) * checkpoint_every_episodes
@@ -476,7 +492,7 @@ def train_ppo(
                 remaining = total_steps - int(model.num_timesteps)
                 if remaining > 0:
                     model.learn(remaining, callback=Loop(), reset_num_timesteps=resumed is None)
-            except KeyboardInterrupt:  # a second Ctrl-C: the step was cut short
+            except KeyboardInterrupt:  # a second stop signal: the step was cut short
                 ctrl_c.requested = True
             bar.close()
             if ctrl_c.requested and model.num_timesteps < total_steps:
@@ -485,7 +501,9 @@ def train_ppo(
                 save(interrupted, validate=False)
                 vec_env.close()
                 writer.close()
-                raise TrainingInterrupted(str(interrupted), int(model.num_timesteps), total_steps, run_id)
+                raise TrainingInterrupted(
+                    str(interrupted), int(model.num_timesteps), total_steps, run_id, ctrl_c.signum
+                )
             final = checkpoint_path(models_dir, "ppo", seed, None)
             ctrl_c.saving(f"the final checkpoint {final}")
             save(final)

@@ -246,3 +246,31 @@ def concat_batches(first: Batch, second: Batch) -> Batch:
     return Batch(
         **{f.name: np.concatenate([getattr(first, f.name), getattr(second, f.name)]) for f in fields(Batch)}
     )
+
+
+class ReplayAgent:
+    """What the replay-based learners (D3QN, SAC) share: their inputs, the update count, the schedule length and a
+    replay buffer shaped by their config; `_buffer_options` adds a learner's own buffer settings."""
+
+    def __init__(self, cfg, spec, device, rng: np.random.Generator, schedule_steps: int):
+        self.cfg, self.spec, self.device, self.rng = cfg, spec, device, rng
+        self.schedule_steps = schedule_steps
+        """env steps the schedules (epsilon, PER beta, BC decay) run over: fixed at the run's start, kept by
+        checkpoints"""
+        self.num_updates = 0
+
+    def _buffer_options(self) -> dict:
+        return {}
+
+    def make_buffer(self) -> ReplayBuffer:
+        cfg = self.cfg
+        return ReplayBuffer(
+            cfg.buffer_size,
+            self.spec.obs_dim,
+            self.spec.num_actions,
+            self.rng,
+            cfg.gamma,
+            n_step=cfg.n_step,
+            discount_tau_s=cfg.discount_tau_s,
+            **self._buffer_options(),
+        )

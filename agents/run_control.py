@@ -1,11 +1,9 @@
-"""What every learner's training loop shares: the reserved training-seed range, the result record, Ctrl-C
-handling, the device choice, hparam flattening and the clean-up of an interrupted run's checkpoint."""
+"""What every learner's training loop shares: the reserved training-seed range, the result record, stop-signal
+handling (Ctrl-C, SIGTERM, ...), the device choice, hparam flattening and the clean-up of an interrupted run's checkpoint."""
 
 from __future__ import annotations
 
 import signal
-import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 import torch
 
 from agents.checkpoint import replay_path
+from interrupts import StopRequest
 
 # Training episodes draw their scenario seeds from [TRAIN_SEED_BASE, ...): seed S, episode N uses
 # TRAIN_SEED_BASE + S * TRAIN_SEEDS_PER_RUN + N. Evaluation must use seeds below TRAIN_SEED_BASE, so no
@@ -64,52 +63,25 @@ class TrainResult:
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped training after a complete checkpoint to resume from was written."""
+    """A stop signal (Ctrl-C, SIGTERM, ...; interrupts.py) stopped training after a complete checkpoint to resume
+    from was written. `signum` is that signal's number (the exit status is 128 + it)."""
 
-    def __init__(self, checkpoint: str, global_step: int, total_steps: int, run_id: str):
+    def __init__(
+        self, checkpoint: str, global_step: int, total_steps: int, run_id: str, signum: int = signal.SIGINT
+    ):
         super().__init__(f"interrupted at step {global_step:,} of {total_steps:,}; checkpoint {checkpoint}")
         self.checkpoint = checkpoint
         self.global_step, self.total_steps = global_step, total_steps
         self.run_id = run_id
+        self.signum = signum
 
 
-class CtrlC:
-    """SIGINT handling of the training loop (main thread only; elsewhere Ctrl-C raises KeyboardInterrupt as
-    usual, which the loop catches too). The first Ctrl-C asks the loop to stop after the current step, so the
-    checkpoint holds a consistent state; a second one interrupts the step at once. While a checkpoint that
-    ends the run is written (`saving`), Ctrl-C is ignored with a message, so the file is always complete."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
-
-    def __enter__(self) -> CtrlC:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def _on_sigint(self, signum, frame) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print(
-            "\nCtrl-C: stopping after this step to write a checkpoint (Ctrl-C again to stop the step at once)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def saving(self, what: str) -> None:
-        def ignore(signum, frame) -> None:
-            print(
-                f"\nstill writing {what}; Ctrl-C is ignored until it is complete", file=sys.stderr, flush=True
-            )
-
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, ignore)
+CtrlC = StopRequest
+"""Stop-signal handling of the training loops (interrupts.StopRequest, main thread only; elsewhere a signal raises
+KeyboardInterrupt as usual, which the loops catch too). The first Ctrl-C, SIGTERM, SIGHUP or SIGUSR1 asks the loop
+to stop after the current step, so the checkpoint holds a consistent state; a second one interrupts the step at
+once. While a checkpoint that ends the run is written (`saving`), signals are ignored with a message, so the file
+is always complete."""
 
 
 def resolve_device(device: str | torch.device) -> torch.device:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from agents.networks import Actor, ObsSpec, TwinCritic, init_linear
-from agents.replay import Batch, ReplayBuffer, concat_batches
+from agents.replay import Batch, ReplayAgent, ReplayBuffer, concat_batches
 from config import SACConfig
 
 
@@ -30,7 +30,7 @@ def target_entropy(masks_BA: torch.Tensor, ratio: float) -> torch.Tensor:
     return ratio * masks_BA.sum(-1).to(torch.float32).log()
 
 
-class SACAgent:
+class SACAgent(ReplayAgent):
     """Actor, twin critics with soft-updated targets, and a learned temperature alpha."""
 
     algo = "sac"
@@ -45,7 +45,7 @@ class SACAgent:
         sample_generator: torch.Generator,
         schedule_steps: int,
     ):
-        self.cfg, self.spec, self.device, self.rng = cfg, spec, device, rng
+        super().__init__(cfg, spec, device, rng, schedule_steps)
         self.sample_generator = sample_generator
         actor, critic = make_actor(cfg, spec), TwinCritic(spec.job_feature_dim, spec.context_dim, cfg.hidden)
         init_linear(actor, init_generator)
@@ -59,23 +59,9 @@ class SACAgent:
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.learning_rate, fused=True)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.learning_rate, fused=True)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.learning_rate, fused=True)
-        self.schedule_steps = schedule_steps
-        self.num_updates = 0
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
         self._actor_params = list(self.actor.parameters())
-
-    def make_buffer(self) -> ReplayBuffer:
-        cfg = self.cfg
-        return ReplayBuffer(
-            cfg.buffer_size,
-            self.spec.obs_dim,
-            self.spec.num_actions,
-            self.rng,
-            cfg.gamma,
-            n_step=cfg.n_step,
-            discount_tau_s=cfg.discount_tau_s,
-        )
 
     @property
     def alpha(self) -> float:

@@ -20,8 +20,10 @@ from agents.checkpoint import (
     CHECKPOINT_FORMAT,
     INTERRUPTED_TAG,
     checkpoint_path,
+    env_record,
     load_checkpoint,
     new_run_id,
+    prune_periodic,
     replay_path,
     save_checkpoint,
 )
@@ -41,7 +43,7 @@ from agents.run_control import (
     training_episode_seed,
 )
 from agents.sac import SACAgent
-from config import D3QNConfig, SACConfig
+from config import D3QNConfig, SACConfig, UserError
 
 AGENTS: dict[str, tuple[type, type]] = {"d3qn": (D3QNAgent, D3QNConfig), "sac": (SACAgent, SACConfig)}
 
@@ -71,6 +73,7 @@ def train(
     run_dir: str = "logs/train",
     resume: str | None = None,
     checkpoint_every_episodes: int = 50,
+    keep_checkpoints: int = 0,
     progress: bool = True,
     eval_fn: Callable[[AgentPolicy], Mapping[str, float]] | None = None,
     time_limit_s: float | None = None,
@@ -96,12 +99,15 @@ def train(
     agent pre-trains on (not again after a resume: the buffer is rebuilt, the networks come from the
     checkpoint) and that contributes `demo_batch_size` rows to every later update.
 
+    `keep_checkpoints` > 0 keeps only the newest that many `_ep<N>.pt` files of the algo and seed (0: all).
+
     `eval_fn(policy)` runs after each checkpoint on the live greedy policy; its results go to eval/* in
     TensorBoard and to `TrainResult.eval_history`.
 
     Every checkpoint records `run_id` (a resume keeps the checkpoint's; a fresh run gets `run_id` or a new
-    one). Ctrl-C during the loop writes `<algo>_seed<S>_interrupted.pt` (no validation) and raises
-    TrainingInterrupted; a run that completes removes its own interrupted checkpoint. Ctrl-C before the first
+    one). Ctrl-C (or SIGTERM, SIGHUP, SIGUSR1: interrupts.py) during the loop writes
+    `<algo>_seed<S>_interrupted.pt` (no validation) and raises TrainingInterrupted; a run that completes removes its
+    own interrupted checkpoint. Ctrl-C before the first
     step (demonstrations, pre-training) writes nothing and raises KeyboardInterrupt.
     """
     run_start = time.perf_counter()
@@ -145,7 +151,9 @@ def train(
     buffer = agent.make_buffer()
     if resumed is not None:
         if ObsSpec(**resumed["obs_spec"]) != spec:
-            raise ValueError(f"{resume} was trained on {resumed['obs_spec']}, this env is {spec}")
+            raise UserError(
+                f"--resume {resume} was trained on {resumed['obs_spec']}, but this env gives {spec}"
+            )
         agent.load_state_dict(resumed["agent"])
         rng.bit_generator.state = resumed["rng"]["numpy"]
         init_generator.set_state(resumed["rng"]["torch_init"].cpu())
@@ -253,7 +261,7 @@ def train(
                 "algo": algo,
                 "config": dataclasses.asdict(agent_cfg),
                 "run_config": run_cfg,
-                "obs_spec": dataclasses.asdict(spec),
+                **env_record(run_cfg, spec),
                 "seed": seed,
                 "global_step": global_step,
                 "episode": episodes_done,
@@ -338,6 +346,7 @@ def train(
                         writer.add_scalar(f"charts/{key}", value, global_step)
                     if episodes_done % checkpoint_every_episodes == 0:
                         save(checkpoint_path(models_dir, algo, seed, episodes_done), next_episode)
+                        prune_periodic(models_dir, algo, seed, keep_checkpoints)
                     env.close()
                     episode_seed = training_episode_seed(seed, next_episode)
                     env = make_env(episode_seed)
@@ -356,7 +365,9 @@ def train(
                         bar.set_postfix(ret=f"{np.mean(recent_returns):.4g}", **schedule, refresh=False)
                     if time_limit_s is not None and elapsed_s >= time_limit_s:
                         break
-        except KeyboardInterrupt:  # a second Ctrl-C, or one outside the main thread: the step was cut short
+        except (
+            KeyboardInterrupt
+        ):  # a second stop signal, or one outside the main thread: the step was cut short
             ctrl_c.requested = True
         bar.update(global_step - last_bar_step)
         bar.close()
@@ -368,7 +379,7 @@ def train(
             env.close()
             save(interrupted, resume_episode, validate=False)  # validation can wait for the resumed run
             writer.close()
-            raise TrainingInterrupted(str(interrupted), global_step, total_steps, run_id)
+            raise TrainingInterrupted(str(interrupted), global_step, total_steps, run_id, ctrl_c.signum)
         env.close()
         final = checkpoint_path(models_dir, algo, seed, None)
         ctrl_c.saving(f"the final checkpoint {final}")

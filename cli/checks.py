@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from config import RunConfig, UserError
+from config import DIFFICULTIES, RunConfig, UserError
 from scenario.build import TRACE_TYPES, check_options
 from schedulers import PREEMPTIVE
 
@@ -38,6 +38,7 @@ TRAIN_ONLY = (
     "resume",
     "validation_seeds",
     "checkpoint_every",
+    "keep_checkpoints",
     "demo_policy",
     "reward",
     "num_envs",
@@ -81,6 +82,32 @@ def usage_error(message: str) -> None:
     sys.exit(2)
 
 
+def dash_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`argv` with `--option -value` written `--option=-value` where the option takes a value and `-value` is no
+    option (argparse would read `--cluster -1xA100:8` as a missing value, "expected one argument"); the value then
+    gets the option's own check ("--cluster: counts must be positive")."""
+    options = {s for action in parser._actions for s in action.option_strings}
+    takes_value = {s for action in parser._actions if action.nargs != 0 for s in action.option_strings}
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if (
+            word in takes_value
+            and following is not None
+            and following.startswith("-")
+            and not following.startswith("--")
+            and following not in options
+        ):
+            out.append(f"{word}={following}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def given_options(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict[str, object]:
     """The options the user typed (dest -> parsed value): `parser` (a fresh one; it is changed) parses `argv`
     again with every default suppressed, so an option typed with its default value still counts as given."""
@@ -94,10 +121,13 @@ def check_command_line(cfg: RunConfig, given: dict[str, object]) -> list[str]:
     for name in TEXT_OPTIONS:
         if name in given and not str(given[name]).strip():
             raise UserError(f"--{name} is empty")
+    if "no_progress" in given and given.get("progress", "never") != "never":
+        raise UserError(f"--no_progress and --progress {given['progress']} contradict each other; give one")
     _check_numbers(cfg, given)
     check_options(cfg)
     _check_power(cfg, given)
     warnings = _check_ignored(cfg, given)
+    _note_size(cfg)
     if cfg.log_dir:
         check_output_dir(cfg.log_dir, "--log_dir")
     if cfg.mode == "train":
@@ -121,6 +151,8 @@ def _check_numbers(cfg: RunConfig, given: dict[str, object]) -> None:
         _no_negative_or_repeated("--validation_seeds", given["validation_seeds"])
     if cfg.checkpoint_every_episodes <= 0:  # else a ZeroDivisionError at the end of the first episode
         raise UserError(f"--checkpoint_every must be > 0 episodes, got {cfg.checkpoint_every_episodes}")
+    if cfg.keep_checkpoints < 0:
+        raise UserError(f"--keep_checkpoints must be >= 0 (0 keeps every one), got {cfg.keep_checkpoints}")
     overhead_s = cfg.sim.preempt_overhead_s
     if not 0 <= overhead_s <= MAX_PREEMPT_OVERHEAD_S:
         raise UserError(
@@ -205,8 +237,13 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(("google_unit",), f"it maps the google trace; the workload is {w.workload_type}")
     if w.workload_type != "synthetic":
         refuse(("synthetic_profile",), f"the synthetic generator's option; the workload is {w.workload_type}")
-    if w.workload_type in ("synthetic", "csv"):
+    if w.workload_type in ("synthetic", "csv", "dispatch"):
         refuse(TRACE_ONLY, f"trace options; the workload is {w.workload_type}")
+    if w.workload_type == "dispatch":
+        refuse(
+            ("difficulty",),
+            "a dispatch run folder brings its own jobs and GPUs; pick a cluster with --cluster",
+        )
     elif w.workload_type in TRACE_TYPES:
         refuse(
             ("difficulty",), "a trace brings its own jobs and default cluster; pick a cluster with --cluster"
@@ -239,6 +276,27 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         if hit:
             return [f"{', '.join(hit)} ignored: no RL agent runs"]
     return []
+
+
+def _note_size(cfg: RunConfig) -> None:
+    """A synthetic workload's size is known before any work: above sim/limits.py's notice size, say the memory
+    it needs (a workload file's size is noted once it is loaded, cli/runner.py)."""
+    from sim.cluster_spec import parse_cluster_spec
+    from sim.limits import size_notice
+
+    w = cfg.workload
+    if w.workload_type != "synthetic" or cfg.mode == "report" or cfg.task.name == "autoscaling":
+        return
+    preset = DIFFICULTIES[w.difficulty]
+    try:
+        num_gpus = (
+            parse_cluster_spec(cfg.cluster.spec or preset.cluster).num_gpus if not cfg.cluster.path else 0
+        )
+    except ValueError:
+        return  # reported when the scenario is built
+    notice = size_notice(w.num_jobs or preset.num_jobs, num_gpus)
+    if notice:
+        print(notice, file=sys.stderr)
 
 
 def _check_power(cfg: RunConfig, given: dict[str, object]) -> None:

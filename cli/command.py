@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from cli.checks import check_command_line, given_options, usage_error
+from cli.checks import check_command_line, dash_values, given_options, usage_error
 from cli.parser import build_parser, config_from_args, validate
+from cli.run_folder import OUTPUT_ERRNOS
 from config import UserError
+from interrupts import exit_status, signal_name, stop_on_signals
 
 ROOT = Path(__file__).resolve().parents[1]
 """the project's folder: warnings raised by code under it are this program's own"""
@@ -38,24 +40,40 @@ def one_line_warnings() -> Iterator[None]:
 
 def run_command(argv: list[str]) -> int:
     """One command line of the run modes (eval, compare, train, report) -> its exit status: 0, 2 for a user
-    error (one `error:` line), 130 on Ctrl-C."""
+    error (one `error:` line), 128 + the signal's number when a stop signal (Ctrl-C: 130, SIGTERM: 143, SIGHUP,
+    SIGUSR1; interrupts.py) stopped it."""
     parser = build_parser()
     parser.error = usage_error  # argparse's own mistakes (bad int, missing value) also get one `error:` line
+    argv = dash_values(parser, argv)
     args = parser.parse_args(argv)
-    try:
-        given = given_options(build_parser(), argv)  # the options typed, whatever their values
-        cfg = replace(config_from_args(args), explicit_options=tuple(sorted(given)))
-        validate(cfg)
-        for warning in check_command_line(cfg, given):
-            print(f"warning: {warning}", file=sys.stderr)
-        from cli.runner import run_mode  # lazy: `main.py --help` and the checks need none of the run modes
+    with stop_on_signals():
+        try:
+            given = given_options(build_parser(), argv)  # the options typed, whatever their values
+            cfg = replace(config_from_args(args), explicit_options=tuple(sorted(given)))
+            validate(cfg)
+            for warning in check_command_line(cfg, given):
+                print(f"warning: {warning}", file=sys.stderr)
+            from cli.runner import (
+                run_mode,
+            )  # lazy: `main.py --help` and the checks need none of the run modes
 
-        run_mode(cfg)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as err:
-        if not getattr(err, "checkpoint", None):  # training says itself what it saved and how to resume
-            print("interrupted", file=sys.stderr)
-        return 130
+            run_mode(cfg)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:  # a full disk, a read-only folder, ... that no mode turned into a UserError
+            if err.errno not in OUTPUT_ERRNOS:
+                raise
+            print(
+                f"error: {err.filename or 'a file'}: {err.strerror}; free space or fix the permissions",
+                file=sys.stderr,
+            )
+            return 2
+        except KeyboardInterrupt as err:
+            if not getattr(err, "checkpoint", None):  # training says itself what it saved and how to resume
+                print(
+                    f"interrupted ({signal_name(exit_status(err) - 128)}): no half-written run was left",
+                    file=sys.stderr,
+                )
+            return exit_status(err)
     return 0

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
+from cli.checks import TRACE_ONLY
 from config import RunConfig, UserError
 
 ENV_OPTIONS = ("window", "reward")
@@ -20,14 +21,7 @@ SCENARIO_OPTIONS = (
     "load_factor",
     "synthetic_profile",
     "kill_at_estimate",
-    "trace_start",
-    "trace_end",
-    "time_scale",
-    "max_jobs",
-    "exclude_failed",
-    "round_fractional",
-    "cpu_job_gpus",
-    "recorded_gpu_type",
+    *TRACE_ONLY,
     "google_unit",
     "cluster",
     "cluster_path",

@@ -4,6 +4,7 @@ config (the option-by-option checks are cli/checks.py's)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -85,11 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument(
         "--mode",
-        choices=("train", "eval", "compare", "sweep", "serve", "report"),
+        choices=("train", "eval", "compare", "sweep", "serve", "report", "dispatch"),
         default=d.mode,
         help="train an agent, evaluate one algorithm, compare several on the same jobs, run a study (--study), "
-        "serve environments over HTTP (--port), or evaluate trained models against every heuristic on the "
-        "held-out sets (report; README, Reports)",
+        "serve environments over HTTP (--port), evaluate trained models against every heuristic on the "
+        "held-out sets (report; docs/agents.md), or run a jobs file's commands on this machine's GPUs (dispatch: "
+        "python main.py --mode dispatch --help)",
     )
     g.add_argument("--algo", default=d.algo, help=f"one of {', '.join(HEURISTICS + AGENTS)}")
     g.add_argument(
@@ -110,8 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace another run's files in the run folder (never files no run writes); train: also start over "
         "when --models_dir holds an earlier run's _ep<N>/_interrupted checkpoints of that algo and seed",
     )
-    g.add_argument("--no_progress", action="store_true", help="no progress bar")
-    g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; README, Sweeps)")
+    g.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bars on stderr: auto shows them only when stderr is a terminal (none in a redirected log)",
+    )
+    g.add_argument(
+        "--no_progress", action="store_true", help="no progress bar (the same as --progress never)"
+    )
+    g = p.add_argument_group("sweep (--mode sweep; the runs' options are in the study file; docs/sweeps.md)")
     g.add_argument(
         "--study",
         default=None,
@@ -227,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=c.multi_node_runtime_factor,
         help="runtime multiplier of a job spread over several nodes",
     )
-    g = p.add_argument_group("energy and power (README, Energy and power states)")
+    g = p.add_argument_group("energy and power (docs/power.md)")
     pc = PowerConfig()
     g.add_argument(
         "--power",
@@ -327,8 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.checkpoint_every_episodes,
         help="train: save a checkpoint every N episodes",
     )
+    g.add_argument(
+        "--keep_checkpoints",
+        type=int,
+        default=d.keep_checkpoints,
+        help="train: keep the newest N periodic <algo>_seed<S>_ep<N>.pt files, removing older ones (0: keep all)",
+    )
     t = TaskConfig()
-    g = p.add_argument_group("node-management tasks (README, Power and autoscaling tasks)")
+    g = p.add_argument_group("node-management tasks (docs/power.md)")
     g.add_argument(
         "--task",
         choices=TASKS,
@@ -360,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--autoscale_preset",
         choices=("easy", "medium", "hard"),
         default=t.autoscale_preset,
-        help="autoscaling: fleet, jobs, budget and horizon (README, Power and autoscaling tasks)",
+        help="autoscaling: fleet, jobs, budget and horizon (docs/power.md)",
     )
     g.add_argument(
         "--num_envs",
@@ -388,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train: FORMAT=PATH[@CLUSTER][#MAX_JOBS],... traces whose first 70%% of time gives training windows "
         "(with --train_mix synthetic+traces; default: none)",
     )
-    g = p.add_argument_group("report (--mode report; README, Reports)")
+    g = p.add_argument_group("report (--mode report; docs/agents.md)")
     g.add_argument(
         "--report_sets",
         type=_name_list,
@@ -429,9 +445,10 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         device=a.device,
         total_steps=a.total_steps,
         checkpoint_every_episodes=a.checkpoint_every,
+        keep_checkpoints=a.keep_checkpoints,
         validation_seeds=a.validation_seeds,
         model=a.model,
-        progress=not a.no_progress,
+        progress=show_progress(a),
         cluster=ClusterConfig(a.cluster, a.cluster_path, a.uniform_speed, a.multi_node_factor),
         workload=WorkloadConfig(
             workload_type=a.workload_type.lower(),
@@ -472,6 +489,16 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         traces_dir=a.traces_dir,
         report_workers=a.report_workers,
     )
+
+
+def show_progress(a: argparse.Namespace) -> bool:
+    """Whether progress bars show: --progress always|never, --no_progress (never), else (auto) only when stderr is
+    a terminal, so a redirected log holds no bar."""
+    if a.no_progress:
+        return False
+    if a.progress == "auto":
+        return sys.stderr.isatty()
+    return a.progress == "always"
 
 
 def _task_models_dir(a: argparse.Namespace) -> str:

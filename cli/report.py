@@ -53,10 +53,15 @@ def mode_report(cfg: RunConfig) -> Path:
     check_inputs_outside(path, cfg, checkpoints)
     folder = RunFolder(path, cfg, identity)
     folder.check()
-    for m in models:  # unreadable files are reported before any work
+    for (
+        m
+    ) in models:  # unreadable files, and agents of another task or observation, are reported before any work
         from agents.checkpoint import load_checkpoint
+        from agents.fit import check_fits
 
-        saved = (load_checkpoint(m.path).get("run_config") or {}).get("sim", {})
+        checkpoint = load_checkpoint(m.path)
+        check_fits(m.path, checkpoint, "scheduling")
+        saved = (checkpoint.get("run_config") or {}).get("sim", {})
         if saved.get("runtime_info", cfg.sim.runtime_info) != cfg.sim.runtime_info:
             print(
                 f"warning: {m.path} was trained with --runtime_info {saved['runtime_info']}; the report evaluates "
@@ -101,8 +106,8 @@ def mode_report(cfg: RunConfig) -> Path:
         if missing:
             text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
         (out / "report.md").write_text(text)
-    except BaseException:
-        folder.abandon()
+    except BaseException as err:
+        folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
     folder.finish()
     print((out / "report.md").read_text().split("## Learning curves")[0].rstrip())

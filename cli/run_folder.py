@@ -3,7 +3,9 @@ run_config.json each run leaves there."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import functools
 import hashlib
 import importlib.metadata
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from config import RunConfig, UserError
+from interrupts import deferred_signals
 
 RUN_CONFIG = "run_config.json"
 LOCK = ".run.lock"
@@ -63,9 +66,10 @@ RUN_SUBDIR = re.compile(r"[a-z0-9_]+(\+[a-z_]+(-[0-9.e+]+)*)?_seed\d+")
 manager, seed), e.g. easy+idle_off-600-1_seed0/"""
 
 # Options that say where and how visibly a run writes, not what it computes: left out of run_config.json.
-NOT_RECORDED = ("log_dir", "progress", "overwrite", "explicit_options", "report_workers")
+NOT_RECORDED = ("log_dir", "progress", "overwrite", "explicit_options", "report_workers", "keep_checkpoints")
 """(explicit_options: which options were typed rather than defaulted; the same run either way; report_workers:
-how many processes a report uses, which never changes its files)"""
+how many processes a report uses, which never changes its files; keep_checkpoints: how many periodic checkpoints
+stay in --models_dir)"""
 VERSIONED_PACKAGES = ("numpy", "simpy", "gymnasium", "pandas", "matplotlib", "torch")
 
 
@@ -165,6 +169,26 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
+OUTPUT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+)
+"""errors of writing output (a full disk or quota, a read-only or failing disk, no permission): a user's problem to
+fix, reported as one line, never a traceback"""
+
+
+def write_error(err: OSError, folder: Path | str, left: str) -> UserError:
+    """One line for an OSError while writing a run's output: the file (else `folder`), what went wrong, what was
+    left (`left`, e.g. "the folder is as it was before the run") and what to do."""
+    where = err.filename or folder
+    if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        what = "the disk is full" if err.errno == errno.ENOSPC else err.strerror or "no space"
+        todo = "free space there, or choose a folder on another disk"
+    else:
+        what = err.strerror or str(err)
+        todo = "make it writable, or choose another folder"
+    return UserError(f"cannot write {where}: {what}; {left}: {todo} and run again")
+
+
 def check_inputs_outside(folder: Path, cfg: RunConfig, checkpoints: dict[str, str]) -> None:
     """A run folder must not hold any input (its outputs or --overwrite could replace it), nor lie inside an input
     folder (a loader reading that folder would pick up our outputs)."""
@@ -200,8 +224,10 @@ class RunFolder:
         self.resolved: list[dict[str, Any]] = []
         self._replaced: list[Path] = []
         self._kept: set[str] = set()
+        self._kept_dirs: set[str] = set()
         self._previous_config: bytes | None = None
         self._created = False
+        self._claimed = False
 
     def check(self) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -254,11 +280,19 @@ class RunFolder:
 
     def claim(self) -> None:
         """Move the run being replaced (--overwrite) out of the way, create the folder and record this run as
-        started."""
+        started. A stop signal arriving meanwhile is delivered once the claim is complete, and then gives the
+        folder back (`abandon`) before it stops the run."""
         try:
-            self._claim()
+            with deferred_signals():
+                self._claim()
+                self._claimed = True
         except OSError as err:
-            raise UserError(f"--log_dir {self.path}: cannot write there ({err.strerror})") from None
+            self._undo_claim()
+            raise write_error(err, self.path, "nothing was written") from None
+        except KeyboardInterrupt:
+            if self._claimed:
+                self.abandon()
+            raise
 
     def _claim(self) -> None:
         self._created = not self.path.exists()
@@ -272,30 +306,62 @@ class RunFolder:
                 os.replace(p, backup / p.relative_to(self.path))
         _remove_empty_subfolders(self.path, {p.parent for p in self._replaced})
         self._kept = set(run_files(self.path)[0])  # the same run's files (rerun, resumed training)
+        self._kept_dirs = {p.name for p in self.path.iterdir() if p.is_dir()}
         config = self.path / RUN_CONFIG
         self._previous_config = config.read_bytes() if config.exists() else None
         self._write(outputs=None)
 
-    def abandon(self) -> None:
-        """After a run failed (a user error, Ctrl-C, a crash): give the folder back as it was before `claim` -
-        remove the files this run wrote, put back the run it was replacing and the previous run_config.json."""
-        if not self.path.is_dir():
-            return
-        ours, _ = run_files(self.path)
-        written = [self.path / name for name in ours if name not in self._kept]
-        for p in written:
-            p.unlink(missing_ok=True)
-        _remove_empty_subfolders(self.path, {p.parent for p in written})
-        if self._previous_config is not None:
-            tmp = self.path / f".{RUN_CONFIG}.{os.getpid()}.tmp"
-            tmp.write_bytes(self._previous_config)
-            os.replace(tmp, self.path / RUN_CONFIG)
+    def failed(self, err: BaseException) -> None:
+        """After the run failed with `err`: `abandon`; a write error (a full disk, no permission: OUTPUT_ERRNOS)
+        then raises one UserError line naming the file (the caller re-raises any other `err`)."""
+        self.abandon()
+        if isinstance(err, OSError) and err.errno in OUTPUT_ERRNOS:
+            raise write_error(err, self.path, f"{self.path}/ is as it was before the run") from None
+
+    def _undo_claim(self) -> None:
+        """After a claim failed part-way (the run wrote nothing): put the replaced run back, remove the lock, the
+        temp file and the folder if the claim created it."""
+        with deferred_signals(), contextlib.suppress(OSError):
+            self._restore_backup()
+            (self.path / f".{RUN_CONFIG}.{os.getpid()}.tmp").unlink(missing_ok=True)
+            (self.path / LOCK).unlink(missing_ok=True)
+            if self._created and self.path.is_dir() and not any(self.path.iterdir()):
+                self.path.rmdir()
+
+    def _restore_backup(self) -> None:
         backup = self.path / BACKUP
         if backup.is_dir():
             for p in sorted(q for q in backup.rglob("*") if q.is_file()):
                 (self.path / p.relative_to(backup)).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(p, self.path / p.relative_to(backup))
             shutil.rmtree(backup, ignore_errors=True)
+
+    def abandon(self) -> None:
+        """After a run failed (a user error, Ctrl-C, a crash): give the folder back as it was before `claim` -
+        remove the files this run wrote, put back the run it was replacing and the previous run_config.json. A stop
+        signal waits until it is done."""
+        with deferred_signals():
+            self._abandon()
+
+    def _abandon(self) -> None:
+        if not self.path.is_dir():
+            return
+        ours, _ = run_files(self.path)
+        written = [self.path / name for name in ours if name not in self._kept]
+        for p in written:
+            p.unlink(missing_ok=True)
+        created = {
+            self.path / d.name for d in self.path.iterdir() if d.is_dir() and d.name not in self._kept_dirs
+        }
+        _remove_empty_subfolders(self.path, {p.parent for p in written} | created)
+        if self._previous_config is not None:
+            tmp = self.path / f".{RUN_CONFIG}.{os.getpid()}.tmp"
+            try:  # the files removed above free the space this needs on a full disk
+                tmp.write_bytes(self._previous_config)
+                os.replace(tmp, self.path / RUN_CONFIG)
+            except OSError:  # left recorded as an unfinished run: the next run into the folder says so
+                tmp.unlink(missing_ok=True)
+        self._restore_backup()
         (self.path / LOCK).unlink(missing_ok=True)
         if self._created and not any(self.path.iterdir()):
             self.path.rmdir()
@@ -303,10 +369,16 @@ class RunFolder:
     def leave_unfinished(self) -> None:
         """A training stopped part-way but resumable: the replaced run is gone, this one stays recorded as
         unfinished (outputs null), so only --resume or --overwrite reuses the folder."""
-        shutil.rmtree(self.path / BACKUP, ignore_errors=True)
-        (self.path / LOCK).unlink(missing_ok=True)
+        with deferred_signals():
+            shutil.rmtree(self.path / BACKUP, ignore_errors=True)
+            (self.path / LOCK).unlink(missing_ok=True)
 
     def finish(self) -> None:
+        """Record the run's files in run_config.json and release the folder (a stop signal waits until done)."""
+        with deferred_signals():
+            self._finish()
+
+    def _finish(self) -> None:
         ours, _ = run_files(self.path)
         self._write(outputs=[name for name in ours if name != RUN_CONFIG])
         shutil.rmtree(self.path / BACKUP, ignore_errors=True)  # the replaced run is gone only now

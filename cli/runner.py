@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -13,11 +14,13 @@ import numpy as np
 from tqdm import tqdm
 
 from cli.run_folder import (
+    OUTPUT_ERRNOS,
     RunFolder,
     check_inputs_outside,
     default_log_dir,
     run_identity,
     sha256_of,
+    write_error,
 )
 from config import RunConfig, UserError
 from metrics.compare import aggregate, assert_same_jobs, format_table, write_compare_csv
@@ -30,6 +33,7 @@ from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv, w
 from scenario.build import Scenario, build_scenario
 from schedulers import PREEMPTIVE, make_policy
 from schedulers.power_managers import ManagerSpec, deferring, make_manager, parse_manager
+from sim.limits import size_notice
 from sim.power import ON, PowerModel
 from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
 from sim.records import REJECTED, RunResult
@@ -45,8 +49,18 @@ def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
     folder = RunFolder(path, cfg, identity)
     folder.check()
     for algo, checkpoint in checkpoints.items():
-        _load_agent(algo, checkpoint)  # a wrong or unreadable file is reported before any work
+        _check_agent_fits(cfg, checkpoint)  # a wrong or unreadable file is reported before any work
+        _load_agent(algo, checkpoint)
     return folder
+
+
+def _check_agent_fits(cfg: RunConfig, checkpoint: str) -> None:
+    """A checkpoint of another task, or whose network reads other features, is refused naming both sides."""
+    from agents.checkpoint import load_checkpoint
+    from agents.fit import check_fits
+
+    window = cfg.env.window if cfg.task.name == "scheduling" else None  # a node task's follows the cluster
+    check_fits(checkpoint, load_checkpoint(checkpoint), cfg.task.name, window)
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -300,15 +314,18 @@ def write_run(
     rows: list[SummaryRow],
     power: PowerSetup | None = None,
     energy: EnergyReport | None = None,
+    plots: bool = True,
 ) -> None:
+    """The run's files into `out_dir` (`plots=False`: the CSV and JSON files only)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_jobs_csv(result, out_dir / "jobs.csv", energy)
     write_runs_csv(result, out_dir / "runs.csv")
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
     write_fairness_csv([fairness(result)], out_dir / "fairness.csv")
-    plot_run(result, out_dir)
-    if power is not None and energy is not None:
+    if plots:
+        plot_run(result, out_dir)
+    if plots and power is not None and energy is not None:
         plot_power(result, energy, power.prices, out_dir)
     (out_dir / "workload_report.json").write_text(
         json.dumps(workload_report(sc, result), indent=2, sort_keys=True, default=_json_default) + "\n"
@@ -359,6 +376,14 @@ def _checkpoints_used(cfg: RunConfig) -> dict[str, str]:
     return checkpoints
 
 
+def note_size(cfg: RunConfig, sc: Scenario) -> None:
+    """A workload file's size is known once it is loaded: above sim/limits.py's notice size, say the memory each
+    run needs (a synthetic workload's is noted before any work, cli/checks.py)."""
+    notice = size_notice(len(sc.workload.jobs), sc.layout.num_gpus)
+    if notice and cfg.workload.workload_type != "synthetic":
+        print(notice, file=sys.stderr)
+
+
 def _resolved(sc: Scenario) -> dict:
     """What the options resolved to for one scenario, recorded in run_config.json."""
     return {
@@ -380,6 +405,7 @@ def mode_eval(cfg: RunConfig) -> Path:
     out = folder.path
     t0 = time.perf_counter()
     sc = build_scenario(cfg, cfg.seed)
+    note_size(cfg, sc)
     print(
         f"cluster: {sc.cluster.name} ({sc.layout.num_gpus} GPUs, {sc.layout.num_nodes} nodes) [{sc.cluster_note}]"
     )
@@ -391,8 +417,8 @@ def mode_eval(cfg: RunConfig) -> Path:
         refuse_all_rejected(result, sc)
         row, energy = summarize_run(result, power)
         write_run(result, sc, out, [row], power, energy)
-    except BaseException:
-        folder.abandon()
+    except BaseException as err:
+        folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
     folder.finish()
     _print_summary(row)
@@ -436,8 +462,8 @@ def mode_eval_node_task(cfg: RunConfig) -> Path:
         if cfg.task.name == "power":
             record |= {"energy_cost_eur": env.energy_cost_eur, "jct_cost_eur": env.jct_cost_eur}
         (out / "task.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    except BaseException:
-        folder.abandon()
+    except BaseException as err:
+        folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
     folder.finish()
     _print_summary(row)
@@ -456,6 +482,7 @@ def mode_compare(cfg: RunConfig) -> Path:
     rows: list[SummaryRow] = []
     fair: list[FairnessRow] = []
     sc = build_scenario(cfg, cfg.seeds[0])  # a bad input is reported before the folder is touched
+    note_size(cfg, sc)
     folder.resolved.append(_resolved(sc))
     powers = power_setups(cfg)
     folder.claim()
@@ -484,8 +511,8 @@ def mode_compare(cfg: RunConfig) -> Path:
         plot_compare(rows, out)
         if powers != [None]:
             plot_jct_vs_cost(rows, out / "jct_vs_cost.png")
-    except BaseException:
-        folder.abandon()
+    except BaseException as err:
+        folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
     folder.finish()
     print(format_table(agg))
@@ -508,11 +535,23 @@ def mode_train(cfg: RunConfig) -> Path:
     except (UserError, KeyboardInterrupt):  # refused, or stopped before the first step: nothing to keep
         folder.abandon()
         raise
-    except BaseException:
+    except BaseException as err:
         folder.leave_unfinished()  # its periodic checkpoints may be resumed into this folder
+        if isinstance(err, OSError) and err.errno in OUTPUT_ERRNOS:  # a full disk: one error line
+            raise write_error(err, folder.path, _training_left(cfg)) from None
         raise
     folder.finish()
     return run_dir
+
+
+def _training_left(cfg: RunConfig) -> str:
+    """What a training stopped by a write error leaves: the checkpoint to resume from, if any."""
+    from cli.train import earlier_checkpoints
+
+    found = earlier_checkpoints(cfg)
+    if not found:
+        return "the training stopped before its first checkpoint (earlier models are untouched)"
+    return f"the training stopped; resume it later with --resume {found[-1]}"
 
 
 def run_mode(cfg: RunConfig) -> Path:

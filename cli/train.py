@@ -201,8 +201,8 @@ def resume_command(cfg: RunConfig, checkpoint: str) -> str:
         words += ["--log_dir", cfg.log_dir]
     if "device" in cfg.explicit_options:
         words += ["--device", cfg.device]
-    if not cfg.progress:
-        words.append("--no_progress")
+    if "no_progress" in cfg.explicit_options or "progress" in cfg.explicit_options:  # else the default, auto
+        words += ["--progress", "always" if cfg.progress else "never"]
     return " ".join(map(shlex.quote, [*words, "--resume", checkpoint]))
 
 
@@ -247,6 +247,14 @@ def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | No
     if cfg.resume:
         resumed = load_checkpoint(cfg.resume)  # a UserError for anything but a checkpoint
         cfg, total_steps = resumed_config(cfg, resumed)
+        from agents.fit import check_fits
+
+        check_fits(
+            f"--resume {cfg.resume}",
+            resumed,
+            cfg.task.name,
+            cfg.env.window if cfg.task.name == "scheduling" else None,
+        )
     check_train_options(cfg)
     from scenario.mixtures import check_mix
 
@@ -309,6 +317,7 @@ def train_from_config(cfg: RunConfig) -> Path:
                 run_dir=str(run_dir),
                 resume=cfg.resume,
                 checkpoint_every_episodes=cfg.checkpoint_every_episodes,
+                keep_checkpoints=cfg.keep_checkpoints,
                 progress=cfg.progress,
                 eval_fn=validation,
                 run_id=run_id,

@@ -186,6 +186,7 @@ class GPUClusterAutoscaleEnv(NodeManagerEnv):
     `scenario` (a fixed Scenario for evaluation), `config` (a base RunConfig for the synthetic profile etc.).
     """
 
+    initial_power_state = OFF
     task_context_features = ("time_left", "spend_rate")
 
     def __init__(
@@ -224,16 +225,6 @@ class GPUClusterAutoscaleEnv(NodeManagerEnv):
         ]
         self._sla_from_s = [a + p.sla_wait_s for a in jt.arrival_s]
         self._rate_usd_per_s = 0.0  # rental price of the nodes not OFF, kept up to date in _accrue
-
-    def _make_simulator(self, sc: Scenario) -> Simulator:
-        return Simulator(
-            sc.workload,
-            sc.layout,
-            sc.known_runtime_s,
-            sc.multi_node_runtime_factor,
-            power=self.power_model,
-            initial_power=(OFF,) * sc.layout.num_nodes,
-        )
 
     def _unit_cost(self, t: int) -> float:
         return self._type_node_price_h[t]

@@ -158,9 +158,19 @@ class NodeManagerEnv(gym.Env):
 
     # -- hooks of the tasks ------------------------------------------------------------------------------
 
+    initial_power_state: int
+    """the power state every node starts the episode in (a task's choice: ON for power, OFF for autoscaling)"""
+
     def _make_simulator(self, sc: Scenario) -> Simulator:
-        """The episode's simulator (a task decides which nodes start ON)."""
-        raise NotImplementedError
+        """The episode's simulator, tracking node power states from `initial_power_state`."""
+        return Simulator(
+            sc.workload,
+            sc.layout,
+            sc.known_runtime_s,
+            sc.multi_node_runtime_factor,
+            power=self.power_model,
+            initial_power=(self.initial_power_state,) * sc.layout.num_nodes,
+        )
 
     def _unit_cost(self, t: int) -> float:
         """The task's cost of one node of type t per hour (heuristics prefer the cheapest per unit of speed)."""

@@ -13,7 +13,6 @@ from scenario.build import Scenario
 from sim.cluster import FULL
 from sim.power import OFF, ON, PowerModel
 from sim.prices import J_PER_MWH, PriceCurve, synthetic_curve
-from sim.simulator import Simulator
 
 JCT_WEIGHT_EUR_PER_JOB_H = 0.10
 """lambda: EUR per job-hour in the system (waiting or running). The default is about what one idle 8-GPU A100
@@ -66,6 +65,7 @@ class GPUClusterPowerEnv(NodeManagerEnv):
     `jct_weight_eur_per_job_h`, `recheck_s`, `max_steps`.
     """
 
+    initial_power_state = ON
     task_context_features = ("price_now", "price_1h", "price_3h", "price_6h", "power_frac")
 
     def __init__(
@@ -87,16 +87,6 @@ class GPUClusterPowerEnv(NodeManagerEnv):
         self.prices = prices or synthetic_curve()
         self.jct_weight_eur_per_job_h = float(jct_weight_eur_per_job_h)
         super().__init__(config, scenario, scheduler, recheck_s, max_steps)
-
-    def _make_simulator(self, sc: Scenario) -> Simulator:
-        return Simulator(
-            sc.workload,
-            sc.layout,
-            sc.known_runtime_s,
-            sc.multi_node_runtime_factor,
-            power=self.power_model,
-            initial_power=(ON,) * sc.layout.num_nodes,
-        )
 
     def _prepare(self, sc: Scenario) -> None:
         super()._prepare(sc)

@@ -124,8 +124,11 @@ def _row(case: Case, policy: str, seed: int | None, kind: str, summary) -> Evalu
 def _init_worker() -> None:
     import os
 
+    from interrupts import ignore_stop_signals
+
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, "1")
+    ignore_stop_signals()  # a signal to the process group stops the parent, which ends the workers
 
 
 def run_tasks(cfg: RunConfig, tasks: Sequence[Task]) -> list[Evaluation]:
@@ -144,11 +147,18 @@ def run_tasks(cfg: RunConfig, tasks: Sequence[Task]) -> list[Evaluation]:
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(cfg.report_workers, mp_context=ctx, initializer=_init_worker) as pool:
+            pool = ProcessPoolExecutor(cfg.report_workers, mp_context=ctx, initializer=_init_worker)
+            try:
                 futures = {pool.submit(run_task, cfg, task): i for i, task in enumerate(tasks)}
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
                     bar.update(1)
+            except BaseException:  # a stop signal or a failed task: end the evaluations under way now
+                for process in list((pool._processes or {}).values()):
+                    process.terminate()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+            pool.shutdown()
     finally:
         bar.close()
     return [row for rows in results for row in rows]

@@ -13,6 +13,7 @@ from sim.catalog import CATALOG, resolve_gpu_type
 from sim.cluster import ClusterLayout
 from sim.cluster_spec import SPEC_FORM, ClusterSpec, parse_cluster_spec
 from sim.job import FULL_GPU_MILLI, Workload
+from sim.limits import MAX_ARRIVAL_S, MAX_GPUS, MAX_JOBS, MAX_RUNTIME_S, TIME_SCALE_RANGE, time_problem
 from sim.power import PowerModel
 from sim.simulator import Simulator
 from sim.throughput import ThroughputError, ThroughputMatrix, load_matrix
@@ -20,7 +21,7 @@ from workloads.profiles import PROFILE_NAMES
 from workloads.traces import TRACE_FORMATS
 
 TRACE_TYPES = TRACE_FORMATS
-WORKLOAD_TYPES = ("synthetic", "csv", *TRACE_TYPES)
+WORKLOAD_TYPES = ("synthetic", "csv", "dispatch", *TRACE_TYPES)
 # --multi_node_factor above this is a typo, not a network (Gavel: median 2.4x slower spread over servers)
 MAX_MULTI_NODE_FACTOR = 100.0
 # synthetic target load: outside this the arrival window under- or overflows (1e-308) and nothing is learned
@@ -90,8 +91,13 @@ def check_options(cfg: RunConfig) -> None:
         raise UserError(
             f"--load_factor must be between {LOAD_FACTOR_RANGE[0]:g} and {LOAD_FACTOR_RANGE[1]:g}, got {w.load_factor}"
         )
-    if not (math.isfinite(w.time_scale) and w.time_scale > 0):
-        raise UserError(f"--time_scale must be a finite number > 0, got {w.time_scale}")
+    low, high = TIME_SCALE_RANGE
+    if not low <= w.time_scale <= high:
+        raise UserError(
+            f"--time_scale must be between {low:g} and {high:g} (arrival times are divided by it), got {w.time_scale}"
+        )
+    if w.num_jobs is not None and w.num_jobs > MAX_JOBS:
+        raise UserError(f"--num_jobs must be at most {MAX_JOBS:,} (sim/limits.py), got {w.num_jobs:,}")
     for option, value in (("--trace_start", w.trace_start_s), ("--trace_end", w.trace_end_s)):
         if value is not None and not math.isfinite(value):
             raise UserError(f"{option} must be a finite number of seconds, got {value}")
@@ -114,7 +120,7 @@ def check_options(cfg: RunConfig) -> None:
             "--job_types gives each job its own speed per GPU type and --uniform_speed one speed for all; "
             "choose one"
         )
-    if w.job_types is not None and w.workload_type in TRACE_TYPES:
+    if w.job_types is not None and (w.workload_type in TRACE_TYPES or w.workload_type == "dispatch"):
         raise UserError(
             f"--job_types works with synthetic and jobs CSV workloads, not a trace ({w.workload_type}): a trace's "
             "durations are converted with its recorded GPU type's catalog speed"
@@ -162,6 +168,11 @@ def _workload(cfg: RunConfig, cluster: ClusterSpec | None, rng: np.random.Genera
             raise UserError(f"--workload_path {w.workload_path}: is a folder; a jobs CSV is one file")
 
         return load_jobs_csv(w.workload_path), None, None, ""
+    if w.workload_type == "dispatch":  # a --mode dispatch run folder: its attempts on its own GPUs
+        from workloads.dispatch_log import load_dispatch_log
+
+        workload, box, note = load_dispatch_log(w.workload_path)
+        return workload, box, None, note
     from workloads.traces import load_trace
 
     t = load_trace(w)
@@ -309,6 +320,11 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
             f"workload {workload.name!r} has no jobs after filtering ({why}); check --trace_start/--trace_end "
             "(seconds on the trace's clock), --max_jobs and --exclude_failed"
         )
+    if cluster.num_gpus > MAX_GPUS:
+        raise UserError(
+            f"cluster {cluster.name} has {cluster.num_gpus:,} GPUs; at most {MAX_GPUS:,} are simulated"
+        )
+    check_job_times(workload)
     layout = ClusterLayout(cluster, uniform_speed=cfg.cluster.uniform_speed)
     if cfg.workload.workload_type in TRACE_TYPES:
         workload, note = _to_reference_runtimes(workload, layout, cfg.workload.recorded_gpu_type, note)
@@ -334,6 +350,23 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         cfg.sim.preempt_overhead_s,
         throughput,
     )
+
+
+def check_job_times(workload: Workload) -> None:
+    """Every job's arrival and runtime within sim/limits.py's ranges (the loaders check their rows with file and
+    line; this covers every source, generators included), else a UserError naming the job."""
+    arrival = np.fromiter((j.arrival_s for j in workload.jobs), float, len(workload.jobs))
+    runtime = np.fromiter((j.runtime_s for j in workload.jobs), float, len(workload.jobs))
+    for values, limit, what in (
+        (arrival - arrival.min(), MAX_ARRIVAL_S, "arrival after the first job's"),
+        (runtime, MAX_RUNTIME_S, "runtime"),
+    ):
+        bad = np.flatnonzero(~(values <= limit))
+        if len(bad):
+            job = workload.jobs[int(bad[0])]
+            raise UserError(
+                f"workload {workload.name!r}, job {job.job_id}: {time_problem(what, float(values[bad[0]]), limit)}"
+            )
 
 
 def _with_job_types(

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.catalog import CATALOG, resolve_gpu_type
+from sim.limits import MAX_GPUS, MAX_GPUS_PER_NODE
 
 SPEC_FORM = "COUNTxTYPE:GPUS_PER_NODE[,COUNTxTYPE:GPUS_PER_NODE...], e.g. 2xA100-80GB:8,4xV100:4"
-_SPEC_ITEM = re.compile(r"^\s*(\d+)\s*[xX]\s*([A-Za-z0-9_\-]+)\s*:\s*(\d+)\s*$")
+_SPEC_ITEM = re.compile(r"^\s*(-?\d+)\s*[xX]\s*([A-Za-z0-9_\-]+)\s*:\s*(-?\d+)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,15 @@ def parse_cluster_spec(spec: str) -> ClusterSpec:
             raise ValueError(
                 f"bad cluster spec item {item.strip()!r}: counts must be positive; expected {SPEC_FORM}"
             )
+        if per_node > MAX_GPUS_PER_NODE:
+            raise ValueError(
+                f"bad cluster spec item {item.strip()!r}: {per_node:,} GPUs per node; at most {MAX_GPUS_PER_NODE:,}"
+            )
+        total = sum(n.num_gpus for n in nodes) + count * per_node
+        if total > MAX_GPUS:
+            raise ValueError(
+                f"cluster spec {spec.strip()!r} has at least {total:,} GPUs; a cluster has at most {MAX_GPUS:,}"
+            )
         gpu_type = resolve_gpu_type(type_name)
         for _ in range(count):
             nodes.append(NodeSpec(f"n{len(nodes)}", gpu_type, per_node, CATALOG[gpu_type].mem_gb))
@@ -78,9 +88,7 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
                         f"duplicate node_id {node_id!r} (first on line {first_line_of[node_id]})"
                     )
                 first_line_of[node_id] = line_no
-                num = int(row["num_gpus"])
-                if num < 0:
-                    raise ValueError("num_gpus must be >= 0")
+                num = _whole_gpus(row["num_gpus"])
                 if num == 0:
                     continue
                 gpu_type = resolve_gpu_type(row["gpu_type"])
@@ -93,4 +101,21 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
             nodes.append(NodeSpec(node_id, gpu_type, num, mem_gb))
     if not nodes:
         raise ValueError(f"{path}: no node with GPUs")
+    total = sum(n.num_gpus for n in nodes)
+    if total > MAX_GPUS:
+        raise ValueError(f"{path}: {total:,} GPUs in all; at most {MAX_GPUS:,}")
     return ClusterSpec(path.name, tuple(nodes))
+
+
+def _whole_gpus(text: str | None) -> int:
+    """A node's num_gpus cell: a whole number from 0 to MAX_GPUS_PER_NODE (ValueError naming the column)."""
+    shown = (text or "").strip()
+    try:
+        value = float(shown)
+    except ValueError:
+        value = math.nan
+    if not (value.is_integer() and 0 <= value <= MAX_GPUS_PER_NODE):
+        raise ValueError(
+            f"column num_gpus: expected a whole number of GPUs from 0 to {MAX_GPUS_PER_NODE:,}, got {shown!r}"
+        )
+    return int(value)

@@ -1,7 +1,7 @@
-"""The layer contract over every module, config.py and main.py included: no import cycle (lazy imports inside
-functions count), config.py imports no project module, nothing imports main.py, and each module imports only from
-its own package or a layer below. `lint-imports` (pyproject.toml) checks the packages the same way in CI; this
-test also covers the two single-file modules, which import-linter cannot take as packages."""
+"""The layer contract over every module, config.py, interrupts.py and main.py included: no import cycle (lazy
+imports inside functions count), config.py and interrupts.py import no project module, nothing imports main.py, and
+each module imports only from its own package or a layer below. `lint-imports` (pyproject.toml) checks the packages
+the same way in CI; this test also covers the single-file modules, which import-linter cannot take as packages."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = (
-    ("config",),
+    ("config", "interrupts"),
     ("sim",),
     ("workloads", "schedulers"),
     ("scenario",),
@@ -21,7 +21,7 @@ LAYERS = (
     ("agents",),
     ("evaluation",),
     ("cli",),
-    ("server", "sweep"),
+    ("server", "sweep", "dispatch"),
     ("main",),
 )
 """lowest first; names in one tuple are siblings that do not import each other"""
@@ -132,6 +132,7 @@ def test_each_module_imports_only_its_package_or_lower_layers(graph):
 
 def test_config_imports_no_project_module_and_nothing_imports_main(graph):
     assert graph["config"] == set()
+    assert graph["interrupts"] == set()
     assert [source for source, targets in graph.items() if "main" in targets] == []
 
 

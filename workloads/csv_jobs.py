@@ -10,20 +10,28 @@ whose lifetime does not depend on GPU speed), and `job_type` (a model of the --j
 `gpus` below 1 asks for
 that fraction of one GPU (0.5 -> num_gpus=1, gpu_milli=500); above 1 it must be a whole number. Jobs are sorted
 by arrival (stable) and arrival times are rebased so the first is 0; the shift is in report["arrival_offset_s"].
+Times must lie in sim/limits.py's ranges: runtime up to MAX_RUNTIME_S, estimate up to MAX_ESTIMATE_S, arrival up to
+MAX_ARRIVAL_S after the first job's. A gzip-compressed file (any name) is read as the CSV it holds.
 A missing job_id becomes the row's 0-based index among the data rows (file order); job_ids must be unique.
 Any other column, or a column named twice, is an error (a misspelled optional column would be ignored).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import difflib
 import functools
+import gzip
+import io
 import math
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from sim.catalog import resolve_gpu_type
 from sim.job import FULL_GPU_MILLI, Job, Workload
+from sim.limits import MAX_ARRIVAL_S, MAX_ESTIMATE_S, MAX_RUNTIME_S, time_problem
 
 REQUIRED_COLUMNS = ("arrival_time", "runtime", "gpus")
 OPTIONAL_COLUMNS = (
@@ -43,7 +51,8 @@ def load_jobs_csv(path: str | Path) -> Workload:
     """Read a jobs CSV (see the module docstring); raises ValueError naming the file, line and problem."""
     path = Path(path)
     rows: list[dict] = []
-    with path.open(newline="", encoding="utf-8-sig") as f:
+    lines: list[int] = []
+    with _open_csv(path) as f:
         reader = csv.DictReader(f)
         if not reader.fieldnames:
             raise ValueError(f"{path}:1: empty file; expected a header {_FORM}")
@@ -66,15 +75,42 @@ def load_jobs_csv(path: str | Path) -> Workload:
                 )
             seen_ids[job_id] = line_no
             rows.append(fields)
+            lines.append(line_no)
     if not rows:
         raise ValueError(f"{path}:2: empty file: no job rows after the header")
+    first = min(range(len(rows)), key=lambda i: rows[i]["arrival_s"])
+    offset_s = rows[first]["arrival_s"]
+    for r, line_no in zip(rows, lines, strict=True):
+        what = f"arrival_time (after the first job's, line {lines[first]})"
+        problem = time_problem(what, r["arrival_s"] - offset_s, MAX_ARRIVAL_S)
+        if problem:
+            raise ValueError(f"{path}:{line_no}: {problem}")
     rows.sort(key=lambda r: r["arrival_s"])
-    offset_s = rows[0]["arrival_s"]
     for r in rows:
         r["arrival_s"] -= offset_s
     jobs = tuple(Job(**r) for r in rows)
     report = {"source": str(path), "rows_read": len(jobs), "arrival_offset_s": offset_s}
     return Workload(path.name, jobs, report)
+
+
+@contextlib.contextmanager
+def _open_csv(path: Path) -> Iterator[io.TextIOBase]:
+    """The file as text (UTF-8, a BOM is fine), gunzipped when it is gzip-compressed; a damaged .gz names the file."""
+    with path.open("rb") as probe:
+        compressed = probe.read(2) == b"\x1f\x8b"
+    if not compressed:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            yield f
+        return
+    try:
+        with gzip.open(path, "rt", newline="", encoding="utf-8-sig") as f:
+            yield f
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise ValueError(f"{path}: truncated or corrupt gzip file ({e})") from None
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{path}: gzip-compressed, but what it holds is not UTF-8 text; save it as UTF-8"
+        ) from None
 
 
 def _check_header(path: Path, columns: list[str]) -> None:
@@ -104,6 +140,9 @@ def _parse_row(row: dict, index: int) -> dict:
     runtime_s = _number(row, "runtime")
     if runtime_s <= 0.0:
         raise ValueError(f"runtime must be > 0 seconds, got {row['runtime']!r}")
+    problem = time_problem("runtime", runtime_s, MAX_RUNTIME_S)
+    if problem:
+        raise ValueError(problem)
     gpus = _number(row, "gpus")
     if gpus <= 0.0:
         raise ValueError(f"gpus must be > 0, got {row['gpus']!r}")
@@ -123,6 +162,9 @@ def _parse_row(row: dict, index: int) -> dict:
     estimate_s = _optional(row, "estimate", None)
     if estimate_s is not None and estimate_s <= 0.0:
         raise ValueError(f"estimate must be > 0 seconds, got {row['estimate']!r}")
+    problem = None if estimate_s is None else time_problem("estimate", estimate_s, MAX_ESTIMATE_S)
+    if problem:
+        raise ValueError(problem)
     gpu_types = _gpu_types((row.get("gpu_types") or "").strip())
     return {
         "job_id": job_id,

@@ -26,6 +26,7 @@ from config import WorkloadConfig
 from sim.catalog import CATALOG, REFERENCE_TYPE
 from sim.cluster_spec import ClusterSpec, NodeSpec
 from sim.job import FULL_GPU_MILLI, Job, Workload
+from sim.limits import MAX_ARRIVAL_S, MAX_ESTIMATE_S, MAX_RUNTIME_S, time_problem
 from sim.load import offered_load_factor
 
 DEFAULT_GPUS_PER_NODE = 8
@@ -120,6 +121,7 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
         arrival_out = (arrival[idx] - origin_s) / cfg.time_scale
     if not np.isfinite(arrival_out).all():
         raise ValueError(f"--time_scale {cfg.time_scale:g} makes arrival times overflow; use a larger one")
+    _check_times(table, idx, arrival_out, runtime[idx], cfg.time_scale)
     kept_ids = pd.Index(np.asarray(table.job_id)[idx])
     if kept_ids.has_duplicates:
         raise ValueError(f"{table.source}: duplicate job id {kept_ids[kept_ids.duplicated()][0]!r}")
@@ -146,6 +148,26 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
         **table.extra,
     }
     return Workload(f"{table.format_name}:{Path(table.source).name}", jobs, report)
+
+
+def _check_times(
+    table: TraceTable, idx: np.ndarray, arrival: np.ndarray, runtime: np.ndarray, time_scale: float
+) -> None:
+    """Kept jobs' times within sim/limits.py's ranges, else a ValueError naming the trace and the first such job."""
+    estimate = (
+        np.full(len(idx), np.nan) if table.estimate_s is None else np.asarray(table.estimate_s, float)[idx]
+    )
+    scaled = "" if time_scale == 1.0 else f" (after --time_scale {time_scale:g})"
+    for values, limit, what in (
+        (arrival, MAX_ARRIVAL_S, f"arrival{scaled}, after the first kept job's,"),
+        (runtime, MAX_RUNTIME_S, "runtime"),
+        (estimate, MAX_ESTIMATE_S, "requested time"),
+    ):
+        beyond = np.flatnonzero(values > limit)
+        if len(beyond):
+            i = int(beyond[0])
+            job = np.asarray(table.job_id)[idx[i]]
+            raise ValueError(f"{table.source}: job {job}: {time_problem(what, float(values[i]), limit)}")
 
 
 def _build_jobs(

@@ -60,10 +60,19 @@ def trace_root(path: Path) -> Path:
 
 
 def shard_files(path: Path, table: str, required: bool) -> list[Path]:
+    if required and path.is_file():
+        root = path.parent.parent if path.parent.name in ("task_events", "job_events") else path.parent
+        raise ValueError(
+            f"{path}: a single file; --workload_type google reads the clusterdata-2011-2 folder that holds "
+            f"task_events/ (and job_events/) shards, all of them in name order: --workload_path {root}"
+        )
     folder = path / table
     files = sorted(folder.glob("*.csv.gz")) + sorted(folder.glob("*.csv")) if folder.is_dir() else []
     if required and not files:
-        raise ValueError(f"{path}: no {table}/*.csv.gz shards (expected the clusterdata-2011-2 layout)")
+        raise ValueError(
+            f"{path}: no {table}/*.csv.gz shards; --workload_type google reads the clusterdata-2011-2 folder that "
+            f"holds task_events/ (and job_events/)"
+        )
     return files
 
 

@@ -1,0 +1,64 @@
+"""Whether a checkpoint's agent fits the env a run gives it: the same task, and the same features per slot and
+context features (what its network reads). The window may differ: one per-slot network scores any number of
+slots (agents/networks.py), so a --window 8 agent runs on a --window 16 env."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agents.networks import ObsSpec
+from config import UserError
+
+
+def task_features(task: str) -> tuple[int, int]:
+    """(features per slot, context features) of the observation of `task`'s env."""
+    if task == "scheduling":
+        from env.gym_env import CONTEXT_FEATURES, JOB_FEATURES
+
+        return len(JOB_FEATURES), len(CONTEXT_FEATURES)
+    from env.autoscale_env import GPUClusterAutoscaleEnv
+    from env.node_env import BASE_CONTEXT_FEATURES, SLOT_FEATURES
+    from env.power_env import GPUClusterPowerEnv
+
+    env_class = {"power": GPUClusterPowerEnv, "autoscaling": GPUClusterAutoscaleEnv}[task]
+    return len(SLOT_FEATURES), len(BASE_CONTEXT_FEATURES + env_class.task_context_features)
+
+
+def saved_task(checkpoint: dict[str, Any]) -> str | None:
+    """The task a checkpoint was trained on (None when it does not say: trained without a RunConfig)."""
+    if checkpoint.get("task"):
+        return checkpoint["task"]
+    run_config = checkpoint.get("run_config")
+    if isinstance(run_config, dict):
+        return (run_config.get("task") or {}).get("name", "scheduling")
+    return None
+
+
+def _shown(window: int | None, features: int, context: int) -> str:
+    where = f"window {window}, " if window is not None else ""
+    return f"{where}{features} features per slot, {context} context features"
+
+
+def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: int | None = None) -> None:
+    """UserError naming both sides when the agent in `checkpoint` (read from `path`) was trained on another task,
+    or reads another number of features per slot or context features, than `task`'s env gives (`window`: that
+    env's, shown for reference)."""
+    spec = ObsSpec(**checkpoint["obs_spec"])
+    trained = saved_task(checkpoint)
+    features, context = task_features(task)
+    same_task = trained in (None, task)
+    if same_task and (spec.job_feature_dim, spec.context_dim) == (features, context):
+        return
+    algo = checkpoint.get("algo", "an")
+    theirs = _shown(spec.window, spec.job_feature_dim, spec.context_dim)
+    ours = _shown(window, features, context)
+    if not same_task:
+        raise UserError(
+            f"{path} holds a {algo} agent of --task {trained} ({theirs}), but this run is --task {task} ({ours}): "
+            f"run it with --task {trained}, or give a {task} checkpoint"
+        )
+    raise UserError(
+        f"{path} holds a {algo} agent whose network reads {theirs}, but this run's --task {task} env gives "
+        f"{ours}: it was trained on another observation; retrain it with this version"
+    )
