@@ -387,15 +387,42 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class ServeConfig:
-    """`--mode serve`: the HTTP server of remote Gymnasium sessions (server/, docs/server.md)."""
+    """`--mode serve`: the HTTP server of remote Gymnasium sessions (server/, docs/server.md). The limits' defaults
+    let a 2-core, 24 GB machine hold `max_sessions` sessions of the largest size allowed (64 x 256 MB = 16 GB)."""
 
     host: str = "127.0.0.1"
-    """address to listen on (loopback: only this machine; 0.0.0.0: every interface, no authentication)"""
+    """address to listen on (loopback: only this machine; any other address needs `token`)"""
     port: int = 8000
     max_sessions: int = 64
-    """sessions open at once; POST /reset of one more is refused (429) until one is closed or expires"""
+    """sessions open at once (HTTP and WebSocket together); one more is refused (429) unless an HTTP session has
+    been idle for `evict_idle_s` (it is closed to make room)"""
     session_ttl_s: float = 600.0
-    """a session unused for this many seconds (wall clock) is closed"""
+    """a session unused for this many seconds (wall clock) is closed (a WebSocket: the socket is closed)"""
+    evict_idle_s: float = 60.0
+    """when every place is taken, an HTTP session idle this long (seconds) is closed to make room"""
+    token: str | None = field(default=None, repr=False)
+    """the bearer token every request but GET /health must carry (`Authorization: Bearer TOKEN`); None: none
+    asked (allowed on loopback only)"""
+    data_dirs: tuple[str, ...] = ()
+    """folders a session's workload_path/cluster_path may name files in; () = no file is read (built-in
+    scenarios only)"""
+    processes: int = 1
+    """server processes; a session lives in one of them (a request that reaches another is passed to it)"""
+    limit_body_kb: int = 1024
+    """the largest request body or WebSocket message, KiB (413 beyond)"""
+    limit_jobs: int = 50_000
+    """the most jobs one session's scenario may hold (422 beyond)"""
+    limit_nodes: int = 2048
+    """the most nodes one session's cluster may hold (422 beyond)"""
+    limit_gpus: int = 16_384
+    """the most GPUs one session's cluster may hold (422 beyond)"""
+    limit_steps: int = 200_000
+    """the longest episode, in steps: it is truncated there (the env's own default max_steps)"""
+    limit_session_mb: int = 256
+    """the most memory one session may need, MB, estimated from its jobs and nodes before it is built (422
+    beyond)"""
+    drain_s: float = 10.0
+    """on SIGTERM or Ctrl-C: the longest wait for requests in flight before sessions are closed, seconds"""
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,11 @@ Worker processes (PPO's subprocess envs, the report's evaluation pool) call `ign
 signal sent to the whole process group (Ctrl-C in a terminal, Slurm, `timeout`) then stops only the parent, which
 finishes its step, writes what it must and ends its workers itself.
 
-A server or a sweep reuses the same two: wrap the whole command in `stop_on_signals()` (or a `StopRequest` where a
-loop drains work at a safe point), and return `exit_status(err)` from `except KeyboardInterrupt as err`.
+A sweep is a loop that drains work at a safe point: a `StopRequest(again_stops_at_once=False)`, whose second
+signal only sets `again` (the loop then stops its runs at once but still writes its tables), re-installed with
+`install()` after a library (Ray) replaced the handlers. A server whose library has its own way to stop (uvicorn's
+`handle_exit`) gets the stop signals with `on_stop_signals(handler)`. Each returns `exit_status(...)` of the error
+or the request that stopped it.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def signal_name(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
-def exit_status(err: BaseException) -> int:
+def exit_status(err: BaseException | StopRequest) -> int:
     """128 + the number of the signal that stopped the run (a KeyboardInterrupt without one: Ctrl-C, 130)."""
     return 128 + int(getattr(err, "signum", signal.SIGINT))
 
@@ -119,6 +122,20 @@ def deferred_signals() -> Iterator[None]:
             signal.raise_signal(held[0])
 
 
+@contextlib.contextmanager
+def on_stop_signals(handler) -> Iterator[None]:
+    """Within it, every stop signal this process does not ignore calls handler(signum, frame) (main thread only):
+    for a library's loop that has its own way to stop, such as uvicorn's server."""
+    if not _in_main_thread():
+        yield
+        return
+    previous = _install(handler)
+    try:
+        yield
+    finally:
+        _restore(previous)
+
+
 def ignore_stop_signals() -> None:
     """In a worker process: ignore every stop signal (its parent decides when to stop, and ends it)."""
     for s in STOP_SIGNALS:
@@ -128,9 +145,14 @@ def ignore_stop_signals() -> None:
 class StopRequest:
     """A loop's stop request (see the module docstring): `signum` is None until a stop signal arrives."""
 
-    def __init__(self, action: str = "stopping after this step to write a checkpoint") -> None:
+    def __init__(
+        self, action: str = "stopping after this step to write a checkpoint", again_stops_at_once: bool = True
+    ) -> None:
         self.signum: int | None = None
+        self.again = False
+        """a second stop signal came (with again_stops_at_once=False; otherwise it raised Stopped)"""
         self.action = action
+        self.again_stops_at_once = again_stops_at_once
         self._previous: dict[int, Any] = {}
 
     @property
@@ -146,9 +168,15 @@ class StopRequest:
             self.signum = None
 
     def __enter__(self) -> StopRequest:
-        if _in_main_thread():
-            self._previous = _install(self._on_signal)
+        self.install()
         return self
+
+    def install(self) -> None:
+        """(Re)install the handlers, e.g. after a library (ray.init) replaced some with its own; on exit the
+        handlers from before the first install come back."""
+        if _in_main_thread():
+            for s, handler in _install(self._on_signal).items():
+                self._previous.setdefault(s, handler)
 
     def __exit__(self, *exc) -> None:
         _restore(self._previous)
@@ -156,6 +184,9 @@ class StopRequest:
 
     def _on_signal(self, signum, frame) -> None:
         if self.signum is not None:
+            if not self.again_stops_at_once:
+                self.again = True
+                return
             _Process.stopping_signum = self.signum
             raise Stopped(self.signum)
         self.signum = signum

@@ -6,6 +6,7 @@ as fast as the server answers for a given time: each resets (`/reset`, its own s
 
 python bench/bench_server.py                                   # 32 sessions, 60 s, medium, HTTP
 python bench/bench_server.py --duration_s 10 --transport ws    # one WebSocket per session
+python bench/bench_server.py --processes 2                     # two server processes (one per core)
 python bench/bench_server.py --duration_s 10 --task power       # a node task: KEEP when legal, else the first
                                                                # legal index (autoscaling: --difficulty = preset)
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -28,18 +30,34 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def tree(pid: int) -> list[int]:
+    """pid and its descendants (the server's processes with --processes N), Linux /proc."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [pid, *(p for c in children for p in tree(int(c)))]
+
+
 def cpu_s(pid: int) -> float:
-    """User + system CPU seconds process `pid` has used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds process `pid` and its descendants have used (Linux /proc)."""
+    total = 0.0
+    for p in tree(pid):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of process `pid` in MB (Linux /proc)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of process `pid` and its descendants in MB (Linux /proc)."""
+    total = 0.0
+    for p in tree(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+    return total
 
 
 def next_action(task: str, info: dict) -> dict:
@@ -70,7 +88,7 @@ async def http_session(base: str, i: int, options: dict, stop_at: float, tally: 
         seed = 1000 * i
         while time.perf_counter() < stop_at:
             t0 = time.perf_counter()
-            body = {**options, "seed": seed, **({"session_id": sid} if sid else {})}
+            body = {**options, "seed": seed, **({"session_id": sid} if sid else {"open_session": True})}
             r = await client.post("/reset", content=json.dumps(body))
             tally.reset_latency_s.append(time.perf_counter() - t0)
             if r.status_code != 200:
@@ -146,6 +164,7 @@ def main() -> None:
     p.add_argument("--difficulty", default="medium")
     p.add_argument("--transport", choices=("http", "ws"), default="http")
     p.add_argument("--task", choices=("scheduling", "power", "autoscaling"), default="scheduling")
+    p.add_argument("--processes", type=int, default=1, help="the server's --processes")
     a = p.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -160,6 +179,8 @@ def main() -> None:
             str(port),
             "--max_sessions",
             str(a.sessions),
+            "--processes",
+            str(a.processes),
         ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -199,7 +220,8 @@ def main() -> None:
         f"{len(tally.reset_latency_s)} resets (p50 {np.percentile(reset_ms, 50):.0f} ms), {tally.episodes} episodes finished; "
         f"errors {len(tally.errors)}; server memory {idle_mb:.0f} MB idle, {open_mb:.0f} MB with {a.sessions} "
         f"sessions open: {(open_mb - idle_mb) / a.sessions:.1f} MB per session; sessions left open {health['sessions']}; "
-        f"CPU: server {server_cpu_s / wall_s:.0%} of a core, this client {client_cpu_s / wall_s:.0%}"
+        f"CPU: server {server_cpu_s / wall_s:.0%} of a core ({1000 * server_cpu_s / max(1, len(tally.step_latency_s)):.2f} "
+        f"ms per step), this client {client_cpu_s / wall_s:.0%}; {a.processes} server process(es)"
     )
     for e in tally.errors[:5]:
         print("  ", e)

@@ -577,7 +577,25 @@ def _validate_node_task(cfg: RunConfig) -> None:
         raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
 
 
-SERVE_OPTIONS = ("host", "port", "max_sessions", "session_ttl_s")
+SERVE_OPTIONS = (
+    "host",
+    "port",
+    "max_sessions",
+    "session_ttl_s",
+    "evict_idle_s",
+    "token",
+    "data_dir",
+    "processes",
+    "limit_body_kb",
+    "limit_jobs",
+    "limit_nodes",
+    "limit_gpus",
+    "limit_steps",
+    "limit_session_mb",
+    "drain_s",
+)
+SERVE_TOKEN_ENV = "SERVE_TOKEN"
+"""the environment variable that may hold the serve token (instead of --token, which `ps` shows)"""
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
@@ -587,7 +605,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         "serve (--mode serve: the HTTP server; each session's workload and cluster options go in its POST /reset)"
     )
     g.add_argument(
-        "--host", default=None, help=f"serve: address to listen on (default: {d.host}, this machine only)"
+        "--host",
+        default=None,
+        help=f"serve: address to listen on (default: {d.host}, this machine only; any other needs a token)",
     )
     g.add_argument("--port", type=int, default=None, help=f"serve: TCP port (default: {d.port})")
     g.add_argument(
@@ -601,4 +621,48 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help=f"serve: close a session unused for this many seconds (default: {d.session_ttl_s:g})",
+    )
+    g.add_argument(
+        "--evict_idle_s",
+        type=float,
+        default=None,
+        help="serve: when every session place is taken, close an HTTP session idle this many seconds to make "
+        f"room (default: {d.evict_idle_s:g})",
+    )
+    g.add_argument(
+        "--token",
+        default=None,
+        help="serve: every request must send `Authorization: Bearer TOKEN` (GET /health excepted); required "
+        f"with a --host other than loopback; default: ${SERVE_TOKEN_ENV} if set",
+    )
+    g.add_argument(
+        "--data_dir",
+        action="append",
+        default=None,
+        help="serve: a folder whose files sessions may read (workload_path, cluster_path); repeatable; default: "
+        "none, only built-in scenarios",
+    )
+    g.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help=f"serve: server processes (default: {d.processes}; one per core for throughput)",
+    )
+    for name, unit, what in (
+        ("limit_body_kb", "KiB", "the largest request body or WebSocket message"),
+        ("limit_jobs", "jobs", "the most jobs in one session's scenario"),
+        ("limit_nodes", "nodes", "the most nodes in one session's cluster"),
+        ("limit_gpus", "GPUs", "the most GPUs in one session's cluster"),
+        ("limit_steps", "steps", "the longest episode (truncated there)"),
+        ("limit_session_mb", "MB", "the most memory one session may need (estimated)"),
+    ):
+        g.add_argument(
+            f"--{name}", type=int, default=None, help=f"serve: {what}, {unit} (default: {getattr(d, name)})"
+        )
+    g.add_argument(
+        "--drain_s",
+        type=float,
+        default=None,
+        help="serve: on SIGTERM or Ctrl-C, wait this many seconds at most for requests in flight, then close "
+        f"every session (default: {d.drain_s:g})",
     )

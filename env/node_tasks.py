@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from config import TASKS, RunConfig, TaskConfig, UserError
-from env.autoscale_env import AUTOSCALE_PRESETS, GPUClusterAutoscaleEnv, autoscale_config, grade
+from env.autoscale_env import AUTOSCALE_PRESETS, GPUClusterAutoscaleEnv, autoscale_config
 from env.node_env import NodeManagerEnv
 from env.node_heuristics import node_manager, run_manager
 from env.power_env import GPUClusterPowerEnv
@@ -33,8 +33,7 @@ NODE_TASK_OPTIONS = {
 """the task options /reset accepts besides the workload/cluster options (power only: autoscaling's workload
 and fleet are the preset's)"""
 REFERENCE_MANAGER = {"power": "idle_off:600:1", "autoscaling": "provision_to_demand"}
-"""the reference node manager of each task: the default demonstrator and the power grader's score-1 anchor"""
-TRIVIAL_MANAGER = {"power": "always_on", "autoscaling": "keep"}
+"""the reference node manager of each task: the default demonstrator"""
 
 
 def check_task_config(t: TaskConfig) -> None:
@@ -213,58 +212,87 @@ def _finished(env: NodeManagerEnv) -> NodeManagerEnv:
     return env
 
 
-def grade_autoscaling(env: NodeManagerEnv) -> NodeTaskGrade:
-    e = _finished(env)
-    o = e.outcome()
-    return NodeTaskGrade(
-        grade(o),
-        "return_usd",
-        o.episode_return_usd,
-        o.trivial_return_usd,
-        o.bound_return_usd,
-        "rent nothing",
-        "upper bound (every job on its most profitable type from arrival, no idle node)",
-    )
+NODE_SUITE = ("always_on", "provision_to_demand", "idle_off:600:1", "idle_off:1800")
+"""the reference node managers a grader's score-1 anchor is the best of"""
+RANDOM_ROLLOUTS = {"power": 2, "autoscaling": 10}
+"""uniform-random legal episodes whose best return is a grader's score-0 anchor (the best, not the mean: another
+random episode then scores 0 most of the time, however noisy random play is; power: two, as random toggling
+makes a medium episode take ~20 s)"""
+
+
+def _scenario(cfg: RunConfig, seed: int) -> Scenario:
+    return build_scenario(task_scenario_config(cfg), seed)
+
+
+@lru_cache(maxsize=256)
+def _manager_return(cfg: RunConfig, seed: int, manager: str) -> float:
+    return run_node_policy(cfg, _scenario(cfg, seed), None, manager).episode_return
+
+
+def random_legal(rng: np.random.Generator) -> Callable[[np.ndarray, np.ndarray], int]:
+    """act(obs, mask): a uniformly random legal action (a graders' score-0 player, for every task)."""
+    return lambda obs, mask: int(rng.choice(np.flatnonzero(mask)))
 
 
 @lru_cache(maxsize=64)
-def _manager_return(cfg: RunConfig, seed: int, manager: str) -> float:
-    env = make_node_env(cfg, build_scenario(task_scenario_config(cfg), seed), max_steps=2**62)
-    env.reset(seed=seed)
-    return run_manager(env, node_manager(manager))
+def _random_return(cfg: RunConfig, seed: int) -> float:
+    """The best return of uniform-random legal episodes (KEEP included); rollout k draws from
+    default_rng([seed, k])."""
+    returns = []
+    for k in range(RANDOM_ROLLOUTS[cfg.task.name]):
+        env = run_node_policy(cfg, _scenario(cfg, seed), random_legal(np.random.default_rng([seed, k])), None)
+        returns.append(env.episode_return)
+    return float(max(returns))
 
 
-def grade_power(env: NodeManagerEnv) -> NodeTaskGrade:
-    """score = (return - always_on's) / (reference's - always_on's), clipped to [0, 1]; both references run
-    on the episode's scenario through the same env (same seed and options)."""
-    e = _finished(env)
-    seed = e.scenario.seed
-    trivial = _manager_return(e.run_config, seed, TRIVIAL_MANAGER["power"])
-    reference = _manager_return(e.run_config, seed, REFERENCE_MANAGER["power"])
-    value = e.episode_return
+def node_anchors(cfg: RunConfig, seed: int) -> tuple[float, str, float]:
+    """(random play's best return, the best manager of NODE_SUITE, its return) on the task's scenario."""
+    best = max(NODE_SUITE, key=lambda m: (_manager_return(cfg, seed, m), m))
+    return _random_return(cfg, seed), best, _manager_return(cfg, seed, best)
+
+
+def grade_higher_better(value: float, trivial: float, reference: float) -> float:
+    """(value - trivial) / (reference - trivial) clipped to [0, 1]; when the reference is no better than the
+    trivial anchor, 1 iff value >= reference. Non-decreasing in `value`."""
     if not math.isfinite(value):
-        score = 0.0
-    elif reference <= trivial:
-        score = 1.0 if value >= reference else 0.0
-    else:
-        score = float(min(1.0, max(0.0, (value - trivial) / (reference - trivial))))
+        return 0.0
+    if reference <= trivial:
+        return 1.0 if value >= reference else 0.0
+    return float(min(1.0, max(0.0, (value - trivial) / (reference - trivial))))
+
+
+def grade_node_task(env: NodeManagerEnv) -> NodeTaskGrade:
+    """score = (return - random play's) / (best reference manager's - random play's), clipped to [0, 1]; the
+    anchors run through the same env on the episode's scenario (same seed and options)."""
+    e = _finished(env)
+    random_return, best, reference = node_anchors(e.run_config, e.scenario.seed)
+    value = e.episode_return
+    unit = "return_eur" if e.run_config.task.name == "power" else "return_usd"
     return NodeTaskGrade(
-        score, "return_eur", value, trivial, reference, "always_on", REFERENCE_MANAGER["power"]
+        grade_higher_better(value, random_return, reference),
+        unit,
+        value,
+        random_return,
+        reference,
+        "random",
+        best,
     )
 
 
+_GRADER_DOC = (
+    "score = (return - R) / (B - R), clipped to [0, 1], in {unit}: R = the best return of {n} episodes of "
+    "uniform-random legal actions, B = the return of the best of the reference managers always_on, "
+    "provision_to_demand, idle_off:600:1 and idle_off:1800, all run through the same env on the episode's "
+    "scenario. 0 = no better than random play, 1 = at least as good as the best reference. Non-decreasing in "
+    "the return."
+)
 GRADER_DOCS = {
-    "autoscaling": "score = (return - R0) / (B - R0), clipped to [0, 1], in US dollars: R0 = renting nothing "
-    "(no value, no cost, every job waits until the horizon: its SLA penalty, closed form), B = an upper bound on "
-    "any policy's return (each job that could finish by the horizon earns its best margin value - on-demand cost "
-    "on an accepted type, with no boot wait, idle node or queueing). Non-decreasing in the return.",
-    "power": "score = (return - always_on's return) / (idle_off:600:1's return - always_on's return), clipped "
-    "to [0, 1]; both reference managers run through the same env on the episode's scenario. 0 = no better than "
-    "keeping every node on, 1 = at least as good as the idle_off reference. Non-decreasing in the return.",
+    "power": _GRADER_DOC.format(unit="euros", n=RANDOM_ROLLOUTS["power"]),
+    "autoscaling": _GRADER_DOC.format(unit="US dollars", n=RANDOM_ROLLOUTS["autoscaling"]),
 }
 GRADERS: dict[str, Callable[[NodeManagerEnv], NodeTaskGrade]] = {
-    "power": grade_power,
-    "autoscaling": grade_autoscaling,
+    "power": grade_node_task,
+    "autoscaling": grade_node_task,
 }
 
 

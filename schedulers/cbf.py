@@ -24,9 +24,10 @@ made on the capacity left by all earlier ones). Per-GPU identities are not reser
 interchangeable for whole-GPU jobs, so node counts decide feasibility exactly.
 
 Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-check each against it):
-- while every queued job so far starts now on its fastest option (the reservations so far all start now, so
-  the profile only grows with time), the next job that can start now on its fastest option gets that
-  reservation without the profile being built;
+- while every queued job so far starts now on its first option (the fastest; equal speeds in option order: a
+  later option of the same speed may tie on completion with the first one starting right after now), the
+  reservations so far all start now, so the profile only grows with time, and the next job that can start now
+  on its first option gets that reservation without the profile being built;
 - the schedule is kept between instants while it provably equals the rebuilt one (`_Kept`);
 - with whole-GPU jobs only, an option on which the job starts now ends the search over its options (no later,
   slower option completes sooner or as soon);
@@ -94,7 +95,8 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
     plan = Plan(view.free)
     shape = jt.shape
     known = jt.known_runtime_s
-    type_speed = view.layout.type_speed
+    layout = view.layout
+    type_speed = layout.type_speed
     reservations: list[Reservation] = []
     started: list[tuple[float, Placement]] = []
     started_jobs: list[tuple[float, int]] = []
@@ -110,7 +112,9 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
             rest = i
             break
         rate = effective_speed(type_speed[p.type_idx], len(p.nodes) > 1, pace)
-        if rate != _options(elig, k, pace)[0].rate:
+        first = _options(elig, k, pace)[0]
+        if rate != first.rate or not _on_option(layout, p, first):
+            # a later option of the same speed is not the first option: the first one may tie on completion
             rest = i
             break
         end = now + known[i] / rate
@@ -166,6 +170,13 @@ def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Deci
         _KEPT.clear()  # one run at a time is kept
         _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs)
     return plan.decisions, reservations
+
+
+def _on_option(layout: ClusterLayout, p: Placement, o) -> bool:
+    """Whether placement p is on option o (one node of o's speed group, or a spread over o's type)."""
+    if o.multi_type < 0:
+        return len(p.nodes) == 1 and layout.node_pool[p.nodes[0]] in o.pools
+    return len(p.nodes) > 1 and p.type_idx == o.multi_type
 
 
 def _none_can_start(prof: _Profile, todo: list[int], x: int) -> bool:

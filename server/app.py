@@ -1,334 +1,196 @@
-"""The HTTP and WebSocket routes of the environment server (OpenEnv's route and payload shape, with sessions).
+"""The HTTP and WebSocket routes of the environment server, in OpenEnv's shape (docs/server.md).
 
 `uvicorn server.app:app` serves the defaults of config.ServeConfig; `python main.py --mode serve` builds the app
-with `create_app(ServeConfig(...))`. Routes: POST /reset, POST /step, GET /state, GET /health, GET /schema,
-GET /tasks, POST /grader, POST /close, WS /ws (docs/server.md).
+with `create_app(ServeConfig(...))`. OpenEnv's routes: POST /reset, POST /step, GET /state, GET /health,
+GET /metadata, GET /schema, POST /mcp, WS /ws; this server's own: GET /tasks, POST /grader, POST /close, and
+HTTP sessions (`open_session`, `session_id`).
 
-Concurrency: the routes are plain functions, which FastAPI runs in its thread pool (40 threads), never on the
-event loop, so a slow step (a large scenario to build, a long WAIT) holds one thread and never stalls another
-session's requests. Each session has its own lock: two requests to one session run one after the other, requests
-to different sessions run side by side (the GIL interleaves them; one process serves all sessions).
+Concurrency: env work runs in FastAPI's thread pool (40 threads), never on the event loop, so a slow step (a
+large scenario to build, a long WAIT) holds one thread and never stalls another session's requests. Each session
+has its own lock: two requests to one session run one after the other, requests to different sessions side by
+side (the GIL interleaves them; `--processes N` runs N server processes, a session living in one of them).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hmac
 import json
-import math
-import threading
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-import gymnasium as gym
-import numpy as np
-from fastapi import FastAPI, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from config import ServeConfig, UserError
-from server.sessions import ApiError, Session, SessionStore
-from server.tasks import TASKS, ActionError, Task, get_task
+from config import ServeConfig
+from server import mcp
+from server.env_server import DESCRIPTION, VERSION, EnvServer
+from server.protocol import (
+    DEFAULT_TASK,
+    ResetRequest,
+    SessionRequest,
+    StepRequest,
+    dumps,
+    error_body,
+    parse_json_object,
+    validate,
+    validation_message,
+)
+from server.sessions import WS, ApiError, Session
 
-DEFAULT_TASK = "scheduling"
-SEED_RANGE = 2**31 - 1
-
-
-class ResetRequest(BaseModel):
-    """POST /reset: a new session (or a new episode of `session_id`), task options at the top level."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    task: str = Field(DEFAULT_TASK, description="a task of GET /tasks")
-    seed: int | None = Field(
-        None, ge=0, lt=SEED_RANGE, description="the command line's --seed (default: drawn)"
-    )
-    session_id: str | None = Field(None, description="reset this open session instead of starting a new one")
-    episode_id: str | None = Field(None, description="OpenEnv's episode tag; ignored")
-
-
-class StepRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    session_id: str
-    action: Any = Field(description='the task\'s action, e.g. {"slot": 0} (GET /schema)')
-    on_illegal: Literal["error", "noop"] = Field(
-        "error",
-        description="an action the mask forbids: error (409, nothing happens) or noop (the Gymnasium env's "
-        "behaviour: a step that changes nothing, info.illegal_action true)",
-    )
+OPEN_ROUTES = ("/health",)
+"""routes that need no token (a load balancer's health check)"""
+REAP_EVERY_S = 1.0
+"""how often idle sessions are expired (and, when every place is taken, an idle HTTP one closed)"""
+ROUTES = "GET /health, /metadata, /schema, /state, /tasks; POST /reset, /step, /grader, /close, /mcp; WS /ws"
 
 
-class SessionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    session_id: str
+def _respond(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(body), status, headers=headers, media_type="application/json")
 
 
-def _json(x: Any) -> Any:
-    """numpy values as JSON values; floats keep every bit (Python's json writes repr, the shortest exact form)."""
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, dict):
-        return {str(k): _json(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_json(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _respond(error_body(code, message), status, headers)
 
 
-def _respond(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(_json(body), allow_nan=False), status, media_type="application/json")
+class Guard:
+    """ASGI middleware in front of every route: the bearer token (when the server has one) and the request body
+    size limit (a body over it is answered 413 before it is read whole)."""
 
+    def __init__(self, app: FastAPI, cfg: ServeConfig):
+        self.app = app
+        self.state = app.state  # app.state.env_server: the sessions (tests read them)
+        self.token = cfg.token.encode() if cfg.token else None
+        self.limit_bytes = cfg.limit_body_kb * 1024
+        self.limit_kb = cfg.limit_body_kb
 
-def _error(status: int, code: str, message: str) -> Response:
-    return _respond({"error": code, "detail": message}, status)
+    def _authorized(self, scope) -> bool:
+        if self.token is None or scope["path"] in OPEN_ROUTES:
+            return True
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        return hmac.compare_digest(given, b"Bearer " + self.token)
 
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        if not self._authorized(scope):
+            if scope["type"] == "websocket":  # closed before the handshake completes: the client sees a 403
+                await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})
+                return None
+            return await _send(
+                send,
+                _error(
+                    401,
+                    "unauthorized",
+                    "this server needs its token: send the header Authorization: Bearer TOKEN",
+                    {"www-authenticate": "Bearer"},
+                ),
+            )
+        if scope["type"] == "websocket":  # message size: uvicorn's ws_max_size
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit_bytes:
+            return await _send(send, self._too_large())
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None  # the client went away
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.limit_bytes:
+                return await _send(send, self._too_large())
+        body = b"".join(chunks)
+        replayed = False
 
-def _validation_message(err: RequestValidationError | ValidationError) -> tuple[int, str, str]:
-    errors = err.errors()
-    if any(e.get("type") == "json_invalid" for e in errors):
-        detail = "; ".join(str(e.get("ctx", {}).get("error", e.get("msg"))) for e in errors)
-        return 400, "malformed_json", f"the request body is not valid JSON ({detail})"
-    parts = []
-    for e in errors:
-        loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
-        parts.append(
-            f"{loc}: {e.get('msg')}"
-            + (f" (got {e['input']!r})" if e.get("type") != "missing" and loc != "body" else "")
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+    def _too_large(self) -> Response:
+        return _error(
+            413,
+            "body_too_large",
+            f"the request body is over this server's limit of {self.limit_kb:,} KiB (its --limit_body_kb)",
         )
-    return 422, "bad_request", "; ".join(parts)
 
 
-def space_json(space: gym.Space) -> dict:
-    """A Box or Discrete space as JSON (what server/client.py rebuilds the env's spaces from)."""
-    if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, gym.spaces.Box):
-        return {
-            "type": "Box",
-            "shape": list(space.shape),
-            "dtype": str(space.dtype),
-            "low": space.low.tolist(),
-            "high": space.high.tolist(),
-        }
-    raise TypeError(f"no JSON form for {space}")
+async def _send(send, response: Response) -> None:
+    await send(
+        {"type": "http.response.start", "status": response.status_code, "headers": response.raw_headers}
+    )
+    await send({"type": "http.response.body", "body": response.body})
 
 
-async def _parse(request: Request, model: type[BaseModel], empty_ok: bool = False) -> BaseModel:
-    """The request's body as `model`, whatever its content type; ApiError naming what is wrong."""
-    raw = await request.body()
-    if not raw.strip() and empty_ok:
-        return model()
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ApiError(400, "malformed_json", f"the request body is not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ApiError(
-            422, "bad_request", f"the request body must be a JSON object, got {type(data).__name__}"
-        )
-    try:
-        return model.model_validate(data)
-    except ValidationError as err:
-        raise ApiError(*_validation_message(err)) from None
+Forward = Callable[[str, Request, bytes], Awaitable[Response | None]]
+"""(session_id, request, body) -> the answer of the process holding that session, or None when it is this one"""
 
 
-class EnvServer:
-    """The sessions and what each route does to them (no HTTP here: the routes and /ws share these methods)."""
-
-    def __init__(self, cfg: ServeConfig, clock=None):
-        self.cfg = cfg
-        self.store = SessionStore(cfg.max_sessions, cfg.session_ttl_s, *(() if clock is None else (clock,)))
-        self._rng = np.random.default_rng()  # seeds for resets that name none (reported back in `seed`)
-        self._rng_lock = threading.Lock()
-
-    def reset(self, req: ResetRequest, session: Session | None = None) -> dict:
-        task = self._task(req.task)
-        options = dict(req.model_extra or {})
-        new = session is None and req.session_id is None
-        if session is None:
-            session = self.store.create() if new else self.store.get(req.session_id)
-        try:
-            with session.lock:
-                try:
-                    env = task.make(options)
-                    seed = req.seed if req.seed is not None else self._draw_seed()
-                    obs, info = task.reset(env, seed)
-                except UserError as err:
-                    raise ApiError(400, "bad_option", str(err)) from None
-                if session.env is not None:
-                    session.env.close()
-                session.task, session.env, session.options, session.seed = task, env, options, seed
-                session.step_count, session.done, session.truncated, session.info = 0, False, False, info
-                # a scenario can end at reset (every job rejected): the scheduling env knows it, Gymnasium's API not
-                session.done = bool(getattr(env.unwrapped, "_done", False))
-                self.store.touch(session)
-        except Exception:
-            if new:
-                self.store.close(session.session_id, "its /reset failed")
-            raise
-        return {
-            "session_id": session.session_id,
-            "task": task.name,
-            "seed": seed,
-            "observation": obs,
-            "reward": None,
-            "done": session.done,
-            "truncated": False,
-            "info": info,
-            "spaces": {
-                "observation": space_json(env.observation_space),
-                "action": space_json(env.action_space),
-            },
-        }
-
-    def _draw_seed(self) -> int:
-        with self._rng_lock:
-            return int(self._rng.integers(0, SEED_RANGE))
-
-    @staticmethod
-    def _task(name: str) -> Task:
-        try:
-            return get_task(name)
-        except UserError as err:
-            raise ApiError(404, "unknown_task", str(err)) from None
-
-    def step(self, req: StepRequest, session: Session | None = None) -> dict:
-        session = session or self.store.get(req.session_id)
-        with session.lock:
-            env = session.env
-            if env is None:
-                raise ApiError(409, "no_episode", "the session has no episode: POST /reset first")
-            if session.done or session.truncated:
-                end = "terminated (done)" if session.done else "truncated"
-                raise ApiError(409, "episode_over", f"the episode is {end}: POST /reset starts a new one")
-            try:
-                action = session.task.action(env, req.action)
-            except ActionError as err:
-                raise ApiError(422, "bad_action", str(err)) from None
-            mask = session.info.get("action_mask")
-            if (
-                req.on_illegal == "error"
-                and mask is not None
-                and not (0 <= action < len(mask) and mask[action])
-            ):
-                legal = [int(i) for i in np.flatnonzero(mask)]
-                raise ApiError(
-                    409,
-                    "illegal_action",
-                    f"action {req.action!r} is not legal now; legal "
-                    f"{'slots' if session.task.name == 'scheduling' else 'actions'} (info.action_mask): {legal}",
-                )
-            obs, reward, done, truncated, info = env.step(action)  # noop: the env's own illegal no-op
-            session.step_count += 1
-            session.done, session.truncated, session.info = bool(done), bool(truncated), info
-            self.store.touch(session)
-        return {
-            "observation": obs,
-            "reward": float(reward),
-            "done": bool(done),
-            "truncated": bool(truncated),
-            "info": info,
-        }
-
-    def state(self, sid: str, jobs: bool, session: Session | None = None) -> dict:
-        session = session or self.store.get(sid)
-        with session.lock:
-            if session.env is None:
-                raise ApiError(409, "no_episode", "the session has no episode: POST /reset first")
-            return {
-                "session_id": session.session_id,
-                "episode_id": session.session_id,
-                "task": session.task.name,
-                "seed": session.seed,
-                "options": session.options,
-                "step_count": session.step_count,
-                "done": session.done,
-                "truncated": session.truncated,
-                **session.task.state(session.env, jobs),
-            }
-
-    def grade(self, sid: str) -> dict:
-        session = self.store.get(sid)
-        with session.lock:
-            if session.env is None:
-                raise ApiError(409, "no_episode", "the session has no episode: POST /reset first")
-            try:
-                g = session.task.grade(session.env)
-            except UserError as err:
-                raise ApiError(409, "episode_not_over", str(err)) from None
-        return {"session_id": sid, "task": session.task.name, "seed": session.seed, **g.__dict__}
-
-    def close(self, sid: str) -> dict:
-        self.store.get(sid)  # 404 naming why when it is not open
-        self.store.close(sid)
-        return {"session_id": sid, "closed": True}
-
-    def health(self) -> dict:
-        return {"status": "healthy", "sessions": len(self.store), "max_sessions": self.cfg.max_sessions}
-
-    def schema(self, task_name: str) -> dict:
-        task = self._task(task_name)
-        return {
-            "task": task.name,
-            "action": task.action_schema(None),
-            "observation": task.observation_schema,
-            "info": task.info_doc,
-            "state": {
-                "type": "object",
-                "properties": {
-                    k: {"type": t}
-                    for k, t in (
-                        ("session_id", "string"),
-                        ("episode_id", "string"),
-                        ("task", "string"),
-                        ("seed", "integer"),
-                        ("step_count", "integer"),
-                        ("done", "boolean"),
-                        ("truncated", "boolean"),
-                        ("sim_time_s", "number"),
-                        *task.state_types,
-                    )
-                },
-            },
-        }
-
-    def tasks(self) -> dict:
-        from cli.json_options import option_help
-
-        return {
-            "tasks": [
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "options": option_help(t.option_names),
-                    "grader": t.grader_doc,
-                }
-                for t in TASKS.values()
-            ]
-        }
+async def _local(sid: str, request: Request, body: bytes) -> Response | None:
+    return None
 
 
-def create_app(cfg: ServeConfig | None = None, clock=None) -> FastAPI:
-    """The app serving `cfg`'s limits; `clock` (seconds, monotonic) replaces time.monotonic for session expiry."""
-    server = EnvServer(cfg or ServeConfig(), clock)
+def create_app(
+    cfg: ServeConfig | None = None, clock=None, count=None, prefix: str = "", forward: Forward = _local
+):
+    """The app serving `cfg`; `clock` (seconds, monotonic) replaces time.monotonic for session expiry; `count`,
+    `prefix` and `forward`: the shared session count, this process's session-id prefix and the hop to the
+    process that holds a session (server/processes.py)."""
+    cfg = cfg or ServeConfig()
+    server = EnvServer(cfg, clock, count, prefix)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        async def reap():
+            while True:
+                await asyncio.sleep(REAP_EVERY_S)
+                await run_in_threadpool(server.store.reap)
+
+        reaper = asyncio.create_task(reap())
         yield
+        reaper.cancel()
         server.store.close_all()
 
-    app = FastAPI(title="GPU-cluster scheduling environments", version="1", lifespan=lifespan)
+    app = FastAPI(
+        title="GPU-cluster scheduling environments",
+        description=DESCRIPTION,
+        version=VERSION,
+        lifespan=lifespan,
+    )
     app.state.env_server = server
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, err: ApiError) -> Response:
-        return _error(err.status, err.code, err.message)
+        return _error(err.status, err.code, err.message, err.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, err: RequestValidationError) -> Response:
-        return _error(*_validation_message(err))
+        return _error(*validation_message(err))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, err: StarletteHTTPException) -> Response:
+        if err.status_code == 404:
+            return _error(
+                404, "no_such_route", f"no route {request.method} {request.url.path}; the routes: {ROUTES}"
+            )
+        if err.status_code == 405:
+            return _error(
+                405,
+                "method_not_allowed",
+                f"{request.url.path} does not take {request.method}; the routes: {ROUTES}",
+            )
+        return _error(err.status_code, "http_error", str(err.detail))
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, err: Exception) -> Response:  # never crash: the request fails alone
@@ -338,36 +200,64 @@ def create_app(cfg: ServeConfig | None = None, clock=None) -> FastAPI:
         """OpenAPI's description of a body the route parses itself (any content type: `curl -d` sends a form's)."""
         return {"requestBody": {"content": {"application/json": {"schema": model.model_json_schema()}}}}
 
+    async def parsed(request: Request, model: type[BaseModel], empty_ok: bool = False):
+        """(raw body, its model, the process answer when the session lives in another process, else None)."""
+        raw = await request.body()
+        data = {} if empty_ok and not raw.strip() else parse_json_object(raw)
+        req = validate(model, data)
+        sid = getattr(req, "session_id", None)
+        elsewhere = await forward(sid, request, raw) if sid else None
+        return raw, req, elsewhere
+
     @app.post("/reset", openapi_extra=body_of(ResetRequest))
     async def reset(request: Request) -> Response:
-        req = await _parse(request, ResetRequest, empty_ok=True)
-        return _respond(await run_in_threadpool(server.reset, req))
+        _, req, elsewhere = await parsed(request, ResetRequest, empty_ok=True)
+        return elsewhere or _respond(await run_in_threadpool(server.reset, req))
 
     @app.post("/step", openapi_extra=body_of(StepRequest))
     async def step(request: Request) -> Response:
-        req = await _parse(request, StepRequest)
-        return _respond(await run_in_threadpool(server.step, req))
+        _, req, elsewhere = await parsed(request, StepRequest)
+        if elsewhere:
+            return elsewhere
+        return _respond(server.step_now(req) or await run_in_threadpool(server.step, req))
 
     @app.get("/state")
-    def state(session_id: str = Query(...), jobs: bool = Query(False)) -> Response:
-        return _respond(server.state(session_id, jobs))
+    async def state(request: Request, session_id: str | None = None, jobs: bool = False) -> Response:
+        elsewhere = await forward(session_id, request, b"") if session_id else None
+        return elsewhere or _respond(await run_in_threadpool(server.state, session_id, jobs))
 
     @app.post("/grader", openapi_extra=body_of(SessionRequest))
     async def grader(request: Request) -> Response:
-        req = await _parse(request, SessionRequest)
-        return _respond(await run_in_threadpool(server.grade, req.session_id))
+        _, req, elsewhere = await parsed(request, SessionRequest)
+        return elsewhere or _respond(await run_in_threadpool(server.grade, req.session_id))
 
     @app.post("/close", openapi_extra=body_of(SessionRequest))
     async def close(request: Request) -> Response:
-        req = await _parse(request, SessionRequest)
-        return _respond(await run_in_threadpool(server.close, req.session_id))
+        _, req, elsewhere = await parsed(request, SessionRequest)
+        return elsewhere or _respond(await run_in_threadpool(server.close, req.session_id))
+
+    @app.post("/mcp")
+    async def mcp_route(request: Request) -> Response:
+        raw = await request.body()
+        try:
+            message = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            return _respond(mcp.rpc_error(None, mcp.PARSE_ERROR, f"not valid JSON ({err})"))
+        args = (message.get("params") or {}).get("arguments") if isinstance(message, dict) else None
+        sid = args.get("session_id") if isinstance(args, dict) else None
+        elsewhere = await forward(sid, request, raw) if isinstance(sid, str) and sid else None
+        return elsewhere or _respond(await run_in_threadpool(mcp.handle, server, message))
 
     @app.get("/health")
     def health() -> Response:
         return _respond(server.health())
 
+    @app.get("/metadata")
+    def metadata() -> Response:
+        return _respond(server.metadata())
+
     @app.get("/schema")
-    def schema(task: str = Query(DEFAULT_TASK)) -> Response:
+    def schema(task: str = DEFAULT_TASK) -> Response:
         return _respond(server.schema(task))
 
     @app.get("/tasks")
@@ -379,87 +269,104 @@ def create_app(cfg: ServeConfig | None = None, clock=None) -> FastAPI:
         await socket.accept()
         await _ws_session(server, socket)
 
-    return app
+    return Guard(app, cfg)
+
+
+def _ws_error(err: ApiError) -> dict:
+    return {"type": "error", "data": {"code": err.code, "message": err.message, "status": err.status}}
+
+
+async def _ws_reply(
+    server: EnvServer, session: Session | None, kind: Any, data: Any
+) -> tuple[dict, Session | None]:
+    """The answer to one message, and the socket's session after it."""
+    if kind == "reset":
+        if not isinstance(data, dict):
+            raise ApiError(422, "bad_request", "a reset message's data must be a JSON object")
+        req = validate(
+            ResetRequest, {k: v for k, v in data.items() if k not in ("session_id", "open_session")}
+        )
+        new = session is None
+        if new:
+            session = await run_in_threadpool(server.store.create, WS)
+        try:
+            body = await run_in_threadpool(server.reset, req, session)
+        except BaseException:
+            if new:  # a socket whose first reset failed holds no place
+                server.store.close(session.session_id, "its first reset failed")
+                session = None
+            raise
+        return {"type": "observation", "data": body}, session
+    if kind == "mcp":
+        return {"type": "mcp", "data": await run_in_threadpool(mcp.handle, server, data, session)}, session
+    if kind not in ("step", "state"):
+        raise ApiError(
+            422, "unknown_type", f"unknown message type {kind!r:.80}; use reset, step, state, mcp or close"
+        )
+    if session is None:
+        raise ApiError(409, "no_episode", "the socket has no episode: send a reset message first")
+    if kind == "step":
+        body = dict(data) if isinstance(data, dict) and "action" in data else {"action": data}
+        req = validate(StepRequest, {**body, "session_id": session.session_id})
+        answer = server.step_now(req, session) or await run_in_threadpool(server.step, req, session)
+        return {"type": "observation", "data": answer}, session
+    jobs = bool(data.get("jobs")) if isinstance(data, dict) else False
+    return {
+        "type": "state",
+        "data": await run_in_threadpool(server.state, session.session_id, jobs, session),
+    }, session
 
 
 async def _ws_session(server: EnvServer, socket: WebSocket) -> None:
     """One session over one socket, OpenEnv's protocol: {"type": "reset", "data": {...}} (the /reset body),
-    {"type": "step", "data": ACTION}, {"type": "state"}, {"type": "close"}; answers {"type": "observation" |
-    "state" | "error", "data": ...}. The session closes with the socket."""
+    {"type": "step", "data": ACTION}, {"type": "state"}, {"type": "mcp", "data": JSON-RPC}, {"type": "close"};
+    answers {"type": "observation" | "state" | "mcp" | "error", "data": ...}. The session lives exactly as long as
+    the socket: a socket silent for --session_ttl_s is closed with it, and a session closed by anything else
+    (POST /close, shutdown) closes its socket."""
     session: Session | None = None
+    ttl_s = server.cfg.session_ttl_s
     try:
         while True:
-            raw = await socket.receive_text()
             try:
-                try:
-                    msg = json.loads(raw)
-                except json.JSONDecodeError as err:
-                    raise ApiError(400, "malformed_json", f"the message is not valid JSON ({err})") from None
-                kind = msg.get("type") if isinstance(msg, dict) else None
-                data = msg.get("data", {}) if isinstance(msg, dict) else None
+                message = await asyncio.wait_for(socket.receive(), timeout=ttl_s)
+            except TimeoutError:
+                err = ApiError(
+                    408,
+                    "session_expired",
+                    f"no message for {ttl_s:g} s (the server's --session_ttl_s): closed",
+                )
+                await socket.send_text(json.dumps(_ws_error(err)))
+                break
+            if message["type"] == "websocket.disconnect":
+                break
+            raw = message.get("text") if message.get("text") is not None else message.get("bytes", b"")
+            if session is not None and not server.store.is_open(session.session_id):
+                why = server.store.gone_reason(session.session_id)
+                gone = ApiError(404, "unknown_session", f"this socket's session was {why}; the socket closes")
+                session = None
+                await socket.send_text(json.dumps(_ws_error(gone)))
+                break
+            try:
+                msg = parse_json_object(raw, "the message")
+                kind = msg.get("type")
                 if kind == "close":
                     break
-                if kind == "reset":
-                    if not isinstance(data, dict):
-                        raise ApiError(422, "bad_request", "a reset message's data must be a JSON object")
-                    req = ResetRequest.model_validate({k: v for k, v in data.items() if k != "session_id"})
-                    if session is None:
-                        session = await run_in_threadpool(server.store.create)
-                    body = await run_in_threadpool(server.reset, req, session)
-                    reply = {"type": "observation", "data": body}
-                elif kind == "step":
-                    if session is None:
-                        raise ApiError(
-                            409, "no_episode", "the socket has no episode: send a reset message first"
-                        )
-                    action = (
-                        data.get("action", data) if isinstance(data, dict) and "on_illegal" in data else data
-                    )
-                    on_illegal = data.get("on_illegal", "error") if isinstance(data, dict) else "error"
-                    req = StepRequest.model_validate(
-                        {"session_id": session.session_id, "action": action, "on_illegal": on_illegal}
-                    )
-                    body = await run_in_threadpool(server.step, req, server.store.get(session.session_id))
-                    reply = {"type": "observation", "data": body}
-                elif kind == "state":
-                    if session is None:
-                        raise ApiError(
-                            409, "no_episode", "the socket has no episode: send a reset message first"
-                        )
-                    sid = session.session_id
-                    body = await run_in_threadpool(
-                        server.state, sid, bool(data.get("jobs")) if isinstance(data, dict) else False
-                    )
-                    reply = {"type": "state", "data": body}
-                else:
-                    raise ApiError(
-                        422, "unknown_type", f"unknown message type {kind!r}; use reset, step, state or close"
-                    )
+                reply, session = await _ws_reply(server, session, kind, msg.get("data", {}))
             except ApiError as err:
-                reply = {
-                    "type": "error",
-                    "data": {"code": err.code, "message": err.message, "status": err.status},
-                }
+                reply = _ws_error(err)
             except ValidationError as err:
-                status, code, message = _validation_message(err)
-                reply = {"type": "error", "data": {"code": code, "message": message, "status": status}}
+                reply = _ws_error(ApiError(*validation_message(err)))
             except Exception as err:  # noqa: BLE001 - one bad message fails alone
-                reply = {
-                    "type": "error",
-                    "data": {
-                        "code": "internal_error",
-                        "message": f"{type(err).__name__}: {err}",
-                        "status": 500,
-                    },
-                }
-            await socket.send_text(json.dumps(_json(reply), allow_nan=False))
+                reply = _ws_error(ApiError(500, "internal_error", f"{type(err).__name__}: {err}"))
+            await socket.send_text(dumps(reply).decode())
     except WebSocketDisconnect:
         pass
     finally:
         if session is not None:
             server.store.close(session.session_id, "its WebSocket closed")
     if socket.client_state.name == "CONNECTED":
-        await socket.close()
+        with contextlib.suppress(Exception):
+            await socket.close()
 
 
 app = create_app()

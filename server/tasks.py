@@ -115,15 +115,37 @@ def _scheduling_action_schema(env: gym.Env | None) -> dict:
     }
 
 
+def observation_schema(features: str) -> dict:
+    """JSON schema of an observation as the server sends it: OpenEnv's observation object."""
+    return {
+        "type": "object",
+        "properties": {
+            "features": {
+                "type": "array",
+                "items": {"type": "number", "minimum": 0.0, "maximum": 1.0},
+                "description": features,
+            },
+            "action_mask": {
+                "type": "array",
+                "items": {"type": "boolean"},
+                "description": "one per action: true where the action is legal now (as info.action_mask)",
+            },
+            "truncated": {
+                "type": "boolean",
+                "description": "the episode was cut at the step limit (done is then true as well)",
+            },
+        },
+        "required": ["features", "action_mask", "truncated"],
+    }
+
+
 def _scheduling_observation_schema() -> dict:
     from env.gym_env import CONTEXT_FEATURES, JOB_FEATURES
 
-    return {
-        "type": "array",
-        "items": {"type": "number", "minimum": 0.0, "maximum": 1.0},
-        "description": "the env's float32 features: K window slots x job features, then context features (job "
-        f"features: {', '.join(JOB_FEATURES)}; context: {', '.join(CONTEXT_FEATURES)})",
-    }
+    return observation_schema(
+        "the env's float32 features: K window slots x job features, then context features (job "
+        f"features: {', '.join(JOB_FEATURES)}; context: {', '.join(CONTEXT_FEATURES)})"
+    )
 
 
 SCHEDULING_INFO = {
@@ -146,7 +168,12 @@ def avg_jct_s(result) -> float:
     return float(np.mean(jct)) if jct else float("nan")
 
 
-@lru_cache(maxsize=64)
+RANDOM_ROLLOUTS = 5
+"""uniform-random legal episodes whose best is the grader's score-0 anchor (the best, not the mean: another random
+episode then scores 0 five times in six, however noisy random play is)"""
+
+
+@lru_cache(maxsize=256)
 def _heuristic_jct_s(cfg: RunConfig, seed: int, algo: str) -> float:
     """avg JCT of heuristic `algo` run natively on the scenario (cached: many episodes share scenarios)."""
     from scenario.build import build_scenario
@@ -155,6 +182,30 @@ def _heuristic_jct_s(cfg: RunConfig, seed: int, algo: str) -> float:
     sim = build_scenario(cfg, seed).simulator()
     sim.run(POLICIES[algo])
     return avg_jct_s(sim.result(algo, seed))
+
+
+@lru_cache(maxsize=64)
+def _random_jct_s(cfg: RunConfig, seed: int) -> float:
+    """The best (lowest) avg JCT of RANDOM_ROLLOUTS episodes of uniform-random legal actions (WAIT included
+    when legal) through the env on the scenario; rollout k draws from np.random.default_rng([seed, k])."""
+    from env.gym_env import run_policy_in_env
+    from env.node_tasks import random_legal
+    from scenario.build import build_scenario
+
+    sc = build_scenario(cfg, seed)
+    values = []
+    for k in range(RANDOM_ROLLOUTS):
+        result = run_policy_in_env(cfg, sc, random_legal(np.random.default_rng([seed, k])), "random")
+        values.append(avg_jct_s(result))
+    return float(min(values))
+
+
+def scheduling_suite() -> tuple[str, ...]:
+    """The heuristics an agent of the scheduling task can match: every non-preemptive one (the task starts
+    jobs; it cannot preempt them)."""
+    from schedulers import POLICIES, PREEMPTIVE
+
+    return tuple(a for a in POLICIES if a not in PREEMPTIVE)
 
 
 def grade_lower_better(value: float, trivial: float, reference: float) -> float:
@@ -167,21 +218,22 @@ def grade_lower_better(value: float, trivial: float, reference: float) -> float:
     return float(min(1.0, max(0.0, (trivial - value) / (trivial - reference))))
 
 
+def scheduling_anchors(cfg: RunConfig, seed: int) -> tuple[float, str, float]:
+    """(random play's avg JCT, the best heuristic of scheduling_suite(), its avg JCT) on the scenario."""
+    best = min(scheduling_suite(), key=lambda a: (_heuristic_jct_s(cfg, seed, a), a))
+    return _random_jct_s(cfg, seed), best, _heuristic_jct_s(cfg, seed, best)
+
+
 def _grade_scheduling(env: gym.Env) -> Grade:
     env = env.unwrapped
     if env.sim is None or not env._done:
         raise UserError("the episode is not over: step until done is true, then ask for its grade")
     sc = env.scenario
     value = avg_jct_s(env.sim.result("agent", sc.seed))
-    fcfs = _heuristic_jct_s(env.config, sc.seed, "fcfs")
-    best_name, best = min(
-        (
-            ("sjf", _heuristic_jct_s(env.config, sc.seed, "sjf")),
-            ("easy", _heuristic_jct_s(env.config, sc.seed, "easy")),
-        ),
-        key=lambda x: x[1],
+    random_jct, best_name, best = scheduling_anchors(env.config, sc.seed)
+    return Grade(
+        grade_lower_better(value, random_jct, best), "avg_jct_s", value, random_jct, best, "random", best_name
     )
-    return Grade(grade_lower_better(value, fcfs, best), "avg_jct_s", value, fcfs, best, "fcfs", best_name)
 
 
 def _json_time(x: float) -> float | None:
@@ -222,10 +274,12 @@ def _scheduling_state(env: gym.Env, with_jobs: bool) -> dict:
 
 
 SCHEDULING_GRADER = (
-    "score = (avg JCT of FCFS - avg JCT of the episode) / (avg JCT of FCFS - avg JCT of the better of SJF and "
-    "EASY), clipped to [0, 1]; all three heuristics run natively on the episode's scenario (same seed and "
-    "options, same jobs). 0 = no better than FCFS, 1 = at least as good as the best heuristic; it never rises "
-    "when the episode's average JCT rises. Only a terminated episode (every accepted job completed) is graded."
+    "score = (R - avg JCT of the episode) / (R - B), clipped to [0, 1]: R = the best avg JCT of "
+    f"{RANDOM_ROLLOUTS} episodes of uniform-random legal actions, B = the avg JCT of the best non-preemptive "
+    "heuristic (fcfs, sjf, easy, cbf, sjf_gate, ect: what an agent that starts jobs can match), all on the episode's scenario (same seed and "
+    "options, same jobs). 0 = no better than random play, 1 = at least as good as the best heuristic; it never "
+    "rises when the episode's average JCT rises. Only a terminated episode (every accepted job completed) is "
+    "graded."
 )
 
 
@@ -356,12 +410,10 @@ def _node_task(task: str, description: str) -> Task:
         reset=_reset_scheduling,
         action=_node_action,
         action_schema=_node_action_schema,
-        observation_schema={
-            "type": "array",
-            "items": {"type": "number", "minimum": 0.0, "maximum": 1.0},
-            "description": "the env's float32 features (docs/power.md: per-type slots, "
-            "then queue, running, demand, time of day and the task's context)",
-        },
+        observation_schema=observation_schema(
+            "the env's float32 features (docs/power.md: per-type slots, then queue, running, demand, time of "
+            "day and the task's context)"
+        ),
         info_doc=NODE_INFO,
         grade=_node_grade(task),
         grader_doc=GRADER_DOCS[task],

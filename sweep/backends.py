@@ -1,70 +1,114 @@
-"""Where a study's runs execute: a local process pool (one fresh process per run) or a Ray cluster."""
+"""Where a study's runs execute: fresh local processes (RunChild) or a Ray cluster (sweep.node on each node). Both
+yield each run's outcome as it ends and act on the sweep's stop request between steps: the runs in flight get
+Ctrl-C, finished ones are still yielded during a grace period, the rest are killed."""
 
 from __future__ import annotations
 
-import multiprocessing
+import contextlib
 import os
 import socket
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
+from typing import Any
 
 from config import UserError
-from sweep.worker import RunOutcome, execute, execute_isolated, preload
+from interrupts import StopRequest
+from sweep.node import NodeRun
+from sweep.worker import RunChild, RunOutcome
 
 ROOT = Path(__file__).resolve().parents[1]
-Job = tuple[str, list[str]]
-"""(run name, argv)"""
+POLL_S = 0.25
+STOP_GRACE_S = 10.0
+"""after a stop request, how long the runs in flight have to end by themselves (Kubernetes and Slurm wait 30 s
+between SIGTERM and SIGKILL)"""
+PROBE_S = 5.0
+"""how long a Ray head has to answer --address's check"""
 
 
-def run_local(jobs: Sequence[Job], workers: int) -> Iterator[RunOutcome]:
-    """Yield each run's outcome as it finishes. Every run gets a fresh process (forked from a fork server that has
-    only imported the code, or spawned where there is none), so nothing leaks from one run into another."""
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(["sweep.forkserver_guard", "sweep.worker", "runner"])
-    pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, max_tasks_per_child=1, initializer=preload
+@dataclass(frozen=True)
+class Job:
+    name: str
+    argv: list[str]
+    timeout_s: float | None = None
+
+
+def stop_request() -> StopRequest:
+    """The sweep's stop request (interrupts.py): the first stop signal lets the runs in flight end gracefully, a
+    second one stops them at once; either way the tables of what finished are written."""
+    return StopRequest(
+        f"stopping: the runs in flight get Ctrl-C and up to {STOP_GRACE_S:g} s to end; finished runs are kept",
+        again_stops_at_once=False,
     )
+
+
+def run_local(jobs: Sequence[Job], workers: int, stop: StopRequest) -> Iterator[RunOutcome]:
+    """Yield each run's outcome as it finishes, at most `workers` runs at a time, each in a fresh process (nothing
+    leaks from one run into another)."""
+    queue = deque(jobs)
+    running: list[RunChild] = []
     try:
-        pending = {pool.submit(execute, name, argv): name for name, argv in jobs}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                name = pending.pop(fut)
-                yield _outcome(name, fut.result)
+        while (queue or running) and not stop.requested:
+            while queue and len(running) < workers:
+                job = queue.popleft()
+                running.append(RunChild(job.name, job.argv, job.timeout_s))
+            wait([w for child in running for w in child.waitables], POLL_S)
+            for child in list(running):
+                if (outcome := child.poll()) is not None:
+                    running.remove(child)
+                    yield outcome
+        if running:
+            for child in running:
+                child.interrupt()
+            until = time.monotonic() + STOP_GRACE_S
+            while running and time.monotonic() < until and not stop.again:
+                wait([w for child in running for w in child.waitables], POLL_S)
+                for child in list(running):
+                    if (outcome := child.poll()) is not None:
+                        running.remove(child)
+                        yield _stopped(outcome)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for child in running:
+            child.kill()
+        for child in running:
+            child.process.join()
 
 
-def _outcome(name: str, result: Callable[[], RunOutcome]) -> RunOutcome:
-    try:
-        return result()
-    except Exception as err:  # noqa: BLE001 - a worker that died (killed, out of memory) fails only its run
-        return RunOutcome(name, "failed", f"worker process died: {type(err).__name__}: {err}", "", 0.0)
+def _stopped(outcome: RunOutcome) -> RunOutcome:
+    """An outcome that arrives after the stop request: a run that finished is kept; any other end (Ctrl-C, a
+    process killed before its run started) is no failure of the run: it is not run, and --resume runs it."""
+    if outcome.status == "ok":
+        return outcome
+    return RunOutcome(outcome.name, "interrupted", "interrupted", outcome.output, outcome.wall_s)
 
 
-def run_ray(jobs: Sequence[Job], workers: int | None, address: str | None) -> Iterator[RunOutcome]:
-    """Yield each run's outcome as it finishes on Ray: `address` of a running cluster, else a local Ray with
-    `workers` CPUs. Each run is a task of 1 CPU; the (reused) Ray worker runs it in a fresh forked process
-    (sweep.worker.execute_isolated): a new Ray worker per run (max_calls=1) cost 5.5 s a run here (BENCHMARKS.md).
-    The cluster's nodes must see this checkout and the study folder at the same paths (a shared filesystem)."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError(
-            "--backend ray needs Ray: pip install -r requirements-ray.txt (or use the default --backend local)"
-        ) from None
-    env = {
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    started_here = not ray.is_initialized()
-    if started_here:
-        _check_reachable(address)
+class RaySession:
+    """A connection to Ray, made before the study folder is touched, so that a wrong --address or a cluster that
+    cannot run the study is an error with nothing written."""
+
+    def __init__(self, address: str | None, workers: int):
+        try:
+            import ray
+        except ImportError:
+            raise UserError(
+                "--backend ray needs Ray: pip install -r requirements-ray.txt (or use the default --backend local)"
+            ) from None
+        self.ray = ray
+        self.address = address
+        self.workers = workers
+        self.started_here = not ray.is_initialized()
+        if not self.started_here:
+            return
+        _check_head(address)
+        env = {
+            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
         try:
             ray.init(
                 address=address,
@@ -74,26 +118,82 @@ def run_ray(jobs: Sequence[Job], workers: int | None, address: str | None) -> It
                 configure_logging=False,
                 runtime_env={"env_vars": env},
             )
-        except (ConnectionError, ValueError, RuntimeError) as err:
-            raise UserError(f"--address {address}: cannot connect to Ray ({err})") from None
-    task = ray.remote(num_cpus=1)(execute_isolated)
-    cwd = os.getcwd()
-    refs = {task.remote(name, argv, cwd): name for name, argv in jobs}
-    try:
-        while refs:
-            done, _ = ray.wait(list(refs), num_returns=1)
-            for ref in done:
-                name = refs.pop(ref)
-                yield _outcome(name, lambda ref=ref: ray.get(ref))
-    finally:
-        for ref in refs:
-            ray.cancel(ref, force=True)
-        if started_here:
-            ray.shutdown()
+        except Exception as err:  # noqa: BLE001 - Ray raises many kinds; each is the user's address or cluster
+            raise UserError(
+                f"--address {address}: cannot connect to Ray ({type(err).__name__}: {err})"
+            ) from None
+
+    def describe(self) -> str:
+        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
+        total = self.ray.cluster_resources()
+        where = f"Ray at {self.address}" if self.address else "a local Ray"
+        return (
+            f"{where} ({len(nodes)} node{'s' if len(nodes) != 1 else ''}, {total.get('CPU', 0):g} CPUs, "
+            f"{total.get('GPU', 0):g} GPUs)"
+        )
+
+    def check_fits(self, needs: Sequence[tuple[str, float, float]]) -> None:
+        """Each (what, num_cpus, num_gpus) must fit on one node: Ray would otherwise wait for such a node
+        forever."""
+        nodes = [n.get("Resources", {}) for n in self.ray.nodes() if n.get("Alive")]
+        for what, cpus, gpus in needs:
+            if not any(n.get("CPU", 0) >= cpus and n.get("GPU", 0) >= gpus for n in nodes):
+                biggest = max(((n.get("CPU", 0), n.get("GPU", 0)) for n in nodes), default=(0, 0))
+                raise UserError(
+                    f"{what} ask for num_cpus = {cpus:g}, num_gpus = {gpus:g} per run, but no node of the Ray "
+                    f"cluster has that much (the largest: {biggest[0]:g} CPUs, {biggest[1]:g} GPUs)"
+                )
+
+    def run(
+        self,
+        jobs: Sequence[tuple[NodeRun, Any, float, float]],
+        stop: StopRequest,
+    ) -> Iterator[RunOutcome]:
+        """Yield each run's outcome as it finishes: (run, its models (an object ref), num_cpus, num_gpus) per
+        job, each a Ray task (sweep.node.run_on_node) that runs the run in a fresh process on its node and sends
+        back every file it wrote."""
+        from sweep.node import run_on_node
+
+        ray = self.ray
+        task = ray.remote(run_on_node)
+        refs = {
+            task.options(num_cpus=cpus, num_gpus=gpus, max_retries=0).remote(run, models): run.name
+            for run, models, cpus, gpus in jobs
+        }
+        try:
+            while refs and not stop.requested:
+                done, _ = ray.wait(list(refs), num_returns=1, timeout=POLL_S)
+                for ref in done:
+                    yield self._outcome(refs.pop(ref), ref)
+            if refs:
+                for ref in refs:
+                    ray.cancel(ref)  # KeyboardInterrupt in the task: its run gets Ctrl-C (sweep.node)
+                until = time.monotonic() + STOP_GRACE_S
+                while refs and time.monotonic() < until and not stop.again:
+                    done, _ = ray.wait(list(refs), num_returns=1, timeout=POLL_S)
+                    for ref in done:
+                        yield _stopped(self._outcome(refs.pop(ref), ref))
+        finally:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+
+    def _outcome(self, name: str, ref: Any) -> RunOutcome:
+        try:
+            return self.ray.get(ref)
+        except self.ray.exceptions.TaskCancelledError:
+            return RunOutcome(name, "interrupted", "interrupted", "", 0.0)
+        except Exception as err:  # noqa: BLE001 - a node or worker that died fails only its run
+            text = " ".join(str(err).split())[:300]
+            return RunOutcome(name, "failed", f"Ray task failed: {type(err).__name__}: {text}", str(err), 0.0)
+
+    def close(self) -> None:
+        if self.started_here:
+            self.ray.shutdown()
 
 
-def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
-    """An explicit `host:port` that nothing answers on is an error at once: Ray itself retries for minutes."""
+def _check_head(address: str | None) -> None:
+    """An explicit `host:port` must answer, and answer as a Ray head's GCS, within seconds: Ray itself retries for
+    minutes before saying either."""
     if address is None or address == "auto" or address.startswith(("ray://", "local")):
         return
     host, sep, port = address.rpartition(":")
@@ -102,15 +202,55 @@ def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
             f"--address {address}: expected HOST:PORT of a Ray head node, 'auto' or ray://HOST:PORT"
         )
     try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host, int(port)), timeout=PROBE_S) as conn:
+            conn.settimeout(PROBE_S)
+            conn.sendall(
+                HTTP2_PREFACE
+            )  # a Ray head's GCS speaks gRPC, which answers with its own SETTINGS frame
+            try:
+                reply = conn.recv(9)
+            except TimeoutError:
+                reply = b""
     except OSError as err:
         raise UserError(
             f"--address {address}: no Ray head answers there ({err.strerror or err}); start one with "
             "`ray start --head` or leave --address out for a local Ray"
         ) from None
+    if len(reply) < 4 or reply[3] != 0x4:
+        raise UserError(
+            f"--address {address}: something answers there, but not a Ray head (no gRPC); give the address "
+            "`ray start --head` printed (port 6379 by default)"
+        )
+    try:
+        with _quiet_stderr():  # Ray's C++ client logs its failure on the process's stderr
+            # Ray's own client of the head's GCS (what ray.init connects to); it answers within milliseconds
+            from ray._raylet import GcsClient
+
+            GcsClient(address=address).cluster_id  # noqa: B018 - the call is the check
+    except Exception as err:  # noqa: BLE001 - any failure is the answer
+        text = " ".join(str(err).split())[:200]
+        raise UserError(
+            f"--address {address}: not a Ray head's GCS ({type(err).__name__}: {text}); for Ray Client give "
+            "ray://HOST:PORT"
+        ) from None
 
 
-def describe(backend: str, workers: int | None, address: str | None) -> str:
-    if backend == "ray":
-        return f"Ray at {address}" if address else f"local Ray with {workers} CPUs"
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""an HTTP/2 client's connection preface and an empty SETTINGS frame"""
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def describe_local(workers: int) -> str:
     return f"{workers} local worker process{'es' if workers != 1 else ''} (python {sys.version.split()[0]})"

@@ -79,6 +79,17 @@ def _metric_columns(rows: Sequence[ResultRow]) -> list[str]:
     return cols
 
 
+def geometric_ci95(values: Sequence[float]) -> tuple[float, float, float]:
+    """(geometric mean, low, high): the 95 % confidence interval of mean_ci95 taken over log(values) and
+    exponentiated, so it is asymmetric, never below zero, and symmetric on a log axis; NaN where a value is not
+    > 0 (no logarithm), and low, high NaN for one value."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0 or not np.all(x > 0) or not np.all(np.isfinite(x)):
+        return math.nan, math.nan, math.nan
+    mean, half = mean_ci95(np.log(x))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 @dataclass(frozen=True)
 class Group:
     key: tuple[tuple[str, str], ...]
@@ -86,6 +97,8 @@ class Group:
     n: int
     stats: tuple[tuple[str, float, float], ...]
     """(metric, mean, 95 % CI half-width)"""
+    log_stats: tuple[tuple[str, float, float, float], ...] = ()
+    """(main metric, geometric mean, 95 % CI low, high) for the plots: geometric_ci95"""
 
 
 def group_columns(study: Study) -> list[str]:
@@ -107,13 +120,16 @@ def aggregate(study: Study, rows: Sequence[ResultRow]) -> list[Group]:
         members.setdefault(tuple((c, line.get(c, "")) for c in cols), []).append(line)
     groups = []
     for key, lines in members.items():
-        stats = []
+        stats, log_stats = [], []
         for m in metric_cols:
             vals = [_float(line.get(m, "")) for line in lines]
             if all(v is None for v in vals):
                 continue
-            stats.append((m, *mean_ci95([math.nan if v is None else v for v in vals])))
-        groups.append(Group(key, len(lines), tuple(stats)))
+            values = [math.nan if v is None else v for v in vals]
+            stats.append((m, *mean_ci95(values)))
+            if m in MAIN_METRICS:
+                log_stats.append((m, *geometric_ci95(values)))
+        groups.append(Group(key, len(lines), tuple(stats), tuple(log_stats)))
     return groups
 
 
@@ -128,13 +144,19 @@ def write_aggregate(groups: Sequence[Group], path: Path) -> None:
     metrics: list[str] = []
     for g in groups:
         metrics += [m for m, _, _ in g.stats if m not in metrics]
+    plotted = [m for m in MAIN_METRICS if any(m == s[0] for g in groups for s in g.log_stats)]
     key_cols = [c for c, _ in groups[0].key] if groups else ["scheduler"]
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
-        w.writerow([*key_cols, "n", *(f"{m}_{s}" for m in metrics for s in ("mean", "ci95"))])
+        w.writerow(
+            [*key_cols, "n", *(f"{m}_{s}" for m in metrics for s in ("mean", "ci95"))]
+            + [f"{m}_{s}" for m in plotted for s in ("gmean", "gci95_low", "gci95_high")]
+        )
         for g in groups:
             s = {m: (mean, ci) for m, mean, ci in g.stats}
             cells = [_num(x) for m in metrics for x in s.get(m, (math.nan, math.nan))]
+            logs = {m: rest for m, *rest in g.log_stats}
+            cells += [_num(x) for m in plotted for x in logs.get(m, (math.nan,) * 3)]
             w.writerow([v for _, v in g.key] + [g.n] + cells)
 
 
@@ -165,16 +187,32 @@ def _pm(mean: float, ci: float) -> str:
     return f"{mean:.{digits}f}" + ("" if math.isnan(ci) else f" ± {ci:.{digits}f}")
 
 
-def plot_groups(study: Study, groups: Sequence[Group], out_dir: Path) -> list[Path]:
-    """One PNG per main metric: x = the first varied parameter (not a seed or the algorithm), one line per
-    policy (and combination of the other parameters), error bars = 95 % CI. Nothing when no group exists."""
+@dataclass(frozen=True)
+class Curve:
+    label: str
+    points: tuple[tuple[float, float, float, float], ...]
+    """(x, centre, low, high) per group, by x"""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """What one metric's plot shows (plot_groups draws it)."""
+
+    metric: str
+    x_col: str
+    x_ticks: tuple[str, ...]
+    """the x values as text; () when x is numeric (the values themselves)"""
+    log_scale: bool
+    """every group's values are > 0: geometric means with their 95 % CI (geometric_ci95) on a log axis; else
+    arithmetic means with the 95 % t-interval cut at 0 (the main metrics are never negative)"""
+    curves: tuple[Curve, ...]
+
+
+def figures(study: Study, groups: Sequence[Group]) -> list[Figure]:
+    """One Figure per main metric that some group has: x = the first varied parameter (not a seed or the
+    algorithm), one curve per policy (and combination of the other parameters)."""
     if not groups:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     key_cols = [c for c, _ in groups[0].key]
     candidates = [p for p in study.varying if p in key_cols and len({dict(g.key)[p] for g in groups}) > 1]
     x_col = candidates[0] if candidates else "scheduler"
@@ -182,32 +220,72 @@ def plot_groups(study: Study, groups: Sequence[Group], out_dir: Path) -> list[Pa
     numeric = all(_float(x) is not None for x in xs)
     if numeric:
         xs = sorted(xs, key=float)
-    paths = []
+    out = []
     for metric in MAIN_METRICS:
-        if not any(m == metric for g in groups for m, _, _ in g.stats):
+        members = [g for g in groups if any(m == metric for m, _, _ in g.stats)]
+        if not members:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        lines: dict[str, list[tuple[float, float, float]]] = {}
-        for g in groups:
+        logs = [{m: rest for m, *rest in g.log_stats}.get(metric, (math.nan,) * 3) for g in members]
+        log_scale = all(not math.isnan(centre) for centre, _, _ in logs)
+        curves: dict[str, list[tuple[float, float, float, float]]] = {}
+        for g, log in zip(members, logs, strict=True):
             k = dict(g.key)
             label = (
                 ", ".join(f"{c}={v}" if c != "scheduler" else v for c, v in g.key if c != x_col and v)
                 or metric
             )
-            s = {m: (mean, ci) for m, mean, ci in g.stats}.get(metric)
-            if s is None:
-                continue
             x = float(k[x_col]) if numeric else float(xs.index(k[x_col]))
-            lines.setdefault(label, []).append((x, s[0], 0.0 if math.isnan(s[1]) else s[1]))
-        for label, pts in lines.items():
-            pts.sort()
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], label=label,
-                        marker="o", capsize=3)  # fmt: skip
-        if not numeric:
-            ax.set_xticks(range(len(xs)), xs, rotation=30 if len(xs) > 4 else 0)
-        ax.set_xlabel(x_col)
+            if log_scale:
+                centre, low, high = log
+            else:
+                centre, half = {m: (mean, ci) for m, mean, ci in g.stats}[metric]
+                low, high = max(centre - half, 0.0), centre + half
+            if math.isnan(low):  # one value: no interval
+                low = high = centre
+            curves.setdefault(label, []).append((x, centre, low, high))
+        out.append(
+            Figure(
+                metric,
+                x_col,
+                () if numeric else tuple(xs),
+                log_scale,
+                tuple(Curve(label, tuple(sorted(pts))) for label, pts in curves.items()),
+            )
+        )
+    return out
+
+
+def plot_groups(study: Study, groups: Sequence[Group], out_dir: Path) -> list[Path]:
+    """One PNG per Figure, error bars = 95 % CI (see Figure.log_scale). Nothing when no group exists."""
+    if not groups:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for fig_data in figures(study, groups):
+        metric = fig_data.metric
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for curve in fig_data.curves:
+            x, centre, low, high = (np.array(col) for col in zip(*curve.points, strict=True))
+            ax.errorbar(
+                x, centre, yerr=[centre - low, high - centre], label=curve.label, marker="o", capsize=3
+            )
+        if fig_data.x_ticks:
+            ticks = fig_data.x_ticks
+            ax.set_xticks(range(len(ticks)), ticks, rotation=30 if len(ticks) > 4 else 0)
+        if fig_data.log_scale:
+            ax.set_yscale("log")
+        what = (
+            "geometric mean, 95 % CI over seeds, log scale"
+            if fig_data.log_scale
+            else "mean, 95 % CI over seeds"
+        )
+        ax.set_xlabel(fig_data.x_col)
         ax.set_ylabel(metric)
-        ax.set_title(f"{study.name}: {metric} (mean, 95 % CI over seeds)", fontsize=10)
+        ax.set_title(f"{study.name}: {metric} ({what})", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import itertools
+import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -14,8 +16,9 @@ from typing import Any
 from config import UserError
 
 SCALAR = str | int | float | bool
-TOP_KEYS = ("name", "description", "options", "grid", "runs", "train")
-TRAIN_KEYS = ("options", "grid", "runs")
+TOP_KEYS = ("name", "description", "options", "grid", "runs", "train", "resources")
+TRAIN_KEYS = ("options", "grid", "runs", "resources")
+RESOURCE_KEYS = ("num_cpus", "num_gpus", "timeout_s")
 # Set by the sweep itself, never by a study: where each run writes and how it reports.
 STUDY_SET = ("log_dir", "no_progress", "overwrite", "study", "workers", "backend", "address", "help")
 SERVE_ONLY = ("host", "port", "max_sessions", "session_ttl_s")
@@ -26,6 +29,19 @@ model sets, each with its own folder models/<set> in the study"""
 TRAIN_FIXED = ("mode", "models_dir")
 """training options a study cannot vary (every training run is mode train and writes into its model set's folder)"""
 SEED_KEYS = ("seed", "seeds")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What each run of a phase asks for ([resources] for evaluations, [train.resources] for training runs)."""
+
+    num_cpus: float = 1.0
+    """Ray: CPUs reserved per run (the local backend runs --workers runs at a time)"""
+    num_gpus: float = 0.0
+    """Ray: GPUs reserved per run (fractions share a GPU); the run sees them as CUDA_VISIBLE_DEVICES"""
+    timeout_s: float | None = None
+    """wall-clock limit per run (every backend): past it the run gets Ctrl-C, then SIGKILL 5 s later, and is
+    recorded as failed; None: no limit"""
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,20 @@ class RunSpec:
     model_set: tuple[tuple[str, SCALAR | tuple[SCALAR, ...] | None], ...] = ()
     """the varying training options (other than algo and seed) of the model set it writes or loads; () when the
     study has a single model set or the run uses none"""
+    resources: Resources = Resources()
+
+    @property
+    def key(self) -> str:
+        """The run's identity in its study folder: a hash of its phase, its options (in canonical order) and its
+        model set's folder. The study folder, the run's name (its index in the study) and its resources are not
+        part of it, so a grown study finds its earlier runs again."""
+        options = {k: list(v) if isinstance(v, tuple) else v for k, v in self.options}
+        canonical = json.dumps(
+            {"phase": self.phase, "options": options, "models": self.models},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     def value(self, key: str) -> Any:
         """An option's value; train_<key>: the value of <key> in the run's model set."""
@@ -118,6 +148,10 @@ def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
             )
         t_options = {"mode": "train", **{k: v for k, v in t_options.items() if k != "mode"}}
         combos, keys = _combos(train, actions, where, "[train.grid]", "[[train.runs]]")
+        _set_once(
+            train.get("options", {}), keys, train, where, "[train.options]", "[train.grid]", "[[train.runs]]"
+        )
+        t_resources = _resources(train.get("resources", {}), where, "[train.resources]")
         for key in keys:
             if key in TRAIN_FIXED:
                 what = "[train.grid]" if key in train.get("grid", {}) else "[[train.runs]]"
@@ -141,6 +175,7 @@ def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
                     _freeze(options),
                     set_dirs[model_set],
                     model_set,
+                    t_resources,
                 )
             )
     else:
@@ -150,6 +185,8 @@ def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
     if train and "models_dir" in options:
         raise UserError(f"{where}: [options] key 'models_dir': with [train], runs use the study's models/")
     combos, keys = _combos(data, actions, where, "[grid]", "[[runs]]")
+    _set_once(data.get("options", {}), keys, data, where, "[options]", "[grid]", "[[runs]]")
+    resources = _resources(data.get("resources", {}), where, "[resources]")
     if train and "models_dir" in keys:
         what = "[grid]" if "models_dir" in data.get("grid", {}) else "[[runs]]"
         raise UserError(f"{where}: {what} key 'models_dir': with [train], runs use the study's models/")
@@ -170,9 +207,44 @@ def expand(data: dict[str, Any], path: Path, sha256: str = "") -> Study:
             set_parts = {f"train_{k}": v for k, v in model_set if v is not None}
             run_name = _folder_name(f"{i:03d}", set_parts | combo)
             models = set_dirs[model_set] if agent else ""
-            runs.append(RunSpec(len(runs), run_name, "eval", _freeze(merged), models, model_set))
+            runs.append(RunSpec(len(runs), run_name, "eval", _freeze(merged), models, model_set, resources))
             i += 1
+    seen: dict[str, str] = {}
+    for spec in runs:
+        if spec.key in seen:
+            raise UserError(
+                f"{where}: runs {seen[spec.key]} and {spec.name} have the same options: each run once (a "
+                "repeated [[runs]] case?)"
+            )
+        seen[spec.key] = spec.name
     return Study(path, name, sha256, tuple(runs), tuple(params), tuple(varying), bool(train))
+
+
+def _set_once(given: Any, keys: list[str], table: dict[str, Any], where: str, *what: str) -> None:
+    """A key is fixed (`given`, the options table as written) or varied ([grid], [[runs]]), never both: which value
+    a run gets would be a guess, and results.csv would name it twice."""
+    options_what, grid_what, runs_what = what
+    for key in keys:
+        if key in given:
+            where_varied = grid_what if key in (table.get("grid") or {}) else runs_what
+            raise UserError(
+                f"{where}: key {key!r} is set in both {options_what} and {where_varied}: set it in one place"
+            )
+
+
+def _resources(table: Any, where: str, what: str) -> Resources:
+    if not isinstance(table, dict):
+        raise UserError(f"{where}: {what}: expected a table (num_cpus, num_gpus, timeout_s)")
+    _known(table, RESOURCE_KEYS, where, what)
+    values: dict[str, float] = {}
+    for key, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise UserError(f"{where}: {what} key {key!r}: expected a number, got {value!r}")
+        if value < 0 or (key in ("num_cpus", "timeout_s") and value == 0):
+            bound = ">= 0" if key == "num_gpus" else "> 0"
+            raise UserError(f"{where}: {what} key {key!r}: expected a number {bound}, got {value!r}")
+        values[key] = float(value)
+    return Resources(**values)
 
 
 def _runs_agent(options: dict[str, Any], actions: dict[str, argparse.Action]) -> bool:
@@ -253,7 +325,14 @@ def _combos(
                 raise UserError(f"{where}: {grid_what} key {key!r}: expected a list of values, got {vals!r}")
             if not vals:
                 raise UserError(f"{where}: {grid_what} key {key!r}: empty list (the grid would have no runs)")
-            values.append([_checked(key, v, actions, where, grid_what) for v in vals])
+            checked = [_checked(key, v, actions, where, grid_what) for v in vals]
+            repeated = [v for n, v in enumerate(checked) if v in checked[:n]]
+            if repeated:
+                raise UserError(
+                    f"{where}: {grid_what} key {key!r}: {cell(repeated[0])} is listed twice (each value is one "
+                    "set of runs; repeat a run with another seed instead)"
+                )
+            values.append(checked)
         points = [dict(zip(grid, c, strict=True)) for c in itertools.product(*values)]
         _extend(keys, list(grid))
     return [{**case, **point} for case in cases for point in points], keys
@@ -345,7 +424,10 @@ def _freeze(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def _extend(into: list[str], keys: list[str]) -> None:
-    into += [k for k in keys if k not in into]
+    """Append the keys not yet in `into`, each once (`mode` of [options] is also the column every study has)."""
+    for key in keys:
+        if key not in into:
+            into.append(key)
 
 
 def _folder_name(prefix: str, combo: dict[str, Any]) -> str:

@@ -673,8 +673,9 @@ SERVE_CASES = [
     ),
     (
         ["--mode", "serve", "--difficulty", "easy"],
-        "error: --mode serve takes only --host, --port, --max_sessions, --session_ttl_s; --difficulty easy would go "
-        "in a session's POST /reset body",
+        "error: --mode serve takes only --host, --port, --max_sessions, --session_ttl_s, --evict_idle_s, --token, "
+        "--data_dir, --processes, --limit_body_kb, --limit_jobs, --limit_nodes, --limit_gpus, --limit_steps, "
+        "--limit_session_mb, --drain_s; --difficulty easy would go in a session's POST /reset body",
     ),
     (["--mode", "eval", "--port", "8000"], "error: --port: options of --mode serve"),
     (

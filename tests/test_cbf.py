@@ -432,3 +432,19 @@ def test_earliest_memo_answers_the_latest_start_found_for_a_run_as_short_or_shor
         x = bisect.bisect_right(ds, d) - 1
         want = max((a for dur, a in found if dur <= d), default=None)
         assert (starts[x] if x >= 0 else None) == want, d
+
+
+def test_cbf_shortcut_keeps_the_option_order_when_an_overrun_makes_equal_speeds_tie():
+    # H100 (speed 2) held by A (10 s reference, told 2 s: estimated end 1, so it overran at 3 and is assumed to
+    # end right after now); the A100 is free. B is not speed-scaled (3 s on either type): on the A100 now it ends
+    # at 3 + 3 = 6; on the H100 from the instant after 3 it ends at nextafter(3) + 3, which rounds to 6 too. The
+    # rule breaks that tie by option order (the faster type first), so B waits for the H100 (A ends at 5): the
+    # start-now shortcut once took the A100 here and parted from the plain scan (found by Hypothesis).
+    jobs = [job("A", 0, 10, 1, gpu_types=("H100",)), job("B", 3, 3.0, 1, speed_scaled=False)]
+    known = np.array([2.0, 3.0])
+    for policy in ("cbf", "cbf_reference"):
+        layout = ClusterLayout(parse_cluster_spec("1xH100:1,1xA100-80GB:1"))
+        sim = Simulator(Workload("t", tuple(jobs)), layout, known, 1.2)
+        sim.run(POLICIES["cbf"] if policy == "cbf" else cbf_reference)
+        r = sim.result(policy, 0)
+        assert (r.start_s[1], r.end_s[1], r.gpu_type[1]) == (5.0, 8.0, "H100"), policy

@@ -9,14 +9,19 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agents.policy import load_policy
 from agents.trainer import train
 from config import D3QNConfig, RunConfig, SACConfig, TaskConfig, UserError, WorkloadConfig
 from env.node_tasks import (
     GRADERS,
+    NODE_SUITE,
+    RANDOM_ROLLOUTS,
     REFERENCE_MANAGER,
     NodeActionError,
+    grade_higher_better,
     make_node_env,
     node_action_schema,
     read_node_action,
@@ -86,23 +91,48 @@ def test_json_actions_map_to_the_discrete_encoding():
     assert schema["oneOf"][0]["properties"]["index"]["maximum"] == env.keep_action
 
 
-def test_graders_need_a_finished_episode_and_score_the_anchors():
-    env = make_node_env(power_cfg())
-    env.reset(seed=0, options={"scenario_seed": 4})
+def random_play_return(cfg: RunConfig, sc, rollouts: int) -> float:
+    """The best return of uniform-random legal episodes, rollout k drawing from default_rng([seed, k]), summed
+    step by step here (a plain second implementation of the graders' score-0 anchor)."""
+    returns = []
+    for k in range(rollouts):
+        rng = np.random.default_rng([sc.seed, k])
+        env = make_node_env(cfg, sc, max_steps=2**62)
+        _, info = env.reset(seed=sc.seed)
+        total, done = 0.0, False
+        while not done:
+            _, r, done, _, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+            total += r
+        returns.append(total)
+    return max(returns)
+
+
+@pytest.mark.parametrize("task", ["power", "autoscaling"])
+def test_graders_need_a_finished_episode_and_score_random_play_0_and_the_best_reference_1(task):
+    cfg = power_cfg() if task == "power" else autoscale_cfg()
+    sc = build_scenario(task_scenario_config(cfg), 4)
+    env = make_node_env(cfg, sc)
+    env.reset(seed=4)
     with pytest.raises(UserError, match="not over"):
-        GRADERS["power"](env)
-    cfg = power_cfg()
-    sc = build_scenario(cfg, 4)
-    always = run_node_policy(cfg, sc, None, "always_on")
-    reference = run_node_policy(cfg, sc, None, REFERENCE_MANAGER["power"])
-    assert GRADERS["power"](always).score == 0.0
-    assert GRADERS["power"](reference).score == 1.0
-    g = GRADERS["autoscaling"](
-        run_node_policy(
-            autoscale_cfg(), build_scenario(task_scenario_config(autoscale_cfg()), 0), None, "keep"
-        )
-    )
-    assert g.score == 0.0 and g.value == pytest.approx(g.trivial_value, rel=1e-9)
+        GRADERS[task](env)
+    returns = {m: run_node_policy(cfg, sc, None, m).episode_return for m in NODE_SUITE}
+    best = max(returns, key=lambda m: (returns[m], m))
+    g = GRADERS[task](run_node_policy(cfg, sc, None, best))
+    assert g.score == 1.0 and g.reference_policy == best and g.reference_value == returns[best]
+    random_return = random_play_return(cfg, sc, RANDOM_ROLLOUTS[task])
+    assert g.trivial_policy == "random" and g.trivial_value == pytest.approx(random_return, rel=1e-12)
+    assert random_return < returns[best]  # the anchors rank: random play is worse than the best reference
+    for m in NODE_SUITE:  # every reference scores by the formula, in [0, 1]
+        score = GRADERS[task](run_node_policy(cfg, sc, None, m)).score
+        expected = min(1.0, max(0.0, (returns[m] - random_return) / (returns[best] - random_return)))
+        assert score == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@given(st.floats(-1e6, 1e6), st.floats(-1e6, 1e6), st.floats(-1e6, 1e6), st.floats(-1e6, 1e6))
+def test_node_grade_is_in_0_1_and_never_falls_as_the_return_rises(a, b, trivial, reference):
+    lo, hi = sorted((a, b))
+    g_lo, g_hi = grade_higher_better(lo, trivial, reference), grade_higher_better(hi, trivial, reference)
+    assert 0.0 <= g_lo <= g_hi <= 1.0
 
 
 def test_task_config_default_lambda_is_the_envs():
@@ -163,7 +193,7 @@ def test_cli_eval_of_a_node_manager_writes_task_json(tmp_path, capsys):
             "--task",
             "power",
             "--algo",
-            "idle_off:600:1",
+            "provision_to_demand",
             "--difficulty",
             "easy",
             "--num_jobs",
@@ -177,7 +207,10 @@ def test_cli_eval_of_a_node_manager_writes_task_json(tmp_path, capsys):
     )
     assert rc == 0
     record = json.loads((out / "task.json").read_text())
-    assert record["task"] == "power" and record["grade"]["score"] == 1.0
+    assert (
+        record["task"] == "power" and record["grade"]["score"] == 1.0
+    )  # the best reference on this scenario
+    assert record["grade"]["reference_policy"] == "provision_to_demand"
     assert record["episode_return"] == pytest.approx(
         -(record["energy_cost_eur"] + record["jct_cost_eur"]), rel=1e-12
     )

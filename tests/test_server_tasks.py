@@ -39,7 +39,9 @@ TASKS = ("power", "autoscaling")
 
 
 def reset(base: str, task: str, **body) -> dict:
-    r = post(base, "/reset", {"task": task, **OPTIONS[task], **body})
+    r = post(
+        base, "/reset", {"task": task, **OPTIONS[task], "open_session": "session_id" not in body, **body}
+    )
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -129,7 +131,11 @@ def test_schema_describes_the_three_action_forms_and_the_infos_keys(url, task): 
     assert schema["state"]["properties"]["episode_return"] == {"type": "number"}
     body = reset(url, task, seed=0)
     assert set(schema["info"]) == set(body["info"])  # every info key documented, none stale
-    assert len(body["observation"]) == body["spaces"]["observation"]["shape"][0]
+    assert len(body["observation"]["features"]) == body["spaces"]["observation"]["shape"][0]
+    assert set(schema["observation"]["required"]) == set(
+        body["observation"]
+    )  # features, action_mask, truncated
+    assert body["observation"]["action_mask"] == body["info"]["action_mask"]
 
 
 # -- /reset options ---------------------------------------------------------------------------------------------
@@ -156,7 +162,7 @@ BAD_OPTIONS = [
 
 @pytest.mark.parametrize(("body", "message"), BAD_OPTIONS, ids=lambda x: None)
 def test_bad_task_option_is_a_400_naming_it_and_opens_no_session(url, body, message):  # noqa: F811
-    r = post(url, "/reset", body)
+    r = post(url, "/reset", {**body, "open_session": True})
     assert (r.status_code, r.json()["error"]) == (400, "bad_option"), r.text
     assert message in r.json()["detail"]
     assert httpx.get(url + "/health").json()["sessions"] == 0
@@ -329,7 +335,7 @@ def test_raw_json_episode_equals_in_process_with_state_and_grade(url, task, tran
     obs, info = local.reset(seed=9, options={"scenario_seed": 9})
     raw = RawSession(url, transport, task, seed=9)
     s, sid = raw.first, raw.sid
-    assert s["observation"] == obs.tolist() and s["info"] == {
+    assert s["observation"]["features"] == obs.tolist() and s["info"] == {
         **info,
         "action_mask": info["action_mask"].tolist(),
     }
@@ -343,8 +349,9 @@ def test_raw_json_episode_equals_in_process_with_state_and_grade(url, task, tran
         a = actions(local, n)
         got = raw.step(json_action(local, a, n) if a <= local.keep_action else {"index": a})
         obs, reward, done, truncated, info = local.step(a)
-        assert got["observation"] == obs.tolist() and got["reward"] == reward, n  # JSON floats are exact
-        assert (got["done"], got["truncated"]) == (done, truncated)
+        assert got["observation"]["features"] == obs.tolist() and got["reward"] == reward, n  # exact floats
+        assert got["observation"]["action_mask"] == info["action_mask"].tolist()
+        assert (got["done"], got["truncated"]) == (done or truncated, truncated)
         assert got["info"] == {**info, "action_mask": info["action_mask"].tolist()}, n
     assert done and n > 40
     state = httpx.get(url + "/state", params={"session_id": sid, "jobs": True}).json()

@@ -3,6 +3,7 @@ failed runs, --resume and the study folder rules."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -10,6 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaluation.paired import t975
 from main import main
@@ -43,12 +46,14 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    """Every file under folder (relative path -> bytes), except the captured output logs and study_config.json
-    (whose run command lines name the folder)."""
+    """Every file under folder (relative path -> bytes), except the captured output logs, study_config.json
+    (whose run command lines name the folder) and the hidden token (random per invocation)."""
     return {
         p.relative_to(folder).as_posix(): p.read_bytes()
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.parts[len(folder.parts)] != "output" and p.name != "study_config.json"
+        if p.is_file()
+        and p.parts[len(folder.parts)] != "output"
+        and p.name not in ("study_config.json", ".sweep_token")
     }
 
 
@@ -241,6 +246,41 @@ def test_model_sets_of_train_runs_that_set_different_keys(tmp_path):
         ),
         ("[grid\nseed = [0]\n", "not valid TOML"),
         ("[grid]\nseed = [0]\n[[runs]]\nseed = 1\n", "[grid] key 'seed' is also set in [[runs]]"),
+        (
+            "[options]\nseed = 1\n[grid]\nseed = [0, 1]\n",
+            "key 'seed' is set in both [options] and [grid]: set it in one place",
+        ),
+        (
+            "[options]\nmode = 'eval'\n[[runs]]\nmode = 'compare'\n",
+            "key 'mode' is set in both [options] and [[runs]]",
+        ),
+        (
+            "[train.options]\nseed = 0\n[train.grid]\nalgo = ['d3qn']\nseed = [0, 1]\n[grid]\nseed = [0]\n",
+            "key 'seed' is set in both [train.options] and [train.grid]",
+        ),
+        ("[grid]\nseed = [1, 1]\n", "[grid] key 'seed': 1 is listed twice"),
+        ("[grid]\nload_factor = [1, 0.5, 1.0]\n", "[grid] key 'load_factor': 1.0 is listed twice"),
+        (
+            "[train.grid]\nalgo = ['d3qn', 'sac', 'd3qn']\n[grid]\nseed = [0]\n",
+            "[train.grid] key 'algo': d3qn is listed twice",
+        ),
+        (
+            "[[runs]]\nalgo = 'fcfs'\n[[runs]]\nalgo = 'easy'\n[[runs]]\nalgo = 'fcfs'\n",
+            "runs 000_algo=fcfs and 002_algo=fcfs have the same options",
+        ),
+        ("[resources]\nnum_gpu = 1\n[grid]\nseed = [0]\n", "[resources] key 'num_gpu' is unknown"),
+        (
+            "[resources]\nnum_gpus = -1\n[grid]\nseed = [0]\n",
+            "[resources] key 'num_gpus': expected a number >= 0",
+        ),
+        (
+            "[resources]\ntimeout_s = 0\n[grid]\nseed = [0]\n",
+            "[resources] key 'timeout_s': expected a number > 0",
+        ),
+        (
+            "[train.resources]\nnum_cpus = 'two'\n[train.grid]\nalgo = ['d3qn']\n[grid]\nseed = [0]\n",
+            "[train.resources] key 'num_cpus': expected a number, got 'two'",
+        ),
     ],
 )
 def test_study_mistakes_name_the_file_and_key_and_run_nothing(tmp_path, capsys, text, expected):
@@ -409,7 +449,9 @@ def test_resume_skips_complete_runs_and_reruns_interrupted_ones(tiny_study, tmp_
 
 def test_study_folder_holding_another_study_or_foreign_files_is_refused(tiny_study, tmp_path, capsys):
     study, first = tiny_study
-    other = _write(tmp_path, TINY.replace("num_jobs = 15", "num_jobs = 12"), "other.toml")
+    other = _write(
+        tmp_path, TINY.replace('"tiny"', '"other"').replace("num_jobs = 15", "num_jobs = 12"), "other.toml"
+    )
     out = tmp_path / "out"
     shutil.copytree(first, out)
     assert _sweep(other, out) == 2
@@ -423,7 +465,7 @@ def test_study_folder_holding_another_study_or_foreign_files_is_refused(tiny_stu
     assert (out / "study.toml").read_text() == other.read_text()
 
 
-def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path):
+def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path, capsys):
     study = _write(
         tmp_path,
         '[train.options]\ntotal_steps = 150\ndemo_policy = "none"\nvalidation_seeds = "none"\n'
@@ -442,6 +484,22 @@ def test_training_runs_finish_first_and_their_models_live_in_the_study(tmp_path)
     ]
     record = json.loads((out / "runs" / "000_seed=0" / "run_config.json").read_text())
     assert record["run"]["checkpoints"]["d3qn"]["path"] == str(out / "models" / "d3qn_seed0_final.pt")
+    # one more training seed: the finished training is reused, but the evaluation loads models of a set that was
+    # trained again, so it is rerun rather than reused
+    model = out / "models" / "d3qn_seed0_final.pt"
+    stamps = (model.stat().st_mtime_ns, (out / "runs" / "000_seed=0" / "summary.csv").stat().st_mtime_ns)
+    (tmp_path / "grown").mkdir()  # the same study (its name is the file's), one more seed
+    text = study.read_text().replace("seed = [0]\n[options]", "seed = [0, 1]\n[options]")
+    grown = _write(tmp_path / "grown", text)
+    capsys.readouterr()
+    assert _sweep(grown, out, "--workers", "2", "--resume") == 0
+    printed = capsys.readouterr().out
+    assert (
+        "3 runs (2 training, 1 evaluation), 1 already complete (skipped), 1 finished evaluation rerun"
+        in printed
+    )
+    assert model.stat().st_mtime_ns == stamps[0] and (out / "models" / "d3qn_seed1_final.pt").is_file()
+    assert (out / "runs" / "000_seed=0" / "summary.csv").stat().st_mtime_ns != stamps[1]
 
 
 def test_a_study_training_two_budgets_evaluates_each_budgets_model(tmp_path):
@@ -491,6 +549,7 @@ def test_shipped_studies_are_valid(path):
     assert study.runs and study.name == path.stem
     for spec in study.runs:
         parse_run(run_argv(study, spec, Path("logs") / "x"))
+    assert len(set(study.params)) == len(study.params), study.params  # no column twice in results.csv
 
 
 def test_a_sweep_option_argparse_refuses_is_one_error_line(tmp_path, capsys):
@@ -515,3 +574,522 @@ def test_a_ray_address_nothing_answers_on_is_an_error_at_once(tmp_path, capsys):
     args = ["--mode", "sweep", "--study", str(study), "--backend", "ray", "--address", f"127.0.0.1:{port}"]
     assert main([*args, "--no_progress", "--log_dir", str(tmp_path / "out")]) == 2
     assert f"--address 127.0.0.1:{port}: no Ray head answers there" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- columns, identity, grown studies
+
+
+def test_results_csv_names_each_column_once_when_options_set_mode(tmp_path):
+    from sweep.report import write_results
+
+    study = load_study(_write(tmp_path, '[options]\nmode = "eval"\nnum_jobs = 10\n[grid]\nalgo = ["fcfs"]\n'))
+    assert study.params == ("mode", "num_jobs", "algo")
+    write_results(study, [], tmp_path / "results.csv")
+    header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
+    assert header == ["run", "phase", "status", "error", "mode", "num_jobs", "algo"]
+
+
+def test_a_run_key_covers_its_options_and_model_set_but_not_its_place_in_the_study(tmp_path):
+    small = load_study(_write(tmp_path, TINY, "a.toml"))
+    grown = load_study(_write(tmp_path, TINY.replace("seed = [0, 1]", "seed = [0, 1, 2]"), "b.toml"))
+    keys = {s.key: s.name for s in small.runs}
+    # the same four runs under other names (the index moved), two new ones
+    assert [keys.get(s.key) for s in grown.runs] == [
+        "000_algo=fcfs_seed=0", "001_algo=fcfs_seed=1", None, "002_algo=easy_seed=0", "003_algo=easy_seed=1", None,
+    ]  # fmt: skip
+    assert len({s.key for s in grown.runs}) == 6
+    changed = load_study(_write(tmp_path, TINY.replace("num_jobs = 15", "num_jobs = 16"), "c.toml"))
+    assert not {s.key for s in changed.runs} & set(keys)
+    # the study folder's default name does not depend on the file, so a grown study finds its folder again
+    from sweep.cli import default_study_dir
+
+    assert (
+        default_study_dir(small)
+        == default_study_dir(grown)
+        != default_study_dir(load_study(_write(tmp_path, TINY.replace('"tiny"', '"other"'), "d.toml")))
+    )
+
+
+def test_a_grown_study_reuses_its_finished_runs_and_equals_a_fresh_run(tiny_study, tmp_path, capsys):
+    study, first = tiny_study
+    out = tmp_path / "grown"
+    shutil.copytree(first, out)
+    stamps = {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").rglob("jobs.csv")}
+    grown = _write(tmp_path, TINY.replace("seed = [0, 1]", "seed = [0, 1, 2]"), "grown.toml")
+    capsys.readouterr()
+    assert _sweep(grown, out, "--resume", "--workers", "2") == 0
+    printed = capsys.readouterr().out
+    assert (
+        "6 runs (0 training, 6 evaluation), 4 already complete (skipped), 2 found again under a new name"
+        in printed
+    )
+    renamed = {"002_algo=easy_seed=0": "003_algo=easy_seed=0", "003_algo=easy_seed=1": "004_algo=easy_seed=1"}
+    for old, stamp in stamps.items():  # not rerun: the same file, moved to the run's new name
+        assert (out / "runs" / renamed.get(old, old) / "jobs.csv").stat().st_mtime_ns == stamp
+    fresh = tmp_path / "fresh"
+    assert _sweep(grown, fresh, "--workers", "2") == 0
+    assert _tree(out) == _tree(fresh)
+    # shrinking it back: the two runs the study no longer has are refused, then removed with --overwrite
+    assert _sweep(study, out, "--resume") == 2
+    err = capsys.readouterr().err
+    assert "holds 2 runs that this version of the study no longer has" in err and err.count("\n") == 1
+    assert _sweep(study, out, "--resume", "--overwrite") == 0
+    assert "4 already complete (skipped)" in capsys.readouterr().out
+    assert _tree(out) == _tree(first)
+
+
+# ---------------------------------------------------------------- signals and time limits
+
+
+def test_the_sweeps_stop_request_notes_two_signals_and_gives_the_shells_exit_status(capsys):
+    import os
+    import signal
+
+    from interrupts import STOP_SIGNALS, exit_status, signal_name
+    from sweep.backends import stop_request
+
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    with stop_request() as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread before the next bytecode
+        assert stop.requested and not stop.again and exit_status(stop) == 143
+        assert signal_name(stop.signum) == "SIGTERM"
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as ray.init replaces a handler
+        stop.install()
+        os.kill(os.getpid(), signal.SIGINT)  # noted, not raised: the sweep still writes its tables
+        assert stop.again and exit_status(stop) == 143  # the first signal decides the exit status
+    assert {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} == before
+    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1} <= set(STOP_SIGNALS)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "SIGTERM: stopping: the runs in flight get Ctrl-C and up to 10 s to end; finished runs are kept "
+        "(SIGTERM again to stop at once)"
+    ]
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below pid (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_sigterm_keeps_finished_runs_writes_the_tables_and_the_study_resumes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    study = _write(
+        tmp_path, TINY.replace("num_jobs = 15", "num_jobs = 200").replace("seed = [0, 1]", "seed = [0, 1, 2]")
+    )
+    out = tmp_path / "out"
+    cmd = [sys.executable, "main.py", "--mode", "sweep", "--study", str(study), "--log_dir", str(out)]
+    proc = subprocess.Popen(
+        [*cmd, "--workers", "1", "--no_progress"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # until a run has finished and the next one is under way (its folder claimed)
+            records = [json.loads(p.read_text() or "{}") for p in out.glob("runs/*/run_config.json")]
+            if any(r.get("outputs") for r in records) and any(r.get("outputs", []) is None for r in records):
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        below = _descendants(proc.pid)
+        assert below  # the fork server and the run in flight
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, (stdout, stderr)
+    # the run in flight got Ctrl-C (it says so in its log) rather than SIGKILL after the grace period
+    logs = [p.read_text() for p in (out / "output").glob("*.log")]
+    assert any("interrupted" in text for text in logs)
+    assert "SIGTERM: stopping" in stderr and "continue with --resume" in stderr and "Traceback" not in stderr
+    rows = _csv(out / "results.csv")
+    done = [r["run"] for r in rows if r["status"] == "ok"]
+    assert len(rows) == 6 and done and {r["status"] for r in rows} == {"ok", "not run"}
+    assert all(r["avg_jct_s"] for r in rows if r["status"] == "ok")
+    assert (out / "aggregate.csv").is_file()
+    record = json.loads((out / "study_config.json").read_text())
+    assert record["result"] == {"ok": len(done), "failed": 0, "not run": 6 - len(done)}
+    for r in rows:  # a stopped run left nothing but the study's marker (the run cleaned up as on Ctrl-C)
+        if r["status"] != "ok":
+            assert not [p for p in (out / "runs" / r["run"]).iterdir() if p.name != ".sweep_run"], r["run"]
+    time.sleep(0.5)
+    assert not [pid for pid in below if _alive(pid)]  # no fork server or run left behind
+    stamps = {run: (out / "runs" / run / "jobs.csv").stat().st_mtime_ns for run in done}
+    resumed = subprocess.run(
+        [*cmd, "--workers", "2", "--no_progress", "--resume"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(done)} already complete (skipped)" in resumed.stdout
+    assert {r["status"] for r in _csv(out / "results.csv")} == {"ok"}
+    assert stamps == {run: (out / "runs" / run / "jobs.csv").stat().st_mtime_ns for run in done}
+
+
+def test_a_run_past_its_time_limit_is_stopped_and_recorded_failed(tmp_path):
+    study = _write(
+        tmp_path,
+        '[options]\ndifficulty = "easy"\nalgo = "fcfs"\n[resources]\ntimeout_s = 3\n[grid]\nnum_jobs = [40000]\n',
+    )  # about 20 s of compute
+    out = tmp_path / "out"
+    assert _sweep(study, out) == 1
+    (row,) = _csv(out / "results.csv")
+    assert (row["status"], row["error"]) == ("failed", "timed out after 3 s (timeout_s of the study)")
+    log = (out / "output" / "000_num_jobs=40000.log").read_text()
+    assert log.rstrip().endswith("timed out after 3 s (timeout_s of the study)")
+    assert "interrupted" in log  # it got Ctrl-C (not SIGKILL) and removed its own files, as by hand
+    assert [p.name for p in (out / "runs" / "000_num_jobs=40000").iterdir()] == [".sweep_run"]
+
+
+# ---------------------------------------------------------------- runs on a node that does not see the study folder
+
+
+def _node_run(study, spec, folder: Path, token: str = "driver-token", timeout_s=None):
+    from sweep.cli import run_argv
+    from sweep.node import NodeRun
+    from sweep.worker import parse_run
+
+    argv = run_argv(study, spec, folder)
+    cfg = parse_run(argv)
+    prefix = f"{cfg.algo}_seed{cfg.seed}_" if spec.phase == "train" else ""
+    return NodeRun(spec.name, tuple(argv), str(folder), spec.models, prefix, token, timeout_s), prefix
+
+
+def test_runs_on_nodes_without_the_study_folder_send_every_file_back(tmp_path, monkeypatch):
+    """Two 'nodes' (working folders) that never see the driver's study folder: the study folder is named by a
+    relative path, as on a cluster without a shared filesystem. A training run on one, an evaluation of its model
+    on the other (the driver sends the model there), each result sent back; the driver's folder equals the same
+    runs done locally."""
+    from sweep.folder import receive_files, run_complete
+    from sweep.node import REPLICA, run_on_node
+
+    text = (
+        '[train.options]\ntotal_steps = 150\ndemo_policy = "none"\nvalidation_seeds = "none"\ndifficulty = "easy"\n'
+        'num_jobs = 12\ndevice = "cpu"\n[train.grid]\nalgo = ["d3qn"]\nseed = [0]\n'
+        '[options]\nalgo = "d3qn"\ndifficulty = "easy"\nnum_jobs = 12\n[grid]\nseed = [0]\n'
+    )
+    study = load_study(_write(tmp_path, text))
+    train, evaluation = study.runs
+    driver, node_a, node_b = (tmp_path / d for d in ("driver", "node_a", "node_b"))
+    for d in (driver, node_a, node_b):
+        d.mkdir()
+    rel = Path("study")
+
+    monkeypatch.chdir(node_a)
+    run, prefix = _node_run(study, train, rel)
+    outcome = run_on_node(run, ())
+    assert outcome.status == "ok", outcome.output
+    assert {name for name, _ in outcome.files} >= {
+        "runs/train_000_algo=d3qn_seed=0/run_config.json", "models/d3qn_seed0_final.pt",
+    }  # fmt: skip
+    assert (node_a / rel / REPLICA).is_file() and not (node_a / rel / "runs" / train.name).exists()
+    assert receive_files(driver / rel, train, prefix, outcome.files) == ""
+    assert run_complete(driver / rel / "runs" / train.name, "train")
+
+    from sweep.cli import _model_files
+
+    models = _model_files(driver / rel, evaluation.models)
+    assert [name for name, _ in models] == ["models/d3qn_seed0_final.pt"]  # no replay buffer
+    monkeypatch.chdir(node_b)
+    run, prefix = _node_run(study, evaluation, rel)
+    outcome = run_on_node(run, models)
+    assert outcome.status == "ok", outcome.output
+    assert (node_b / rel / "models" / "d3qn_seed0_final.pt").read_bytes() == models[0][1]
+    assert receive_files(driver / rel, evaluation, prefix, outcome.files) == ""
+    assert run_complete(driver / rel / "runs" / evaluation.name, "eval")
+
+    # the evaluation by hand, in the driver's folder with the model the node sent back: the same results
+    monkeypatch.chdir(driver)
+    argv = [*run.argv[: run.argv.index("--log_dir")], "--models_dir", "study/models", "--log_dir", "hand"]
+    assert main([*argv, "--no_progress"]) == 0
+    for name in ("summary.csv", "jobs.csv"):
+        assert (driver / "hand" / name).read_bytes() == (
+            driver / rel / "runs" / evaluation.name / name
+        ).read_bytes()
+
+
+def test_a_node_refuses_a_foreign_folder_at_the_study_path_and_the_driver_refuses_stray_files(
+    tmp_path, monkeypatch
+):
+    from sweep.folder import receive_files
+    from sweep.node import run_on_node
+
+    study = load_study(_write(tmp_path, TINY))
+    spec = study.runs[0]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "thesis.tex").write_text("mine")
+    run, _ = _node_run(study, spec, Path("study"))
+    outcome = run_on_node(run, ())
+    assert outcome.status == "failed" and "holds files that are not this study's" in outcome.error
+    assert (tmp_path / "study" / "thesis.tex").read_text() == "mine"
+    driver = tmp_path / "driver"
+    wrong = receive_files(driver, spec, "", (("runs/another_run/summary.csv", b"x"),))
+    assert wrong == "the node sent back a file outside the run's folder: runs/another_run/summary.csv"
+    wrong = receive_files(driver, spec, "", ((f"runs/{spec.name}/../../evil.csv", b"x"),))
+    assert wrong.startswith("the node sent back a file outside") and not driver.exists()
+
+
+def test_an_ok_run_whose_files_never_arrived_is_failed_not_an_empty_ok_row(tmp_path):
+    from sweep.backends import stop_request
+    from sweep.cli import _Phase
+    from sweep.worker import RunOutcome
+
+    study = load_study(_write(tmp_path, TINY))
+    spec = study.runs[0]
+    phase = _Phase(study, tmp_path / "S", {}, {spec.name: ""}, "t", {}, True, stop_request())
+    state, error = phase._check(spec, RunOutcome(spec.name, "ok", "", "", 1.0, ()))
+    assert state == "failed" and "did not reach the study folder" in error
+
+
+# ---------------------------------------------------------------- confidence bars of the plots
+
+
+def test_geometric_interval_by_hand():
+    from sweep.report import geometric_ci95
+
+    # log values 0 and ln 100: mean ln 10, s = ln 100 / sqrt 2, half-width t(1) * s / sqrt 2 = 12.7062 * ln 100 / 2
+    gmean, low, high = geometric_ci95([1.0, 100.0])
+    half = 12.706204736 * math.log(100.0) / 2
+    assert gmean == pytest.approx(10.0)
+    assert low == pytest.approx(10.0 * math.exp(-half)) and high == pytest.approx(10.0 * math.exp(half))
+    assert 0 < low < 1.0 and high > 100.0
+    assert geometric_ci95([5.0])[0] == pytest.approx(5.0) and math.isnan(geometric_ci95([5.0])[1])
+    assert all(math.isnan(v) for v in geometric_ci95([0.0, 3.0]))  # no logarithm of 0
+
+
+@given(st.lists(st.floats(min_value=1e-3, max_value=1e9), min_size=2, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_geometric_interval_is_positive_and_symmetric_on_a_log_axis(values):
+    from sweep.report import geometric_ci95
+
+    gmean, low, high = geometric_ci95(values)
+    assert 0 < low <= gmean * (1 + 1e-12) and gmean <= high * (1 + 1e-12)
+    assert math.log(gmean) - math.log(low) == pytest.approx(math.log(high) - math.log(gmean), abs=1e-9)
+
+
+def _groups_for(tmp_path, jcts: dict[str, list[float]], waits: dict[str, list[float]]):
+    from sweep.report import ResultRow, aggregate
+
+    study = load_study(_write(tmp_path, '[grid]\nalgo = ["fcfs", "easy"]\nseed = [0, 1, 2]\n'))
+    rows = []
+    for spec in study.runs:
+        algo, seed = spec.value("algo"), spec.value("seed")
+        metrics = (
+            ("scheduler", algo),
+            ("avg_jct_s", repr(jcts[algo][seed])),
+            ("avg_wait_s", repr(waits[algo][seed])),
+        )
+        params = tuple(str(spec.value(k)) for k in study.params)
+        rows.append(ResultRow(spec.name, "eval", "ok", "", params, metrics))
+    return study, aggregate(study, rows)
+
+
+def test_plotted_bars_never_go_below_zero(tmp_path):
+    from sweep.report import figures, plot_groups
+
+    # FCFS's JCT over 3 seeds is so spread that mean - t-interval is far below zero (as at overload)
+    jcts = {"fcfs": [1_000.0, 5_000.0, 400_000.0], "easy": [900.0, 1_000.0, 1_100.0]}
+    waits = {"fcfs": [0.0, 10.0, 300_000.0], "easy": [0.0, 0.0, 5.0]}  # zeros: no logarithm
+    study, groups = _groups_for(tmp_path, jcts, waits)
+    (fcfs_stats,) = [g for g in groups if dict(g.key)["scheduler"] == "fcfs"]
+    mean, half = {m: (a, b) for m, a, b in fcfs_stats.stats}["avg_jct_s"]
+    assert mean - half < -100_000  # the arithmetic interval aggregate.csv reports goes below zero
+    by_metric = {f.metric: f for f in figures(study, groups)}
+    jct, wait = by_metric["avg_jct_s"], by_metric["avg_wait_s"]
+    assert jct.log_scale and not wait.log_scale
+    for fig in (jct, wait):
+        for curve in fig.curves:
+            assert all(0 <= low <= centre <= high for _, centre, low, high in curve.points), fig.metric
+    assert jct.x_col == "scheduler" and jct.x_ticks == ("fcfs", "easy")
+    ((x, centre, low, high), _) = jct.curves[0].points  # fcfs at x = 0
+    expected = math.exp(sum(math.log(v) for v in jcts["fcfs"]) / 3)
+    assert (x, centre) == (0.0, pytest.approx(expected)) and low > 0  # the geometric mean and its interval
+    assert wait.curves[0].points[0][2] == 0.0  # the arithmetic interval, cut at zero
+    assert {p.name for p in plot_groups(study, groups, tmp_path)} == {"avg_jct_s.png", "avg_wait_s.png"}
+
+
+# ---------------------------------------------------------------- a 2-node Ray cluster on this machine
+
+
+def _free_ports(n: int) -> list[int]:
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _stop_group(pgid: int) -> None:
+    """Every process of one `ray start` (its own session: nothing else of this machine's Ray is touched)."""
+    import os
+    import signal
+    import time
+
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        until = time.monotonic() + wait_s
+        while time.monotonic() < until:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_two_node_ray_cluster_without_a_shared_study_folder(tiny_study, tmp_path):
+    """A head node that runs nothing (0 CPUs) and a worker node with 2 CPUs, started with `ray start` in their own
+    working folders; the driver names its study folder by a relative path, so the node writes into a folder of its
+    own that the driver never sees: everything the driver has came back through Ray, and equals a local run."""
+    pytest.importorskip("ray", reason="Ray absent: pip install -r requirements-ray.txt")
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    study, local = tiny_study
+    root = Path(__file__).resolve().parents[1]
+    ray_cli = [sys.executable, "-m", "ray.scripts.scripts", "start", "--disable-usage-stats"]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    gcs, client, agent_head, agent_node = _free_ports(4)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
+    head, node, driver = (tmp_path / d for d in ("head", "node", "driver"))
+    groups: list[int] = []
+    try:
+        for cwd, args in (
+            (head, ["--head", f"--port={gcs}", "--num-cpus=0", "--include-dashboard=false", f"--temp-dir={ray_tmp}",
+                    f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent_head}"]),
+            (node, [f"--address=127.0.0.1:{gcs}", "--num-cpus=2", f"--dashboard-agent-listen-port={agent_node}"]),
+        ):  # fmt: skip
+            cwd.mkdir()
+            proc = subprocess.Popen(
+                [*ray_cli, *args],
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            groups.append(proc.pid)
+            out, _ = proc.communicate(timeout=120)
+            assert proc.returncode == 0, out[-2000:]
+        driver.mkdir()
+        shutil.copy(study, driver / "study.toml")
+        sweep = [
+            sys.executable,
+            str(root / "main.py"),
+            "--mode",
+            "sweep",
+            "--backend",
+            "ray",
+            "--no_progress",
+        ]
+        where = ["--address", f"127.0.0.1:{gcs}"]
+
+        # a study asking for a GPU that no node has: refused before anything is written
+        (driver / "gpu.toml").write_text(TINY + "[resources]\nnum_gpus = 1\n")
+        refused = subprocess.run(
+            [*sweep, *where, "--study", "gpu.toml", "--log_dir", "gpu"],
+            cwd=driver,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 2 and "no node of the Ray cluster has that much" in refused.stderr
+        assert refused.stderr.count("\n") == 1 and not (driver / "gpu").exists()
+
+        done = subprocess.run(
+            [*sweep, *where, "--study", "study.toml", "--log_dir", "study"],
+            cwd=driver,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "(2 nodes, 2 CPUs, 0 GPUs)" in done.stdout
+    finally:
+        for pgid in reversed(groups):
+            _stop_group(pgid)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    # the node worked in its own copy of the study folder, which it emptied after sending each run back
+    copy = node / "study"
+    assert (copy / ".sweep_replica").is_file() and not any((copy / "runs").iterdir())
+    assert not (copy / ".sweep_token").exists()
+    # the driver's folder is complete and byte-identical to the same study run locally
+    ours, theirs = _tree(driver / "study"), _tree(local)
+    assert ours.keys() == theirs.keys() and [k for k in ours if ours[k] != theirs[k]] == []
+
+
+@pytest.mark.ray
+def test_a_ray_address_that_answers_but_is_no_ray_head_is_an_error_at_once(tmp_path, capsys):
+    pytest.importorskip("ray", reason="Ray absent: pip install -r requirements-ray.txt")
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:  # accepts, never answers (a wrong port of some other service)
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(listener.accept()[0])
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = listener.getsockname()[1]
+    study = _write(tmp_path, TINY)
+    try:
+        args = ["--backend", "ray", "--address", f"127.0.0.1:{port}"]
+        assert _sweep(study, tmp_path / "out", *args) == 2
+    finally:
+        listener.close()
+        for conn in accepted:
+            conn.close()
+    err = capsys.readouterr().err
+    assert f"--address 127.0.0.1:{port}: something answers there, but not a Ray head" in err
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
