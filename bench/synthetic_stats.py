@@ -3,8 +3,10 @@
     python bench/synthetic_stats.py [--num_jobs 400000] [--seed 0] [--difficulty hard] [--load_factor 1.0]
 
 Each profile generates `num_jobs` jobs on the difficulty preset's cluster (hard by default: its largest GPU
-type holds 64 GPUs, every profile's largest job) at the given load; the arrival rows depend on the jobs per
-day, which the load and cluster set. tests/test_synthetic_profiles.py asserts the same rows.
+type holds 64 GPUs, every profile's largest job) at the given load, and every statistic is measured on the
+generated Jobs (workloads/profile_stats.py) and printed beside its published value and source; the arrival rows
+depend on the jobs per day, which the load and cluster set. tests/test_synthetic_profiles.py asserts the same
+rows; bench/fit_profiles.py fits the parameters that produce them.
 """
 
 from __future__ import annotations

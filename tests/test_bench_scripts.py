@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("script", ["trace_table.py", "bench_traces.py"])
+@pytest.mark.parametrize("script", ["trace_table.py", "bench_traces.py", "fit_profiles.py"])
 def test_missing_traces_fail_clearly(tmp_path, script):
     missing = tmp_path / "no-traces-here"
     proc = subprocess.run(

@@ -128,8 +128,8 @@ def test_heuristic_through_env_matches_native_run(policy, difficulty, profile):
 
 # Through plain actions (a job only, placed by the core rule) FCFS and SJF give their native runs too: they never
 # choose a placement other than the rule's. EASY does (a backfill on an alternative placement), which no
-# action can express: on philly/easy, seed 7, job 17 is backfilled on a V100 at 52,716.5 s while the rule would
-# put it on an A100 and delay the reservation.
+# action can express: on philly/easy, seed 6, job 35 is backfilled on a V100 at 47,213.2 s while the rule would
+# put it on an A100 and delay the reservation (job 11, 32 A100s: from 68,153 s to 935,005 s).
 @pytest.mark.parametrize("profile", ["legacy", "philly"])
 @pytest.mark.parametrize(
     ("policy", "difficulty"),
@@ -145,12 +145,13 @@ def test_heuristic_actions_through_env_match_native_run(policy, difficulty, prof
 
 def test_easy_actions_alone_cannot_reproduce_alternative_placements():
     cfg = _parity_config("easy", "philly")
-    sc = build_scenario(cfg, 7)
+    sc = build_scenario(cfg, 6)
     native = run_heuristic(sc, "easy")
     drive = lambda e, pol: e.step(heuristic_action(e, pol))  # noqa: E731
     via_actions = _run_through_env(cfg, sc, "easy", drive)
-    assert native.gpu_type[17] == "V100-32GB" and native.start_s[17] == pytest.approx(52_716.49, abs=0.01)
-    assert via_actions.gpu_type[17] == "A100-80GB" and via_actions.start_s[17] == native.start_s[17]
+    assert native.gpu_type[35] == "V100-32GB" and native.start_s[35] == pytest.approx(47_213.16, abs=0.01)
+    assert via_actions.gpu_type[35] == "A100-80GB" and via_actions.start_s[35] == native.start_s[35]
+    assert via_actions.start_s[11] > native.start_s[11]
 
 
 def test_step_decision_applies_the_given_placement_and_refuses_what_step_would():

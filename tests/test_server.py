@@ -580,7 +580,8 @@ def test_grader_scores_an_sjf_episode_against_random_play_and_the_best_heuristic
     options = {"difficulty": "easy", "num_jobs": 80, "cluster": "2xA100:8,1xV100:4", "window": 16}
     remote = RemoteEnv(url, options=options)
     local = in_process_env(options)
-    lockstep(remote, local, seed=3)
+    # seed 4: random play is worse than the best heuristic there (on the default profile's seed 3 it is not)
+    lockstep(remote, local, seed=4)
     grade = remote.grade()
     scenario = local.scenario
     jct = {}

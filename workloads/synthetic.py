@@ -138,7 +138,11 @@ def _group_sizes(
     p_burst = job_fraction / (mean_burst * (1.0 - job_fraction) + job_fraction)
     is_burst = rng.random(num_jobs) < p_burst
     burst_sizes = rng.integers(size_min, size_max + 1, size=num_jobs)
-    sizes = np.where(is_burst, burst_sizes, 1)
+    return cut_groups(np.where(is_burst, burst_sizes, 1), num_jobs)
+
+
+def cut_groups(sizes: np.ndarray, num_jobs: int) -> np.ndarray:
+    """The leading group sizes (each >= 1, num_jobs of them at least) that hold num_jobs jobs, the last cut."""
     ends = np.cumsum(sizes)
     num_groups = int(np.searchsorted(ends, num_jobs)) + 1  # num_jobs groups of >= 1 always suffice
     sizes = sizes[:num_groups].copy()
