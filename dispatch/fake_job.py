@@ -3,6 +3,11 @@ its usage to a file the simulated backend reads, ramping up to a target and hold
 status; an allocation beyond a simulated GPU's memory fails as CUDA's would (an out-of-memory message, exit 1).
 
     python dispatch/fake_job.py --vram 18G --ramp 0.5 --hold 2 [--exit 0] [--util 80] [--marker FILE]
+        [--start_after FILE] [--ready FILE] [--end_after FILE] [--oom_marker FILE]
+
+The four file options let a test order events between jobs without relying on wall-clock timing: wait for a file
+before the ramp, create one once the target is held, hold until one exists, create one on running out of memory
+(each wait gives up after WAIT_CAP_S, so a broken test fails instead of hanging).
 
 Standard library only (it runs as a plain script, also from a jobs file). The usage files live in
 $DISPATCH_SIM_DIR/usage/<pid>.json: {"pid", "pgid", "devices": [index...], "mib": now, "peak": most, "util": percent,
@@ -26,6 +31,7 @@ DEVICES_FILE = "devices.json"
 LOCK_FILE = "alloc.lock"
 OOM_MESSAGE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {need} MiB. GPU {gpu} has a total capacity of {total} MiB of which {free} MiB is free."
 STEP_S = 0.02
+WAIT_CAP_S = 60.0
 
 
 def pid_alive(pid: int) -> bool:
@@ -121,6 +127,18 @@ class FakeGpuJob:
             write_usage(self.sim_dir, dict(self.record, mib=0, exited=True))
 
 
+def _touch(path: str | None) -> None:
+    if path:
+        Path(path).touch()
+
+
+def _wait_for(path: str | None) -> None:
+    """Wait until `path` exists (at most WAIT_CAP_S)."""
+    deadline = time.monotonic() + WAIT_CAP_S
+    while path and not Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(STEP_S)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--vram", default="0", help="VRAM per GPU to reach (MiB, or 18G)")
@@ -132,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--ignore_term", action="store_true", help="ignore SIGTERM (to test the SIGKILL escalation)"
     )
+    p.add_argument("--start_after", default=None, help="wait until this file exists before the ramp")
+    p.add_argument("--ready", default=None, help="create this file once the VRAM target is held")
+    p.add_argument(
+        "--end_after", default=None, help="after the ramp, hold until this file exists, then --hold"
+    )
+    p.add_argument("--oom_marker", default=None, help="create this file when an allocation fails")
     a = p.parse_args(argv)
     if a.marker:
         with open(a.marker, "a") as f:
@@ -147,14 +171,18 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN if a.ignore_term else on_term)
     target = _size_mib(a.vram)
+    _wait_for(a.start_after)
     steps = max(1, int(a.ramp / STEP_S))
     for k in range(1, steps + 1):
         oom = job.allocate(target * k // steps)
         if oom is not None:
             print(oom, file=sys.stderr, flush=True)
             job.release()
+            _touch(a.oom_marker)
             return 1
         time.sleep(a.ramp / steps)
+    _touch(a.ready)
+    _wait_for(a.end_after)
     time.sleep(a.hold)
     job.release()
     return a.exit

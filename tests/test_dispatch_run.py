@@ -92,11 +92,14 @@ def test_easy_backfills_a_short_job_that_fcfs_keeps_waiting(tmp_path):
 def test_an_out_of_memory_exit_is_retried_with_its_declaration_raised(tmp_path):
     # One A100 (81920 MiB). `big` declares and takes 60 GiB; `grow` declares 10 GiB but needs 30: it runs out of
     # memory at 20 GiB (81920 - 61440), and is queued again declaring 20480 x 1.25 = 25600 MiB, which no longer
-    # fits beside `big` (61440 + 25600 > 80896 usable): it waits for `big` to end, then succeeds alone.
+    # fits beside `big` (61440 + 25600 > 80896 usable): it waits for `big` to end, then succeeds alone. The order
+    # is fixed by files, not timing: `grow` ramps only once `big` holds its 60 GiB, `big` ends only once `grow`
+    # has run out of memory.
+    held, oomed = tmp_path / "big.held", tmp_path / "grow.oom"
     big, grow = (
-        fake("60G", ramp=0.05, hold=2.0),
-        fake("30G", ramp=1.8, hold=0.05),
-    )  # grow passes 20 GiB at 1.2 s
+        fake("60G", ramp=0.05, hold=0.05, extra=f"--ready {held} --end_after {oomed}"),
+        fake("30G", ramp=0.6, hold=0.05, extra=f"--start_after {held} --oom_marker {oomed}"),
+    )  # grow's ramp takes 30 steps of 1 GiB
     rc, folder = dispatch(tmp_path, f"[vram=60G est=2s] {big}\n[vram=10G retries=1 est=1s] {grow}\n")
     assert rc == 0
     starts, ends = by_command(folder, "start"), by_command(folder, "end")
@@ -142,21 +145,41 @@ def _started(folder: Path) -> bool:
         return False
 
 
-def test_live_edits_append_delete_reorder_and_a_bad_save_keeps_the_queue(tmp_path, capsys):
-    first, b, c, d, e = fake(hold=1.5), fake(hold=0.1), fake(hold=0.11), fake(hold=0.12), fake(hold=0.13)
+def test_live_edits_append_delete_reorder_and_a_bad_save_keeps_the_queue(tmp_path, capsys, monkeypatch):
+    # `first` holds the only GPU until the edits are done, so the order is fixed by events, not timing: the bad
+    # save is followed by the good one only once the dispatcher warned about it, and `first` ends only once the
+    # good one was applied (c removed).
+    release = tmp_path / "edits.done"
+    first = fake(hold=0.0, extra=f"--end_after {release}")
+    b, c, d, e = fake(hold=0.1), fake(hold=0.11), fake(hold=0.12), fake(hold=0.13)
     jobs = tmp_path / "jobs.txt"
     jobs.write_text(f"{first}\n{b}\n{c}\n{d}\n")
     folder = tmp_path / "run"
+    warned = threading.Event()
+    board_line = Board.line
+
+    def line(self, text: str, warning: bool = False) -> None:
+        board_line(self, text, warning)
+        if warning and "keeping the last good queue" in text:
+            warned.set()
+
+    monkeypatch.setattr(Board, "line", line)
+
+    def removed() -> bool:
+        try:
+            return bool(events(folder, "removed"))
+        except (ValueError, FileNotFoundError):
+            return False
 
     def edit():
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not (folder / "journal.jsonl").is_file():
-            time.sleep(0.02)
-        while time.monotonic() < deadline and not _started(folder):
-            time.sleep(0.02)
-        jobs.write_text(f"{first}\n[vram=lots] {b}\n{c}\n{d}\n")  # a bad save: the queue stays b, c, d
-        time.sleep(0.4)
-        jobs.write_text(f"{first}\n{d}\n{b}\n{e}\n")  # c deleted, d moved before b, e appended
+        try:
+            _wait_for(lambda: (folder / "journal.jsonl").is_file() and _started(folder))
+            jobs.write_text(f"{first}\n[vram=lots] {b}\n{c}\n{d}\n")  # a bad save: the queue stays b, c, d
+            assert warned.wait(30), "the bad save was not reported"
+            jobs.write_text(f"{first}\n{d}\n{b}\n{e}\n")  # c deleted, d moved before b, e appended
+            _wait_for(removed)
+        finally:
+            release.touch()
 
     editor = threading.Thread(target=edit)
     editor.start()
