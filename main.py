@@ -10,26 +10,6 @@ import sys
 from cli.command import one_line_warnings, run_command
 from cli.parser import SERVE_OPTIONS
 
-
-def _sweep(argv: list[str]) -> int | None:
-    """--mode sweep runs here (its own parser: there --resume is a flag, skip finished runs): its exit status.
-    None for the other modes, after refusing the sweep's own options there."""
-    pre = argparse.ArgumentParser(add_help=False)
-    for option in ("--mode", "--study", "--workers", "--backend", "--address"):
-        pre.add_argument(option)
-    known = pre.parse_known_args(argv)[0]
-    if known.mode == "sweep":
-        from sweep.cli import sweep_main
-
-        return sweep_main(argv)
-    if any(getattr(known, k) is not None for k in ("study", "workers", "backend", "address")):
-        print(
-            "error: --study, --workers, --backend and --address are options of --mode sweep", file=sys.stderr
-        )
-        return 2
-    return None
-
-
 DISPATCH_OPTIONS = (
     "jobs", "sim", "gpus", "poll_s", "vram_margin", "default_est", "kill_grace", "watch", "on_interrupt", "status_every",
 )  # fmt: skip
@@ -80,6 +60,25 @@ def _serve(argv: list[str]) -> int | None:
         return serve_main(argv)
 
     return _own_mode(argv, "serve", SERVE_OPTIONS, pre, run)
+
+
+SWEEP_OPTIONS = ("study", "workers", "backend", "address")
+"""the options only --mode sweep takes (sweep/cli.py's parser: there --resume is a flag), refused by the other modes"""
+
+
+def _sweep(argv: list[str]) -> int | None:
+    """--mode sweep runs here (its own parser): its exit status. None for the other modes, after refusing the
+    sweep's own options there."""
+    pre = argparse.ArgumentParser(add_help=False)
+    for option in ("--mode", *(f"--{k}" for k in SWEEP_OPTIONS)):
+        pre.add_argument(option)
+
+    def run(argv: list[str]) -> int:
+        from sweep.cli import sweep_main  # lazy: the other modes never load the sweep runner
+
+        return sweep_main(argv)
+
+    return _own_mode(argv, "sweep", SWEEP_OPTIONS, pre, run)
 
 
 def main(argv: list[str] | None = None) -> int:
