@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from cli.report_page import write_compare_page, write_run_page
+from cli.report_page import COMPARE_INTRO, write_run_page, write_top_page
 from cli.run_folder import (
     OUTPUT_ERRNOS,
     RunFolder,
@@ -566,7 +566,15 @@ def mode_compare(cfg: RunConfig) -> Path:
             if powers != [None]:
                 top_figures += plot_jct_vs_cost(rows, out / "jct_vs_cost", cfg.plot_formats)
         title = f"{', '.join(cfg.algos)} on {agg[0].workload}, seeds {', '.join(map(str, cfg.seeds))}"
-        write_compare_page(out, cfg, folder.identity, compare_table(agg), top_figures, title)
+        write_top_page(
+            out,
+            cfg,
+            folder.identity,
+            ("Mean and std over seeds (compare.csv)", compare_table(agg)),
+            top_figures,
+            title,
+            COMPARE_INTRO,
+        )
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise
