@@ -420,6 +420,9 @@ class RunConfig:
     """eval/compare: the file formats of each figure (PLOT_FILE_FORMATS); report.html embeds the PNG (else SVG)"""
     plot_span: str = "window"
     """one of PLOT_SPANS: utilization and queue figures over the arrival window or the whole run"""
+    timeline_window_s: tuple[float, float] | None = None
+    """eval/compare: (start, end) in seconds of simulated time: the gantt timeline drawn for that window only (the
+    runs overlapping it), whatever the run's size; None: the whole run, for runs of at most 2,000 jobs"""
     command: tuple[str, ...] = ()
     """the command line that reproduces the run (cli/command.py, reproducing_command), shown in report.html"""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)

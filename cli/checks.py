@@ -285,13 +285,15 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         hit = [f"--{n}" for n in AGENT_WHERE if n in given]
         if hit:
             warnings.append(f"{', '.join(hit)} ignored: no RL agent runs")
-    plot_options = [f"--{n}" for n in ("plots", "plot_formats", "plot_span") if n in given]
+    plot_options = [f"--{n}" for n in ("plots", "plot_formats", "plot_span", "timeline_window") if n in given]
     if cfg.mode == "train" and plot_options:
         warnings.append(
             f"{', '.join(plot_options)} ignored: training draws no figures (its curves are in TensorBoard)"
         )
-    if cfg.mode == "report" and {"plot_formats", "plot_span"} & set(given):
-        warnings.append("--plot_formats, --plot_span ignored: a report draws its figures as PNG")
+    if cfg.mode == "report" and {"plot_formats", "plot_span", "timeline_window"} & set(given):
+        warnings.append(
+            "--plot_formats, --plot_span, --timeline_window ignored: a report draws its learning curves as PNG"
+        )
     return warnings
 
 

@@ -44,14 +44,17 @@ UNSHOWN = frozenset({"log_dir", "overwrite", "progress", "no_progress", "report_
 
 
 def reproducing_command(
-    parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace
+    parser: argparse.ArgumentParser,
+    argv: list[str],
+    args: argparse.Namespace,
+    unshown: frozenset[str] = UNSHOWN,
 ) -> tuple[str, ...]:
     """`python main.py` and the options of `argv` whose values differ from their defaults (and --mode), in --help's order, each
     as typed (its last occurrence), less UNSHOWN: the command that reruns the run, the same wherever it was
     written and whether or not defaults were typed (report.html shows it)."""
     words = ["python", "main.py"]
     for action in parser._actions:
-        if not action.option_strings or action.dest in UNSHOWN or action.dest == "help":
+        if not action.option_strings or action.dest in unshown or action.dest == "help":
             continue
         if getattr(args, action.dest, None) == action.default and action.dest != "mode":
             continue

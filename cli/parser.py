@@ -51,7 +51,19 @@ def _int_list_or_none(text: str) -> tuple[int, ...]:
     return () if text.strip().lower() == "none" else _int_list(text)
 
 
-def _plot_formats(text: str) -> tuple[str, ...]:
+def _time_window(text: str) -> tuple[float, float]:
+    """--timeline_window START:END, seconds of simulated time, START < END."""
+    start, sep, end = text.partition(":")
+    try:
+        window = (float(start), float(end)) if sep else None
+    except ValueError:
+        window = None
+    if window is None or not (all(map(math.isfinite, window)) and window[0] < window[1]):
+        raise argparse.ArgumentTypeError(f"expected START:END in seconds with START < END, got {text!r}")
+    return window
+
+
+def parse_plot_formats(text: str) -> tuple[str, ...]:
     """--plot_formats: comma-separated formats of PLOT_FILE_FORMATS, at least one, in the order given."""
     formats = tuple(dict.fromkeys(x.strip().lower() for x in text.split(",") if x.strip()))
     bad = [f for f in formats if f not in PLOT_FILE_FORMATS]
@@ -149,10 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--plot_formats",
-        type=_plot_formats,
+        type=parse_plot_formats,
         default=d.plot_formats,
         help="eval/compare: comma-separated file formats of every figure, of png, svg, pdf (e.g. png,svg,pdf "
         "for papers; report.html embeds the PNG, else the SVG)",
+    )
+    g.add_argument(
+        "--timeline_window",
+        type=_time_window,
+        default=None,
+        metavar="START:END",
+        help="eval/compare: draw gantt.png (the GPU timeline) for this window of simulated time in seconds only, "
+        "also for runs of more than 2,000 jobs (default: the whole run, for runs of at most 2,000 jobs)",
     )
     g.add_argument(
         "--plot_span",
@@ -526,6 +546,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         plots=a.plots,
         plot_formats=a.plot_formats,
         plot_span=a.plot_span,
+        timeline_window_s=a.timeline_window,
         cluster=ClusterConfig(a.cluster, a.cluster_path, a.uniform_speed, a.multi_node_factor),
         workload=WorkloadConfig(
             workload_type=a.workload_type.lower(),

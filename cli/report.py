@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from cli.report_page import write_report_page
+from cli.report_page import REPORT_INTRO, write_top_page
 from cli.run_folder import RunFolder, check_inputs_outside, run_identity, short_hash
 from config import RunConfig, UserError
 from evaluation.report import (
@@ -114,7 +114,8 @@ def mode_report(cfg: RunConfig) -> Path:
         curves = [out / "learning_curves.png"] if points and cfg.plots == "png" else []
         columns = {name: [row[i] for row in cells] for i, name in enumerate(TABLE_COLUMNS)}
         title = f"Held-out report: {len(models)} checkpoints on {', '.join(set_names)}"
-        write_report_page(out, cfg, folder.identity, Table(TABLE_COLUMNS, columns), curves, title)
+        shown = ("Report (report.csv)", Table(TABLE_COLUMNS, columns))
+        write_top_page(out, cfg, folder.identity, shown, curves, title, REPORT_INTRO)
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise

@@ -78,27 +78,43 @@ def folder_files(folder: Path, top_level: bool = True) -> list[str]:
     return sorted(names | {REPORT_HTML} | ({RUN_CONFIG} if top_level else set()))
 
 
-def _figures(paths: Sequence[Path]) -> tuple[PageFigure, ...]:
-    """One PageFigure per figure stem among `paths`, in their order."""
+def write_folder_page(
+    folder: Path,
+    title: str,
+    intro: str,
+    tables: Sequence[tuple[str, Table]],
+    figure_paths: Sequence[Path],
+    files: Sequence[tuple[str, str]],
+    command: str,
+    identity: dict[str, Any],
+    plots: bool,
+    captions: dict[str, str] | None = None,
+) -> Path:
+    """report.html of any results folder (a run, a compare, a report, a sweep): its tables, its figures (a caption
+    from `captions` by file stem, else what `describe` says), what each of `files` holds, the command and the
+    identity record. `plots` False: the folder was made with --plots none (the page says so)."""
+    captions = captions or {}
     by_stem: dict[str, list[Path]] = {}
-    for p in paths:
+    for p in figure_paths:
         by_stem.setdefault(p.stem, []).append(p)
-    return tuple(PageFigure(describe(stem + ".png"), tuple(ps)) for stem, ps in by_stem.items())
-
-
-def _common(cfg: RunConfig, identity: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "command": shlex.join(cfg.command)
-        if cfg.command
-        else "(not recorded: the run was not started from main.py)",
-        "identity": identity,
-    }
-
-
-def _figures_note(cfg: RunConfig, drawn: bool) -> str:
-    if cfg.plots == "none":
-        return "No figures: the run was made with --plots none."
-    return "" if drawn else "No figure of this kind for this run."
+    figures = tuple(
+        PageFigure(captions.get(stem) or describe(stem + ".png"), tuple(ps)) for stem, ps in by_stem.items()
+    )
+    if not plots:
+        note = "No figures: the run was made with --plots none."
+    else:
+        note = "" if figure_paths else "No figure of this kind for this run."
+    page = Page(
+        title=title,
+        intro=intro,
+        tables=tuple(tables),
+        figures=figures,
+        figures_note=note,
+        files=tuple(files),
+        command=command,
+        identity=identity,
+    )
+    return write_page(page, folder / REPORT_HTML)
 
 
 def write_run_page(
@@ -112,53 +128,31 @@ def write_run_page(
 ) -> Path:
     """report.html of one run's folder: an eval's, or (not `top_level`) one <algo>_seed<S>/ of a compare, whose
     run_config.json is the compare folder's."""
-    page = Page(
-        title=title,
-        intro="Results of one simulated run. Every number and figure here is computed from the CSV files listed "
+    return write_folder_page(
+        folder,
+        title,
+        "Results of one simulated run. Every number and figure here is computed from the CSV files listed "
         "below; docs/outputs.md defines each metric.",
-        tables=(("Summary (summary.csv)", summary_table(rows)),),
-        figures=_figures(figure_paths),
-        figures_note=_figures_note(cfg, bool(figure_paths)),
-        files=tuple((name, describe(name)) for name in folder_files(folder, top_level) if "/" not in name),
-        **_common(cfg, identity),
+        (("Summary (summary.csv)", summary_table(rows)),),
+        figure_paths,
+        [(name, describe(name)) for name in folder_files(folder, top_level) if "/" not in name],
+        _command(cfg),
+        identity,
+        cfg.plots != "none",
     )
-    return write_page(page, folder / REPORT_HTML)
 
 
-def write_compare_page(
-    folder: Path,
-    cfg: RunConfig,
-    identity: dict[str, Any],
-    compare: Table,
-    figure_paths: Sequence[Path],
-    title: str,
-) -> Path:
-    """report.html at the top of a compare folder: the policies side by side, the overlaid CDFs, every file."""
-    intro = (
-        "Policies compared on the same jobs; every number is computed from the CSV files listed below "
-        "(docs/outputs.md defines each metric). Each run's folder has its own report.html."
-    )
-    return _write_top_page(folder, cfg, identity, ("Mean and std over seeds (compare.csv)", compare), figure_paths,
-                           title, intro)  # fmt: skip
+COMPARE_INTRO = (
+    "Policies compared on the same jobs; every number is computed from the CSV files listed below "
+    "(docs/outputs.md defines each metric). Each run's folder has its own report.html."
+)
+REPORT_INTRO = (
+    "Held-out report: every checkpoint and heuristic on the same cases; report.md explains the columns and the "
+    "verdicts, evaluations.csv holds every evaluation behind them."
+)
 
 
-def write_report_page(
-    folder: Path,
-    cfg: RunConfig,
-    identity: dict[str, Any],
-    table: Table,
-    figure_paths: Sequence[Path],
-    title: str,
-) -> Path:
-    """report.html of a --mode report folder: report.csv's table, the learning curves, every file."""
-    intro = (
-        "Held-out report: every checkpoint and heuristic on the same cases; report.md explains the columns and the "
-        "verdicts, evaluations.csv holds every evaluation behind them."
-    )
-    return _write_top_page(folder, cfg, identity, ("Report (report.csv)", table), figure_paths, title, intro)
-
-
-def _write_top_page(
+def write_top_page(
     folder: Path,
     cfg: RunConfig,
     identity: dict[str, Any],
@@ -167,6 +161,9 @@ def _write_top_page(
     title: str,
     intro: str,
 ) -> Path:
+    """report.html at the top of a compare folder (intro COMPARE_INTRO: the policies side by side, the overlaid
+    CDFs) or a --mode report folder (REPORT_INTRO: report.csv's table, the learning curves): the table, the
+    figures, the top-level files and each run folder's own page."""
     files = []
     for name in folder_files(folder):
         top = name.split("/", 1)[0]
@@ -175,13 +172,10 @@ def _write_top_page(
         elif name == f"{top}/{REPORT_HTML}":
             algo, seed = top.rsplit("_seed", 1)
             files.append((name, f"{algo} on seed {seed}: that run's page and the files of its folder"))
-    page = Page(
-        title=title,
-        intro=intro,
-        tables=(table,),
-        figures=_figures(figure_paths),
-        figures_note=_figures_note(cfg, bool(figure_paths)),
-        files=tuple(files),
-        **_common(cfg, identity),
+    return write_folder_page(
+        folder, title, intro, (table,), figure_paths, files, _command(cfg), identity, cfg.plots != "none"
     )
-    return write_page(page, folder / REPORT_HTML)
+
+
+def _command(cfg: RunConfig) -> str:
+    return shlex.join(cfg.command) if cfg.command else "(not recorded: the run was not started from main.py)"

@@ -84,11 +84,12 @@ NOT_RECORDED = (
     "plots",
     "plot_formats",
     "plot_span",
+    "timeline_window_s",
     "command",
 )
 """(explicit_options: which options were typed rather than defaulted; the same run either way; report_workers:
 how many processes a report uses, which never changes its files; keep_checkpoints: how many periodic checkpoints
-stay in --models_dir; plots, plot_formats, plot_span: whether and how the figures are drawn, which changes no CSV or JSON file; command:
+stay in --models_dir; plots, plot_formats, plot_span, timeline_window_s: whether and how the figures are drawn, which changes no CSV or JSON file; command:
 the command line shown in report.html, made of the recorded options)"""
 VERSIONED_PACKAGES = ("numpy", "simpy", "gymnasium", "pandas", "matplotlib", "torch")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from cli.report_page import write_compare_page, write_run_page
+from cli.report_page import COMPARE_INTRO, write_run_page, write_top_page
 from cli.run_folder import (
     OUTPUT_ERRNOS,
     RunFolder,
@@ -331,6 +331,7 @@ def write_run(
     plots: bool = True,
     plot_formats: tuple[str, ...] = ("png",),
     plot_span: str = "window",
+    timeline_window_s: tuple[float, float] | None = None,
 ) -> list[Path]:
     """The run's files in `out_dir`: its CSVs, workload_report.json and (`plots`) its figures, drawn from the
     CSVs, in each of `plot_formats`; returns the figures' paths."""
@@ -347,7 +348,11 @@ def write_run(
         from metrics.run_figures import draw_run_figures
 
         title = f"{result.scheduler} on {result.workload} (seed {result.seed})"
-        figures = [p for f in draw_run_figures(out_dir, title, plot_formats, plot_span) for p in f.paths]
+        figures = [
+            p
+            for f in draw_run_figures(out_dir, title, plot_formats, plot_span, timeline_window_s)
+            for p in f.paths
+        ]
         if power is not None and energy is not None:
             figures += plot_power(result, energy, power.prices, out_dir, plot_formats)
     (out_dir / "workload_report.json").write_text(
@@ -360,9 +365,9 @@ def _run_title(result: RunResult) -> str:
     return f"{result.scheduler} on {result.workload}, seed {result.seed}"
 
 
-def _plot_options(cfg: RunConfig) -> tuple[bool, tuple[str, ...], str]:
-    """write_run's plots, plot_formats and plot_span from the options."""
-    return cfg.plots == "png", cfg.plot_formats, cfg.plot_span
+def _plot_options(cfg: RunConfig) -> tuple[bool, tuple[str, ...], str, tuple[float, float] | None]:
+    """write_run's plots, plot_formats, plot_span and timeline_window_s from the options."""
+    return cfg.plots == "png", cfg.plot_formats, cfg.plot_span, cfg.timeline_window_s
 
 
 def _json_default(x):
@@ -566,7 +571,15 @@ def mode_compare(cfg: RunConfig) -> Path:
             if powers != [None]:
                 top_figures += plot_jct_vs_cost(rows, out / "jct_vs_cost", cfg.plot_formats)
         title = f"{', '.join(cfg.algos)} on {agg[0].workload}, seeds {', '.join(map(str, cfg.seeds))}"
-        write_compare_page(out, cfg, folder.identity, compare_table(agg), top_figures, title)
+        write_top_page(
+            out,
+            cfg,
+            folder.identity,
+            ("Mean and std over seeds (compare.csv)", compare_table(agg)),
+            top_figures,
+            title,
+            COMPARE_INTRO,
+        )
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line
         raise

@@ -205,8 +205,9 @@ def assert_same_jobs(results: Sequence[RunResult]) -> None:
 
 @dataclass(frozen=True)
 class PairedDiff:
-    """One policy's difference from the baseline policy on one metric, seed by seed (policy - baseline on the
-    same workload and seed), with the mean and the half-width of its 95 % t-interval (NaN for one seed)."""
+    """One policy's difference from the baseline policy on one metric and workload, seed by seed (policy -
+    baseline on the same workload and seed), with the mean and the half-width of its 95 % t-interval (NaN for
+    one seed)."""
 
     scheduler: str
     baseline: str
@@ -215,24 +216,28 @@ class PairedDiff:
     diff: np.ndarray
     mean: float
     ci95: float
+    workload: str = ""
 
 
 def paired_differences(
     rows: Sequence[SummaryRow], metric: str, baseline: str | None = None
 ) -> list[PairedDiff]:
-    """Per scheduler other than `baseline` (default: the first scheduler of `rows`), its `metric` minus the
-    baseline's on each (workload, seed) both ran, in the order schedulers first appear."""
+    """Per scheduler other than `baseline` (default: the first scheduler of `rows`) and per workload, its `metric`
+    minus the baseline's on each seed both ran on that workload, in the order (scheduler, workload) first
+    appear (one workload, as in a compare: one PairedDiff per scheduler)."""
     if not rows:
         return []
     baseline = rows[0].scheduler if baseline is None else baseline
     base = {(r.workload, r.seed): float(getattr(r, metric)) for r in rows if r.scheduler == baseline}
     out = []
-    for name in dict.fromkeys(r.scheduler for r in rows if r.scheduler != baseline):
+    for name, workload in dict.fromkeys((r.scheduler, r.workload) for r in rows if r.scheduler != baseline):
         pairs = [(r.seed, float(getattr(r, metric)) - base[r.workload, r.seed]) for r in rows
-                 if r.scheduler == name and (r.workload, r.seed) in base]  # fmt: skip
+                 if (r.scheduler, r.workload) == (name, workload) and (r.workload, r.seed) in base]  # fmt: skip
+        if not pairs:
+            continue  # the baseline never ran this workload
         diff = np.array([d for _, d in pairs], dtype=float)
         n = len(diff)
-        mean = float(diff.mean()) if n else np.nan
+        mean = float(diff.mean())
         ci95 = float(t975(n - 1) * diff.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan
-        out.append(PairedDiff(name, baseline, metric, tuple(s for s, _ in pairs), diff, mean, ci95))
+        out.append(PairedDiff(name, baseline, metric, tuple(s for s, _ in pairs), diff, mean, ci95, workload))
     return out

@@ -196,6 +196,25 @@ class Gantt:
     migrate_s: np.ndarray
 
 
+def gantt_window(g: Gantt, start_s: float, end_s: float) -> Gantt:
+    """The part of `g` inside [start_s, end_s]: the blocks of the runs overlapping it (a block that ends at
+    start_s or starts at end_s does not), cut to it, and the marks inside it."""
+    keep = (g.block_start_s < end_s) & (g.block_end_s > start_s)
+    pre = (g.preempt_s >= start_s) & (g.preempt_s <= end_s)
+    mig = (g.migrate_s >= start_s) & (g.migrate_s <= end_s)
+    return Gantt(
+        lane_labels=g.lane_labels,
+        block_lane=g.block_lane[keep],
+        block_start_s=np.maximum(g.block_start_s[keep], start_s),
+        block_end_s=np.minimum(g.block_end_s[keep], end_s),
+        block_job=g.block_job[keep],
+        preempt_lane=g.preempt_lane[pre],
+        preempt_s=g.preempt_s[pre],
+        migrate_lane=g.migrate_lane[mig],
+        migrate_s=g.migrate_s[mig],
+    )
+
+
 def gantt(tables: RunTables, per_node: bool) -> Gantt:
     """One lane per GPU (`node_id/gpu_index`, cluster.csv's node order), or per node with `per_node`; a lane's
     label names the GPU type on a node's first lane."""

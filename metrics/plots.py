@@ -39,7 +39,7 @@ PAIRED_METRICS = (
 """the metrics of compare_paired.png"""
 
 
-def _figure(width_in: float = 6.4, height_in: float = 4.0, nrows: int = 1, ncols: int = 1):
+def new_figure(width_in: float = 6.4, height_in: float = 4.0, nrows: int = 1, ncols: int = 1):
     fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.subplots(nrows, ncols, squeeze=False)
@@ -89,17 +89,6 @@ def _cdf_points(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         idx = np.unique(np.linspace(0, len(x) - 1, MAX_PLOT_POINTS).round().astype(np.int64))
         x, y = x[idx], y[idx]
     return x, y
-
-
-def _draw_jct_cdf(ax: Axes, result: RunResult, label: str | None = None) -> bool:
-    m = per_job(result)
-    jct_s = m.jct_s[m.completed]
-    jct_s = jct_s[jct_s > 0]  # a log axis cannot show zero-length JCTs
-    if not len(jct_s):
-        return False
-    x, y = _cdf_points(jct_s)
-    ax.step(x, y, where="post", label=label)
-    return True
 
 
 def _draw_step(ax: Axes, t_s: np.ndarray, value: np.ndarray) -> str:
@@ -156,7 +145,7 @@ def compare_figure(rows: Sequence[SummaryRow]) -> Figure:
         ("gpu_utilization", "GPU util, makespan"),
     )
     width_in = max(9.0, 1.2 * len(agg) * 3 / 2 + 3)
-    fig, axes = _figure(width_in, 6.5, 2, 3)
+    fig, axes = new_figure(width_in, 6.5, 2, 3)
     x = np.arange(len(agg))
     colors = [f"C{i % 10}" for i in range(len(agg))]
     for ax, (name, ylabel) in zip(axes.ravel(), panels, strict=True):
@@ -191,54 +180,81 @@ def plot_compare_cdf(
     """Write the JCT CDFs of several runs of the same jobs (e.g. one seed, several schedulers) on one axes, as
     `stem`.<format> for each of `formats`; returns the paths."""
     assert_same_jobs(results)
-    fig, axes = _figure()
+    curves = []
+    for r in results:
+        m = per_job(r)
+        curves.append((r.scheduler, m.jct_s[m.completed]))
+    title = f"JCT CDF on {results[0].workload} (seed {results[0].seed})" if results else "JCT CDF"
+    return save_formats(cdf_overlay_figure(curves, title), Path(stem), formats)
+
+
+def cdf_overlay_figure(curves: Sequence[tuple[str, np.ndarray]], title: str) -> Figure:
+    """The empirical CDFs of several sets of completed jobs' JCTs (label, JCTs in s) on one log axis."""
+    fig, axes = new_figure()
     ax = axes[0, 0]
-    drawn = [_draw_jct_cdf(ax, r, label=r.scheduler) for r in results]
-    if any(drawn):
+    drawn = False
+    for label, jct_s in curves:
+        jct_s = jct_s[jct_s > 0]  # a log axis cannot show zero-length JCTs
+        if len(jct_s):
+            x, y = _cdf_points(jct_s)
+            ax.step(x, y, where="post", label=label)
+            drawn = True
+    if drawn:
         ax.set_xscale("log")
         ax.legend(fontsize=8)
     else:
         _no_data(ax, "no completed jobs")
-    title = f"JCT CDF on {results[0].workload} (seed {results[0].seed})" if results else "JCT CDF"
     ax.set(xlabel="JCT (s)", ylabel="fraction of completed jobs", ylim=(0, 1.02))
     _set_title(ax, title)
     ax.grid(True, which="both", alpha=0.3)
-    return save_formats(fig, Path(stem), formats)
+    return fig
 
 
 def plot_compare_paired(
-    rows: Sequence[SummaryRow], out_dir: str | Path, formats: Sequence[str] = ("png",)
+    rows: Sequence[SummaryRow],
+    out_dir: str | Path,
+    formats: Sequence[str] = ("png",),
+    baseline: str | None = None,
+    stem: str = "compare_paired",
 ) -> list[Path]:
-    """Write compare_paired.<format> (see `paired_figure`) for each of `formats` when `rows` hold two or more
-    schedulers; returns the paths (none otherwise)."""
-    if len({r.scheduler for r in rows}) < 2:
+    """Write `stem`.<format> (see `paired_figure`) for each of `formats` when `rows` hold two or more schedulers
+    (the baseline among them); returns the paths (none otherwise)."""
+    names = {r.scheduler for r in rows}
+    if len(names) < 2 or (baseline is not None and baseline not in names):
         return []
-    return save_formats(paired_figure(rows), Path(out_dir) / "compare_paired", formats)
+    return save_formats(paired_figure(rows, baseline), Path(out_dir) / stem, formats)
 
 
-def paired_figure(rows: Sequence[SummaryRow]) -> Figure:
-    """Per PAIRED_METRICS panel and per scheduler other than the first (the baseline), its difference from the
-    baseline on each seed (dot) and the mean over seeds with its 95 % t-interval (diamond and bar)."""
+def paired_figure(rows: Sequence[SummaryRow], baseline: str | None = None) -> Figure:
+    """Per PAIRED_METRICS panel and per scheduler other than `baseline` (default: the first), its difference from
+    the baseline on each seed (dot) and the mean over seeds with its 95 % t-interval (diamond and bar); one entry
+    per (scheduler, workload) where the rows hold several workloads (a sweep's cases)."""
     names = list(dict.fromkeys(r.scheduler for r in rows))
-    width_in = max(8.0, 1.0 * len(names) * 2 + 3)
-    fig, axes = _figure(width_in, 6.0, 2, 2)
+    baseline = names[0] if baseline is None else baseline
+    several = len({r.workload for r in rows}) > 1
+    n_entries = len(dict.fromkeys((r.scheduler, r.workload) for r in rows if r.scheduler != baseline))
+    width_in = max(8.0, 1.0 * (n_entries + 1) * 2 + 3) if several else max(8.0, 1.0 * len(names) * 2 + 3)
+    fig, axes = new_figure(min(width_in, 30.0), 6.0, 2, 2)
     for ax, (metric, label) in zip(axes.ravel(), PAIRED_METRICS, strict=True):
-        diffs = paired_differences(rows, metric)
+        diffs = paired_differences(rows, metric, baseline)
+        colour = {
+            name: f"C{(i + 1) % 10}" for i, name in enumerate(dict.fromkeys(d.scheduler for d in diffs))
+        }
         for i, d in enumerate(diffs):
-            color = f"C{(i + 1) % 10}"
-            ax.plot(np.full(len(d.diff), i), d.diff, "o", color=color, ms=3, alpha=0.6)
+            ax.plot(np.full(len(d.diff), i), d.diff, "o", color=colour[d.scheduler], ms=3, alpha=0.6)
             ax.errorbar(
                 [i], [d.mean], yerr=[[np.nan_to_num(d.ci95)]], fmt="D", color="black", ms=5, capsize=4
             )
         ax.axhline(0.0, color="0.3", lw=1)
-        ax.set_xticks(range(len(diffs)), [d.scheduler for d in diffs], fontsize=8)
+        ticks = [f"{d.scheduler}\n[{d.workload}]" if several else d.scheduler for d in diffs]
+        ax.set_xticks(range(len(diffs)), ticks, fontsize=8 if len(diffs) <= 8 else 6)
         ax.set_xlim(-0.6, len(diffs) - 0.4)
-        ax.set_ylabel(f"{label}: minus {names[0]}", fontsize=9)
+        ax.set_ylabel(f"{label}: minus {baseline}", fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
     seeds = sorted({r.seed for r in rows})
     title = (
-        f"Difference from {names[0]} on the same seed ({len(seeds)} seeds): dot = one seed, diamond = mean, bar = "
+        f"Difference from {baseline} on the same seed ({len(seeds)} seeds): dot = one seed, diamond = mean, bar = "
         "95 % t-interval of the mean"
     )
-    fig.suptitle(_wrap(title, width_in, 11), fontsize=11)
+    fig.suptitle(_wrap(title, fig.get_figwidth(), 11), fontsize=11)
     return fig

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from metrics.energy import EnergyReport, node_states_over_time
-from metrics.plots import _draw_step, _figure, _no_data, _set_title, save_formats
+from metrics.plots import _draw_step, _no_data, _set_title, new_figure, save_formats
 from metrics.summary import SummaryRow, energy_of
 from sim.power import STATE_NAMES
 from sim.prices import PriceCurve
@@ -29,7 +29,7 @@ def plot_power(
     out_dir = Path(out_dir)
     title = f"{result.scheduler} on {result.workload} (seed {result.seed})"
     t0, t1 = energy.window_start_s, energy.window_end_s
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0, 0]
     pue = result.power_model.pue
     if len(energy.power_t_s) and t1 > t0:
@@ -51,7 +51,7 @@ def plot_power(
     ax.grid(True, alpha=0.3)
     paths = save_formats(fig, out_dir / "power", formats)
 
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0, 0]
     ts, counts = node_states_over_time(result)
     end = max(float(result.end_of_run_s or 0.0), float(ts[-1]))
@@ -72,7 +72,7 @@ def plot_jct_vs_cost(
 ) -> list[Path]:
     """Write a scatter of avg JCT against energy cost, one dot per run, one colour per scheduler (compare mode), as
     `stem`.<format> for each of `formats`; returns the paths."""
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0, 0]
     names = list(dict.fromkeys(r.scheduler for r in rows))
     for i, name in enumerate(names):

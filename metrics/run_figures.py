@@ -25,11 +25,12 @@ from metrics.figure_data import (
     arrival_window,
     busy_by_type,
     gantt,
+    gantt_window,
     jct_by_priority,
     queue_by_type,
     read_run_tables,
 )
-from metrics.plots import MAX_PLOT_POINTS, _cdf_points, _figure, _no_data, _set_title, save_formats
+from metrics.plots import MAX_PLOT_POINTS, _cdf_points, _no_data, _set_title, new_figure, save_formats
 from metrics.timeline import step_bin_means
 
 ZOOM_BELOW = 0.25  # peak utilization under which the utilization plot's y axis is zoomed to the peak
@@ -50,10 +51,15 @@ class RunFigure:
 
 
 def draw_run_figures(
-    folder: str | Path, title: str, formats: Sequence[str] = ("png",), span: str = "window"
+    folder: str | Path,
+    title: str,
+    formats: Sequence[str] = ("png",),
+    span: str = "window",
+    timeline_window_s: tuple[float, float] | None = None,
 ) -> list[RunFigure]:
     """Draw the figures of the run whose CSVs are in `folder` into it, in each of `formats`; `title` names the
-    run (scheduler, workload, seed)."""
+    run (scheduler, workload, seed). The timeline covers `timeline_window_s` (start, end) when given, whatever
+    the run's size, else the whole run when it has at most GANTT_MAX_JOBS jobs."""
     folder = Path(folder)
     tables = read_run_tables(folder)
     figures = [
@@ -61,8 +67,8 @@ def draw_run_figures(
         ("utilization", utilization_figure(tables, title, span)),
         ("queue_length", queue_figure(tables, title, span)),
     ]
-    if len(tables.job_id) <= GANTT_MAX_JOBS:
-        figures.append(("gantt", gantt_figure(tables, title)))
+    if timeline_window_s is not None or len(tables.job_id) <= GANTT_MAX_JOBS:
+        figures.append(("gantt", gantt_figure(tables, title, timeline_window_s)))
     return [
         RunFigure(stem, fig.get_label(), tuple(save_formats(fig, folder / stem, formats)))
         for stem, fig in figures
@@ -111,7 +117,7 @@ def _draw_stacked(ax: Axes, steps: StackedSteps, end_s: float, scale: float) -> 
 
 def utilization_figure(tables: RunTables, title: str, span: str = "window") -> Figure:
     """Busy GPUs of each type as a share of all GPUs, stacked (the top is the cluster's utilization)."""
-    fig, axes = _figure()
+    fig, axes = new_figure()
     fig.set_label("GPU utilization stacked by GPU type (busy GPUs of the type / all GPUs)")
     ax = axes[0, 0]
     steps = busy_by_type(tables)
@@ -137,7 +143,7 @@ def utilization_figure(tables: RunTables, title: str, span: str = "window") -> F
 
 def queue_figure(tables: RunTables, title: str, span: str = "window") -> Figure:
     """Queued jobs stacked by the GPU type they wait for (metrics/figure_data.py, queue_by_type)."""
-    fig, axes = _figure()
+    fig, axes = new_figure()
     fig.set_label("Queued jobs stacked by the GPU type each waits for (the type it then got)")
     ax = axes[0, 0]
     steps = queue_by_type(tables)
@@ -157,7 +163,7 @@ def queue_figure(tables: RunTables, title: str, span: str = "window") -> Figure:
 
 def jct_cdf_figure(tables: RunTables, title: str) -> Figure:
     """The CDF of completed jobs' JCT, and one per priority class when there are several."""
-    fig, axes = _figure()
+    fig, axes = new_figure()
     fig.set_label("CDF of job completion time (completed jobs; one curve per priority class when several)")
     ax = axes[0, 0]
     by_class = jct_by_priority(tables)
@@ -183,13 +189,16 @@ def jct_cdf_figure(tables: RunTables, title: str) -> Figure:
     return fig
 
 
-def gantt_figure(tables: RunTables, title: str) -> Figure:
+def gantt_figure(tables: RunTables, title: str, window_s: tuple[float, float] | None = None) -> Figure:
     """One lane per GPU (per node on clusters of more than GANTT_MAX_GPU_LANES GPUs), a block per run coloured by
-    job, an x where a job was preempted and a triangle where it restarted on other GPUs."""
+    job, an x where a job was preempted and a triangle where it restarted on other GPUs; with `window_s` (start,
+    end) only the runs overlapping that window, cut to it, on a time axis of exactly that window."""
     per_node = tables.total_gpus > GANTT_MAX_GPU_LANES
     g = gantt(tables, per_node)
+    if window_s is not None:
+        g = gantt_window(g, *window_s)
     lanes = len(g.lane_labels)
-    fig, axes = _figure(8.0, min(max(3.0, 0.14 * lanes + 1.6), 24.0))
+    fig, axes = new_figure(8.0, min(max(3.0, 0.14 * lanes + 1.6), 24.0))
     fig.set_label(
         f"Timeline of every {'node' if per_node else 'GPU'}: one block per run, coloured by job; x = preempted, "
         "triangle = restarted on other GPUs (migrated)"
@@ -220,7 +229,10 @@ def gantt_figure(tables: RunTables, title: str) -> Figure:
         if last_s > first_s:
             ax.axvspan(first_s / 3600.0, last_s / 3600.0, color="0.5", alpha=0.08, lw=0)
     else:
-        _no_data(ax, "no job ever ran")
+        _no_data(ax, "no job ran in this window" if window_s is not None else "no job ever ran")
+    if window_s is not None:
+        ax.set_xlim(window_s[0] / 3600.0, window_s[1] / 3600.0)
+        title += f", {window_s[0]:g} s to {window_s[1]:g} s"
     ax.set_ylim(lanes - 0.5, -0.5)
     step = max(1, lanes // 40)  # at most about 40 lane labels
     ax.set_yticks(range(0, lanes, step), g.lane_labels[::step], fontsize=6)

@@ -32,8 +32,15 @@ from pathlib import Path
 import numpy as np
 
 from metrics.csv_table import Table, float_cells, value_cells
-from metrics.energy import EnergyReport
-from metrics.summary import PREEMPTION_SUMMARY, PreemptiveSummaryRow, SummaryRow, energy_of, per_job
+from metrics.energy import ENERGY_FIELDS, EnergyReport
+from metrics.summary import (
+    PREEMPTION_SUMMARY,
+    EnergySummaryRow,
+    PreemptiveSummaryRow,
+    SummaryRow,
+    energy_of,
+    per_job,
+)
 from sim.records import RunResult
 
 JOB_COLUMNS = (
@@ -180,3 +187,31 @@ def write_summary_csv(rows: Sequence[SummaryRow], path: str | Path) -> Path:
     if repeated:
         raise ValueError(f"summary rows repeat (scheduler, workload, seed): {repeated}")
     return summary_table(rows).write(path)
+
+
+def summary_row_of(line: dict[str, str]) -> SummaryRow:
+    """The SummaryRow one summary.csv line holds (csv.DictReader's dict; the inverse of summary_table's row, but
+    for the preemption totals, which no reader needs): priority columns back into avg_jct_s_by_priority, energy
+    columns (metrics/energy.py's ENERGY_FIELDS) into an EnergySummaryRow. An empty cell reads as NaN."""
+    values: dict = {}
+    for f in dataclasses.fields(SummaryRow):
+        if f.name == "avg_jct_s_by_priority":
+            continue
+        text = line[f.name]
+        if f.type in ("str", str):
+            values[f.name] = text
+        elif f.type in ("int", int):
+            values[f.name] = int(text)
+        else:
+            values[f.name] = float(text) if text else np.nan
+    prefix = PRIORITY_COLUMN.format("")
+    values["avg_jct_s_by_priority"] = tuple(
+        sorted(
+            (int(k[len(prefix) :]), float(v) if v else np.nan)
+            for k, v in line.items()
+            if k.startswith(prefix)
+        )
+    )
+    row = SummaryRow(**values)
+    energy = tuple((k, float(line[k]) if line[k] else np.nan) for k in ENERGY_FIELDS if k in line)
+    return EnergySummaryRow.of(row, energy) if energy else row

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cli.checks import usage_error
+from cli.command import UNSHOWN, reproducing_command
+from cli.parser import parse_plot_formats
 from cli.run_folder import short_hash
 from config import UserError
 from interrupts import StopRequest, exit_status, signal_name
@@ -23,6 +26,7 @@ from sweep.folder import (
     claim_study_folder,
     clear_run,
     read_marker,
+    read_study_config,
     receive_files,
     reusable,
     run_complete,
@@ -30,7 +34,7 @@ from sweep.folder import (
     write_marker,
     write_study_config,
 )
-from sweep.report import aggregate, format_table, plot_groups, result_rows, write_aggregate, write_results
+from sweep.report import aggregate, format_table, result_rows, write_aggregate, write_results
 from sweep.study import RunSpec, Study, argv_of, load_study
 from sweep.worker import RunOutcome
 
@@ -64,6 +68,23 @@ def build_sweep_parser() -> argparse.ArgumentParser:
         help="replace another study held in the study folder, or remove the runs this study no longer has",
     )
     p.add_argument("--no_progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--plots",
+        choices=("png", "none"),
+        default="png",
+        help="the study's figures and report.html (default), or none (the same CSV and JSON files)",
+    )
+    p.add_argument(
+        "--plot_formats",
+        type=parse_plot_formats,
+        default=("png",),
+        help="comma-separated file formats of the study's figures, of png, svg, pdf (report.html embeds the PNG)",
+    )
+    p.add_argument(
+        "--baseline",
+        default=None,
+        help="the policy the paired differences are taken from (default: the first policy of the study)",
+    )
     return p
 
 
@@ -77,10 +98,16 @@ def sweep_main(argv: list[str]) -> int:
                 f"--mode sweep takes the runs' options from the study file ([options], [grid] or [[runs]]), "
                 f"not from the command line: {' '.join(extra)}"
             )
+        args.command = reproducing_command(parser, argv, args, SWEEP_UNSHOWN)
         return run_study(args)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+SWEEP_UNSHOWN = UNSHOWN | {"workers", "backend", "address", "resume"}
+"""options left out of the command report.html shows: where and how a study runs, not what it computes (the same
+study gives the same files on every backend and worker count)"""
 
 
 def default_study_dir(study: Study) -> Path:
@@ -115,12 +142,19 @@ def _run_study(args: argparse.Namespace, stop: StopRequest) -> int:
     from sweep.worker import parse_run
 
     prefixes: dict[str, str] = {}
+    policies: dict[str, None] = {}  # the evaluated policies, in the study's order
     for spec in study.runs:  # every run checked by the command line's own parsing and validation first
         try:
             cfg = parse_run(argvs[spec.name])
         except UserError as err:
             raise UserError(f"{args.study}: run {spec.name}: {err}") from None
         prefixes[spec.name] = f"{cfg.algo}_seed{cfg.seed}_" if spec.phase == "train" else ""
+        if spec.phase == "eval":
+            policies.update(dict.fromkeys(cfg.algos if cfg.mode == "compare" else (cfg.algo,)))
+    if args.baseline is not None and args.baseline not in policies:
+        raise UserError(
+            f"--baseline {args.baseline}: no run of the study evaluates it; its policies are {', '.join(policies)}"
+        )
     plan = check_study_folder(folder, study, identity, Path(args.study), args.overwrite)
     session: RaySession | None = None
     if args.backend == "ray":
@@ -198,12 +232,18 @@ def _run_claimed(
     write_results(study, rows, folder / "results.csv")
     groups = aggregate(study, rows)
     write_aggregate(groups, folder / "aggregate.csv")
-    plot_groups(study, groups, folder)
     counts = {
         k: sum(1 for s in study.runs if status.get(s.name, ("not run",))[0] == k) for k in ("ok", "failed")
     }
     counts["not run"] = len(study.runs) - counts["ok"] - counts["failed"]
     write_study_config(folder, study, identity, argvs, counts)
+    from sweep.page import write_study_page
+
+    record = {k: v for k, v in (read_study_config(folder) or {}).items() if k != "runs"}
+    write_study_page(
+        folder, study, rows, groups, record, shlex.join(args.command), args.plots == "png", args.plot_formats,
+        args.baseline,
+    )  # fmt: skip
     print(format_table(groups))
     for spec in study.runs:
         state, error = status.get(spec.name, ("not run", ""))

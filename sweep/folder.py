@@ -14,15 +14,14 @@ from typing import Any
 from cli.run_folder import code_version, git_dirty, read_run_config, run_files
 from config import UserError
 from sweep.node import TOKEN
-from sweep.report import MAIN_METRICS
+from sweep.page import is_study_figure
 from sweep.study import RunSpec, Study
 
 STUDY_CONFIG = "study_config.json"
 STUDY_COPY = "study.toml"
 STUDY_FORMAT = 2
-STUDY_FILES = frozenset(
-    {STUDY_COPY, STUDY_CONFIG, "results.csv", "aggregate.csv"} | {f"{m}.png" for m in MAIN_METRICS}
-)
+STUDY_FILES = frozenset({STUDY_COPY, STUDY_CONFIG, "results.csv", "aggregate.csv", "report.html"})
+"""the study's own top-level files, besides its figures (sweep/page.py's is_study_figure)"""
 STUDY_DIRS = frozenset({"runs", "models", "output"})
 """runs/<run>/: each run's usual files; models/ (models/<set>/ per model set): the study's trained models;
 output/<run>.log: what it printed"""
@@ -71,7 +70,7 @@ def check_study_folder(
     entries = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     if not entries:
         return none
-    unknown = [n for n in entries if n not in STUDY_FILES and n not in STUDY_DIRS]
+    unknown = [n for n in entries if n not in STUDY_FILES and n not in STUDY_DIRS and not is_study_figure(n)]
     if unknown:
         raise UserError(
             f"{folder}/ holds files that no study writes ({', '.join(unknown[:5])}); nothing was run: choose "

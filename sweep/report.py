@@ -99,6 +99,8 @@ class Group:
     """(metric, mean, 95 % CI half-width)"""
     log_stats: tuple[tuple[str, float, float, float], ...] = ()
     """(main metric, geometric mean, 95 % CI low, high) for the plots: geometric_ci95"""
+    values: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """(main metric, each member's value in results.csv's order): the plots' per-seed dots"""
 
 
 def group_columns(study: Study) -> list[str]:
@@ -120,7 +122,7 @@ def aggregate(study: Study, rows: Sequence[ResultRow]) -> list[Group]:
         members.setdefault(tuple((c, line.get(c, "")) for c in cols), []).append(line)
     groups = []
     for key, lines in members.items():
-        stats, log_stats = [], []
+        stats, log_stats, values_of = [], [], []
         for m in metric_cols:
             vals = [_float(line.get(m, "")) for line in lines]
             if all(v is None for v in vals):
@@ -129,7 +131,8 @@ def aggregate(study: Study, rows: Sequence[ResultRow]) -> list[Group]:
             stats.append((m, *mean_ci95(values)))
             if m in MAIN_METRICS:
                 log_stats.append((m, *geometric_ci95(values)))
-        groups.append(Group(key, len(lines), tuple(stats), tuple(log_stats)))
+                values_of.append((m, tuple(values)))
+        groups.append(Group(key, len(lines), tuple(stats), tuple(log_stats), tuple(values_of)))
     return groups
 
 
@@ -192,6 +195,8 @@ class Curve:
     label: str
     points: tuple[tuple[float, float, float, float], ...]
     """(x, centre, low, high) per group, by x"""
+    dots: tuple[tuple[float, float], ...] = ()
+    """(x, value) of every seed of every group of the curve"""
 
 
 @dataclass(frozen=True)
@@ -228,6 +233,7 @@ def figures(study: Study, groups: Sequence[Group]) -> list[Figure]:
         logs = [{m: rest for m, *rest in g.log_stats}.get(metric, (math.nan,) * 3) for g in members]
         log_scale = all(not math.isnan(centre) for centre, _, _ in logs)
         curves: dict[str, list[tuple[float, float, float, float]]] = {}
+        dots: dict[str, list[tuple[float, float]]] = {}
         for g, log in zip(members, logs, strict=True):
             k = dict(g.key)
             label = (
@@ -243,36 +249,51 @@ def figures(study: Study, groups: Sequence[Group]) -> list[Figure]:
             if math.isnan(low):  # one value: no interval
                 low = high = centre
             curves.setdefault(label, []).append((x, centre, low, high))
+            seeds = dict(g.values).get(metric, ())
+            dots.setdefault(label, []).extend((x, v) for v in seeds if math.isfinite(v))
         out.append(
             Figure(
                 metric,
                 x_col,
                 () if numeric else tuple(xs),
                 log_scale,
-                tuple(Curve(label, tuple(sorted(pts))) for label, pts in curves.items()),
+                tuple(Curve(label, tuple(sorted(pts)), tuple(dots[label])) for label, pts in curves.items()),
             )
         )
     return out
 
 
-def plot_groups(study: Study, groups: Sequence[Group], out_dir: Path) -> list[Path]:
-    """One PNG per Figure, error bars = 95 % CI (see Figure.log_scale). Nothing when no group exists."""
+def plot_groups(
+    study: Study, groups: Sequence[Group], out_dir: Path, formats: Sequence[str] = ("png",)
+) -> list[Path]:
+    """One figure per Figure, in each of `formats`: error bars = 95 % CI (see Figure.log_scale), a dot per seed
+    (a value of 0 on a log axis is not drawn). Nothing when no group exists."""
     if not groups:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # lazy: matplotlib takes 0.4 s to import (a sweep with --plots none never needs it)
+    from metrics.plots import new_figure, save_formats
 
     paths = []
     for fig_data in figures(study, groups):
         metric = fig_data.metric
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        for curve in fig_data.curves:
+        fig, axes = new_figure(7.0, 4.2)
+        ax = axes[0, 0]
+        for i, curve in enumerate(fig_data.curves):
             x, centre, low, high = (np.array(col) for col in zip(*curve.points, strict=True))
+            colour = f"C{i % 10}"
             ax.errorbar(
-                x, centre, yerr=[centre - low, high - centre], label=curve.label, marker="o", capsize=3
+                x,
+                centre,
+                yerr=[centre - low, high - centre],
+                label=curve.label,
+                marker="o",
+                capsize=3,
+                color=colour,
             )
+            if curve.dots:
+                dx, dy = (np.array(col) for col in zip(*curve.dots, strict=True))
+                keep = dy > 0 if fig_data.log_scale else np.ones(len(dy), dtype=bool)
+                ax.plot(dx[keep], dy[keep], ".", color=colour, ms=4, alpha=0.45)
         if fig_data.x_ticks:
             ticks = fig_data.x_ticks
             ax.set_xticks(range(len(ticks)), ticks, rotation=30 if len(ticks) > 4 else 0)
@@ -285,12 +306,8 @@ def plot_groups(study: Study, groups: Sequence[Group], out_dir: Path) -> list[Pa
         )
         ax.set_xlabel(fig_data.x_col)
         ax.set_ylabel(metric)
-        ax.set_title(f"{study.name}: {metric} ({what})", fontsize=10)
+        ax.set_title(f"{study.name}: {metric} ({what}; dots: seeds)", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out_dir / f"{metric}.png"
-        fig.savefig(path, format="png", metadata={"Software": None})
-        plt.close(fig)
-        paths.append(path)
+        paths += save_formats(fig, out_dir / metric, formats)
     return paths

@@ -18,6 +18,8 @@ from evaluation.paired import t975
 from main import main
 from sweep.report import mean_ci95
 from sweep.study import load_study
+from tests.chromium_page import CHROMIUM
+from tests.test_run_figures import NO_CHROMIUM, assert_renders_cleanly
 
 TINY = """
 name = "tiny"
@@ -375,6 +377,59 @@ def test_tiny_study_writes_results_aggregate_plots_and_records(tiny_study):
     record = json.loads((out / "study_config.json").read_text())
     assert record["result"] == {"ok": 4, "failed": 0, "not run": 0}
     assert record["runs"][0]["argv"][:6] == ["--mode", "eval", "--difficulty", "easy", "--num_jobs", "15"]
+
+
+def test_the_study_page_shows_the_tables_figures_files_and_command(tiny_study):
+    from sweep.page import study_cases
+    from sweep.report import result_rows
+    from sweep.study import load_study as load
+
+    study, out = tiny_study
+    page = (out / "report.html").read_text()
+    assert "<pre>python main.py --mode sweep --study " in page and "--workers" not in page
+    for name in ("results.csv", "aggregate.csv", "study.toml", "study_config.json", "sweep_paired.png"):
+        assert f'href="{name}"' in page, name
+    for run in ("000_algo=fcfs_seed=0", "003_algo=easy_seed=1"):
+        assert f'href="runs/{run}/report.html"' in page and f'href="output/{run}.log"' in page
+    assert page.count("data:image/png;base64,") == len(list(out.glob("*.png"))) >= 5
+    # the paired differences drawn are easy - fcfs on each seed, as results.csv has them
+    rows = _csv(out / "results.csv")
+    jct = {(r["scheduler"], r["seed"]): float(r["avg_jct_s"]) for r in rows}
+    spec = load(study)
+    status = {r["run"]: ("ok", "") for r in rows}
+    cases = study_cases(spec, result_rows(spec, out / "runs", status), out / "runs")
+    (case,) = cases
+    from metrics.plots import paired_figure
+
+    ax = paired_figure(list(case.rows)).axes[0]
+    (dots,) = [line.get_ydata().tolist() for line in ax.get_lines() if line.get_marker() == "o"]
+    assert dots == pytest.approx([jct["easy", s] - jct["fcfs", s] for s in ("0", "1")])
+    # each row's jobs.csv is its own run's
+    run_of = {(r["scheduler"], int(r["seed"])): r["run"] for r in rows}
+    for row, jobs in zip(case.rows, case.jobs_csv, strict=True):
+        assert jobs == out / "runs" / run_of[row.scheduler, row.seed] / "jobs.csv"
+
+
+def test_a_study_with_plots_none_has_a_page_without_figures_and_a_baseline_must_be_a_policy(tmp_path, capsys):
+    study = _write(tmp_path, TINY.replace("seed = [0, 1]", "seed = [0]"))
+    assert _sweep(study, tmp_path / "o", "--baseline", "sjf") == 2
+    assert (
+        "--baseline sjf: no run of the study evaluates it; its policies are fcfs, easy"
+        in capsys.readouterr().err
+    )
+    assert not (tmp_path / "o").exists()
+    assert _sweep(study, tmp_path / "o", "--plots", "none") == 0
+    assert (
+        not list((tmp_path / "o").glob("*.png"))
+        and "--plots none" in (tmp_path / "o" / "report.html").read_text()
+    )
+    assert _sweep(study, tmp_path / "o", "--resume", "--baseline", "easy", "--plot_formats", "svg") == 0
+    assert {p.name for p in (tmp_path / "o").glob("sweep_paired.*")} == {"sweep_paired.svg"}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_the_study_page_renders_in_headless_chromium(tiny_study):
+    assert_renders_cleanly(tiny_study[1] / "report.html")
 
 
 def test_a_study_run_equals_the_same_command_line_run_by_hand(tiny_study, tmp_path):
