@@ -117,6 +117,7 @@ def claim_study_folder(
                     shutil.rmtree(path) if path.is_dir() else path.unlink()
         for path in plan.obsolete:
             remove_run(folder, path)
+        _move_logs(folder / "output", plan.moves)
         _move_runs(folder / "runs", plan.moves)
         (folder / "runs").mkdir(parents=True, exist_ok=True)
         copy = folder / STUDY_COPY
@@ -128,6 +129,20 @@ def claim_study_folder(
     except OSError as err:
         raise UserError(f"--log_dir {folder}: cannot write there ({err.strerror})") from None
     return token
+
+
+def _move_logs(output: Path, moves: tuple[tuple[Path, str], ...]) -> None:
+    """Each moved run's output log follows it to its new name (in two steps, as the folders: names may swap),
+    so a grown study's folder equals a fresh run of it."""
+    staged = []
+    for path, name in moves:
+        log = output / f"{path.name}.log"
+        if log.is_file():
+            hidden = output / f"{MOVING}{name}.log"
+            os.replace(log, hidden)
+            staged.append((hidden, output / f"{name}.log"))
+    for hidden, target in staged:
+        os.replace(hidden, target)
 
 
 def _move_runs(runs: Path, moves: tuple[tuple[Path, str], ...]) -> None:
