@@ -103,7 +103,7 @@ class SimConfig:
 class PolicyConfig:
     """Parameters of the heuristic policies (schedulers/)."""
 
-    gate_s: float = 129_600.0
+    gate_s: float = 518_400.0
     """sjf_gate: hold a job back (while others run) rather than start it where it would run this many seconds
     longer than on the fastest type it can use in this cluster; tuned on medium validation seeds 500-509
     (bench/tune_gate.py, BENCHMARKS.md)"""

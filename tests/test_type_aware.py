@@ -106,7 +106,7 @@ def test_registered(name):
 def test_gate_default_is_the_config_default():
     from config import PolicyConfig
 
-    assert PolicyConfig().gate_s == DEFAULT_GATE_S == 129_600.0
+    assert PolicyConfig().gate_s == DEFAULT_GATE_S == 518_400.0
 
 
 def _same_schedule(a: Simulator, b: Simulator) -> bool:
