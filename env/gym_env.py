@@ -295,7 +295,8 @@ class GPUClusterEnv(gym.Env):
 
         Which jobs: the first K startable ones in the window order (shortest known runtime, or arrival), then the
         first blocked ones in that order; found shape by shape (whether a shape fits now is one `fit_type` call,
-        however many jobs of it wait). Usually all of a group fits in the window, and its order does not matter."""
+        however many jobs of it wait, remembered by `_fit_types` while it cannot have changed). Usually all of a
+        group fits in the window, and its order does not matter."""
         sim = self.sim
         free = sim.free
         K = self.window
