@@ -143,6 +143,9 @@ class GPUClusterEnv(gym.Env):
         self._steps = 0
         self._step_t0_s = 0.0
         self._done = False
+        self._fit_of: dict[tuple, int] = {}  # `_fit_types`' memo and the free state it describes
+        self._fit_free = None
+        self._fit_version = self._fit_gives = -1
 
     # -- Gymnasium API ------------------------------------------------------------------------------------
 
@@ -292,16 +295,20 @@ class GPUClusterEnv(gym.Env):
 
         Which jobs: the first K startable ones in the window order (shortest known runtime, or arrival), then the
         first blocked ones in that order; found shape by shape (whether a shape fits now is one `fit_type` call,
-        however many jobs of it wait). Usually all of a group fits in the window, and its order does not matter."""
+        however many jobs of it wait, remembered by `_fit_types` while it cannot have changed). Usually all of a
+        group fits in the window, and its order does not matter."""
         sim = self.sim
         free = sim.free
         K = self.window
         by_shape = sim.queue_by_shape
+        fit_of = self._fit_types(free)
         fit_shapes: list[tuple[tuple, int]] = []
         blocked_shapes: list[tuple] = []
         num_fit = num_blocked = 0
         for s, members in by_shape.items():
-            t = fit_type(free, *s)
+            t = fit_of.get(s)
+            if t is None:
+                t = fit_of[s] = fit_type(free, *s)
             if t >= 0:
                 fit_shapes.append((s, t))
                 num_fit += len(members)
@@ -332,6 +339,20 @@ class GPUClusterEnv(gym.Env):
         self._nfit, self._wait_ok = nfit, wait
         self._mask = self._masks[nfit][wait]
         return True
+
+    def _fit_types(self, free) -> dict:
+        """shape -> `fit_type(free, *shape)` of the shapes known for the free state as it is now: what was found
+        since the last give() stays true while nothing changed (the same `version`), and a blocked shape stays
+        blocked while only take()s happened (capacity only shrank: a fitting shape is asked again, its type may
+        have filled up); a give() or a new simulator forgets everything."""
+        fit_of = self._fit_of
+        if free is not self._fit_free or free.gives != self._fit_gives:
+            fit_of = self._fit_of = {}
+            self._fit_free, self._fit_gives = free, free.gives
+        elif free.version != self._fit_version:
+            fit_of = self._fit_of = {s: t for s, t in fit_of.items() if t < 0}
+        self._fit_version = free.version
+        return fit_of
 
     def _first_in_order(self, shapes: list[tuple[tuple, int]], n: int) -> list[tuple[int, int]]:
         """(job, type) of the first n waiting jobs of these (shape, type) pairs in the window order."""

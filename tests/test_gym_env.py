@@ -17,6 +17,7 @@ from config import EnvConfig, RunConfig, WorkloadConfig
 from env.gym_env import GPUClusterEnv, heuristic_action, heuristic_step
 from scenario.build import build_scenario
 from schedulers import POLICIES
+from sim.placement import fit_type
 from sim.simulator import Decision
 from tests.gate_reference import best_speed
 
@@ -386,3 +387,30 @@ def test_env_matches_its_plain_reference_step_for_step(seed, reward, window, ord
         if done or truncated:
             obs, info = fast.reset()
             ref_obs, ref_info = plain.reset()
+
+
+@pytest.mark.parametrize("seed", [3, 17])
+def test_window_fit_memo_agrees_with_fit_type_at_every_decision_point(seed):
+    """The window remembers each waiting shape's fit_type between decision points (forgotten when capacity
+    grows, a fitting shape asked again after a start): at every decision point each remembered answer is what
+    fit_type gives on the live free state, through starts, completions, illegal actions and resets."""
+    cfg = RunConfig(
+        workload=WorkloadConfig(difficulty="easy", num_jobs=150), env=replace(EnvConfig(), window=3)
+    )
+    env = GPUClusterEnv(cfg, scenario=_random_scenario(seed))
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    checked = 0
+    for _ in range(1500):
+        if not env._done:
+            free = env.sim.free
+            for shape, t in env._fit_of.items():
+                assert t == fit_type(free, *shape)
+                checked += 1
+            assert set(env.sim.queue_by_shape) <= set(env._fit_of)
+        legal = np.flatnonzero(info["action_mask"])
+        action = int(rng.integers(-1, 5)) if rng.random() < 0.1 else int(legal[rng.integers(len(legal))])
+        obs, _, done, truncated, info = env.step(action)
+        if done or truncated:
+            obs, info = env.reset()
+    assert checked > 1000
