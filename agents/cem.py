@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from agents.run_control import (
 from config import SCORER_ALGOS, CEMConfig, RunConfig, UserError
 from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES
 from schedulers.score_rounds import LAS_SPEED_WEIGHTS, LinearScorer
+
+if TYPE_CHECKING:  # the training process only: a worker imports this module and needs no env or torch policy
+    from agents.validation import BestKeeper
 
 SCORES_ACTION = "scores"
 """a scorer checkpoint's action_space type: one score per (job, GPU type) row of the score features"""
@@ -196,6 +199,7 @@ def _record(
         "history": [list(map(float, h)) for h in state["history"]],
         "rng": {"numpy": state["rng"]},
         "run_id": run_id,
+        "validation_history": [float(v) for v in state["validation_history"]],
     }
 
 
@@ -210,6 +214,7 @@ def train_cem(
     keep_checkpoints: int = 0,
     progress: bool = True,
     run_id: str | None = None,
+    eval_fn: BestKeeper | None = None,
     **_unused: Any,
 ) -> TrainResult:
     """Run the search for `total_steps` generations (counted across resumes; default cfg.cem.total_steps), or until
@@ -222,7 +227,15 @@ def train_cem(
     context_dim 0}, task "scheduling", action_space {type "scores", features: the feature names in order}, seed,
     global_step (generations done), episode (simulations run), next_episode, total_steps, scorer {kind "linear",
     weights: the search mean, the trained scorer}, search {mean, std}, history (per generation: the mean's
-    objective, the best candidate's, the population's median), rng {numpy: the generator state}, run_id.
+    objective, the best candidate's, the population's median), rng {numpy: the generator state}, run_id,
+    validation_history (per generation: the new mean's validation objective; [] without validation).
+
+    Model selection (`eval_fn`, a BestKeeper with key "val_objective", given when cfg.validation_seeds is not
+    empty): after each generation the new mean runs on the validation scenarios (`validation_scenario` of each
+    of cfg.validation_seeds, the same every generation); its objective there (the mean ln(avg JCT / SJF's)) is
+    offered to the keeper, which keeps the best generation's checkpoint as `<algo>_seed<S>_best.pt` once the run
+    completes. A generation counts only once its validation is done, so a resumed run selects as the
+    uninterrupted one would.
     """
     run_start = time.perf_counter()
     # lazy: TensorBoard and tqdm load slowly, and only a training (not a worker, not a loaded scorer) needs them
@@ -238,6 +251,7 @@ def train_cem(
         "mean": initial_mean(c),
         "std": np.full(NUM_FEATURES, c.init_std),
         "history": [],
+        "validation_history": [],
         "rng": rng.bit_generator.state,
     }
     if resume:
@@ -250,6 +264,7 @@ def train_cem(
             mean=np.asarray(saved["search"]["mean"], dtype=float),
             std=np.asarray(saved["search"]["std"], dtype=float),
             history=[tuple(h) for h in saved["history"]],
+            validation_history=list(saved.get("validation_history", ())),
             rng=saved["rng"]["numpy"],
         )
         rng.bit_generator.state = state["rng"]
@@ -264,6 +279,8 @@ def train_cem(
         written.append(str(path))
 
     evaluate = _Evaluator(cfg, c.workers)
+    val_seeds = list(cfg.validation_seeds) if eval_fn is not None else []
+    val_sjf = np.zeros(0)
     setup_s = time.perf_counter() - run_start
     start_generation, start_time = state["generation"], time.perf_counter()
     bar = tqdm(
@@ -279,6 +296,8 @@ def train_cem(
         try:
             while state["generation"] < total and not ctrl_c.requested:
                 g = state["generation"]
+                if val_seeds and not len(val_sjf):  # SJF on the validation scenarios, once per call
+                    val_sjf = np.asarray(evaluate([(s, None) for s in val_seeds]), dtype=float)
                 seeds = [training_episode_seed(seed, g * c.scenarios + j) for j in range(c.scenarios)]
                 noise = rng.standard_normal((c.population, NUM_FEATURES))
                 candidates = np.vstack([state["mean"], state["mean"] + state["std"] * noise])
@@ -288,7 +307,12 @@ def train_cem(
                 objective = log_ratios(values[len(seeds) :].reshape(len(candidates), len(seeds)), sjf)
                 elite = candidates[np.argsort(objective, kind="stable")[:n_elite]]
                 a = c.smoothing
-                state["mean"] = a * elite.mean(axis=0) + (1 - a) * state["mean"]
+                mean = a * elite.mean(axis=0) + (1 - a) * state["mean"]
+                val = None
+                if val_seeds:  # before the generation counts: a stop here drops it whole
+                    val_jct = np.asarray(evaluate([(s, tuple(mean)) for s in val_seeds]), dtype=float)
+                    val = float(log_ratios(val_jct[None, :], val_sjf)[0])
+                state["mean"] = mean
                 state["std"] = np.maximum(a * elite.std(axis=0) + (1 - a) * state["std"], c.min_std)
                 state["history"].append(
                     (float(objective[0]), float(objective.min()), float(np.median(objective[1:])))
@@ -299,6 +323,17 @@ def train_cem(
                 for key, value in zip(("mean", "best", "median"), state["history"][-1], strict=True):
                     writer.add_scalar(f"objective/{key}", value, g + 1)
                 writer.add_scalar("search/mean_std", float(state["std"].mean()), g + 1)
+                if val is not None:
+                    state["validation_history"].append(val)
+                    writer.add_scalar("eval/val_objective", val, g + 1)
+                    writer.add_scalar("eval/val_avg_jct_s", float(np.mean(val_jct)), g + 1)
+                    eval_fn.offer(
+                        val,
+                        g + 1,
+                        lambda: _record(cfg, seed, state, total, run_id),
+                        val_avg_jct_s=float(np.mean(val_jct)),
+                        validation_seeds=val_seeds,
+                    )
                 bar.update(1)
                 bar.set_postfix(
                     mean_obj=f"{objective[0]:+.4f}", best=f"{objective.min():+.4f}", refresh=False

@@ -19,9 +19,9 @@ from agents.checkpoint import INTERRUPTED_TAG, checkpoint_path, load_checkpoint,
 from agents.files import TrainingLock
 from agents.run_control import TrainingInterrupted, is_training_seed
 from agents.trainer import AGENTS, train
-from agents.validation import BestCheckpoint, pending_best_path, validation_record
+from agents.validation import BestCheckpoint, BestKeeper, pending_best_path, validation_record
 from cli.run_folder import default_log_dir
-from config import CEMConfig, PPOConfig, RunConfig, UserError, run_config_from_dict
+from config import SCORER_ALGOS, CEMConfig, PPOConfig, RunConfig, UserError, run_config_from_dict
 from env.gym_env import GPUClusterEnv, heuristic_action
 from schedulers import POLICIES
 
@@ -115,6 +115,15 @@ def check_train_options(cfg: RunConfig) -> None:
             "--validation_seeds must be below 1,000,000,000 (the training scenarios' range), got "
             f"{','.join(map(str, bad))} ('none' = no validation)"
         )
+    if cfg.algo in SCORER_ALGOS:
+        from evaluation.sets import TEST_SEEDS
+
+        held_out = [s for s in cfg.validation_seeds if s in TEST_SEEDS]
+        if held_out:
+            raise UserError(
+                f"--validation_seeds {','.join(map(str, held_out))}: --mode report tests on seeds "
+                f"{TEST_SEEDS[0]}-{TEST_SEEDS[-1]}; select models on other seeds (default 200-204)"
+            )
     if cfg.device == "cuda":
         import torch
 
@@ -325,9 +334,10 @@ def train_from_config(cfg: RunConfig) -> Path:
                     f"note: --task {cfg.task.name} trains without validation (model selection scores average JCT "
                     "of the scheduling task); the final model is the result"
                 )
-            if cfg.validation_seeds and cfg.algo == "cem" and "validation_seeds" in cfg.explicit_options:
-                print("note: --algo cem selects no model on validation seeds; the final model is the result")
-            if cfg.validation_seeds and not node_task and cfg.algo != "cem":
+            if cfg.validation_seeds and cfg.algo == "cem":
+                resume_step = resumed["global_step"] if resumed is not None else None
+                validation = BestKeeper(best, run_id, resume_step, key="val_objective")
+            elif cfg.validation_seeds and not node_task:
                 resume_step = resumed["global_step"] if resumed is not None else None
                 validation = BestCheckpoint(cfg, best, run_id, resume_step)
             make_env = _env_factory(cfg)
@@ -397,10 +407,14 @@ def train_from_config(cfg: RunConfig) -> Path:
             f"TensorBoard: {run_dir}/"
         )
     if published:
-        print(
-            f"best on validation seeds {','.join(map(str, cfg.validation_seeds))}: {best} "
-            f"(avg JCT {validation.best_jct_s:,.0f} s)"
+        record = validation.record or {}
+        shown = (
+            f"objective {record['val_objective']:+.4f}, avg JCT {record['val_avg_jct_s']:,.0f} s, generation "
+            f"{record['global_step']}"
+            if cfg.algo == "cem"
+            else f"avg JCT {validation.best_score:,.0f} s"
         )
+        print(f"best on validation seeds {','.join(map(str, cfg.validation_seeds))}: {best} ({shown})")
     elif best.exists():
         record = validation_record(best)
         origin = f"run {record['run_id']}" if record and record.get("run_id") else "an earlier run"

@@ -122,7 +122,9 @@ def test_ctrl_c_keeps_the_last_whole_generation_and_the_printed_resume_finishes_
 
     def stop_in_generation_two(*args):
         calls[0] += 1
-        if calls[0] == 10 + 3:  # generation 0 runs 2 + 4 x 2 simulations; the 3rd of generation 1 is cut
+        # generation 0 runs SJF on the 5 validation seeds, 2 + 4 x 2 training simulations and the new mean on
+        # the 5 validation seeds; the 3rd simulation of generation 1 is cut
+        if calls[0] == 5 + 10 + 5 + 3:
             raise KeyboardInterrupt
         return real(*args)
 
@@ -273,11 +275,11 @@ def test_the_report_evaluates_cem_checkpoints_like_the_other_learners(tmp_path):
     assert main(["--mode", "report", "--models_dir", str(models), "--num_jobs", "20", "--no_progress", "--seeds",
                  "900,901", "--report_sets", "medium", "--log_dir", str(log)]) == 0  # fmt: skip
     evaluations = pd.read_csv(log / "evaluations.csv")
-    cem = evaluations[evaluations["policy"] == "cem"]
+    assert set(evaluations[evaluations["policy"] == "cem"]["checkpoint"]) == {"final", "best"}  # validated
+    cem = evaluations[(evaluations["policy"] == "cem") & (evaluations["checkpoint"] == "final")]
     assert sorted(zip(cem["train_seed"], cem["case"], strict=True)) == [
         (4, "seed900"), (4, "seed901"), (5, "seed900"), (5, "seed901")
     ]  # fmt: skip
-    assert set(cem["checkpoint"]) == {"final"}
     ev = tmp_path / "eval"
     assert main(["--mode", "eval", "--algo", "cem", "--checkpoint", str(models / "cem_seed5_final.pt"), "--seed",
                  "901", "--difficulty", "medium", "--num_jobs", "20", "--no_progress", "--log_dir", str(ev)]) == 0  # fmt: skip
