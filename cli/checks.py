@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from config import DIFFICULTIES, RunConfig, UserError
+from config import DIFFICULTIES, SCORER_ALGOS, RunConfig, UserError
 from scenario.build import TRACE_TYPES, check_options
 from schedulers import PREEMPTIVE, REPLAYS
 
@@ -230,11 +230,16 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
             )
     if cfg.mode != "train" and not runs_agent:
         refuse(AGENT_ONLY, f"agent options; no RL agent ({', '.join(AGENTS)}) runs, only {', '.join(algos)}")
-    if not any(a in PREEMPTIVE for a in algos) or cfg.mode == "train":
+    preemptive = (*sorted(PREEMPTIVE), *SCORER_ALGOS)
+    if cfg.mode == "train" or (cfg.mode != "report" and not any(a in preemptive for a in algos)):
         refuse(
             ("preempt_overhead_s",),
-            f"only the preemptive policies ({', '.join(sorted(PREEMPTIVE))}) preempt; this run has "
-            f"{', '.join(algos)}",
+            f"only the preemptive policies ({', '.join(preemptive)}) preempt; this run has {', '.join(algos)}",
+        )
+    scorers = ("las_speed", *SCORER_ALGOS)
+    if cfg.mode == "train" or (cfg.mode != "report" and not any(a in scorers for a in algos)):
+        refuse(
+            ("score_preempt",), f"an ablation of the score rounds ({', '.join(scorers)}), which do not run"
         )
     if cfg.mode == "eval" and "checkpoint" in given:
         refuse(("model",), "--checkpoint names the model file itself")

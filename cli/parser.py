@@ -325,6 +325,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=PolicyConfig().round_s,
         help="las_speed: seconds between the rounds at which running and waiting jobs are re-chosen (and preempted)",
     )
+    g.add_argument(
+        "--score_preempt",
+        choices=("yes", "no"),
+        default="yes",
+        help="las_speed and trained scorers (cem, es): the preemptive score rounds (yes), or the ablation without "
+        "rounds or preemption (no: waiting jobs start at arrivals and completions in score order)",
+    )
     g = p.add_argument_group("agents")
     g.add_argument(
         "--total_steps",
@@ -547,7 +554,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             job_types=a.job_types,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
-        policy=PolicyConfig(gate_s=a.gate_s, round_s=a.round_s),
+        policy=PolicyConfig(gate_s=a.gate_s, round_s=a.round_s, score_preempt=a.score_preempt == "yes"),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),

@@ -88,7 +88,10 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
     if not task.models:
         for name in POLICIES:
             sim = sc.simulator()
-            sim.run(make_policy(name, seed=sc.seed, matrix=sc.throughput))  # as eval/compare build it
+            # as eval/compare build it
+            sim.run(
+                make_policy(name, seed=sc.seed, matrix=sc.throughput, score_preempt=cfg.policy.score_preempt)
+            )
             out.append(_row(task.case, name, None, "", summarize(sim.result(name, sc.seed))))
         return out
     import torch
@@ -105,7 +108,8 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
             from env.score_env import run_with_scorer
 
             _, scorer = load_scorer(model.path)
-            result = run_with_scorer(sc, scorer, round_s=cfg.policy.round_s, name=model.algo)
+            p = cfg.policy
+            result = run_with_scorer(sc, scorer, round_s=p.round_s, name=model.algo, preempt=p.score_preempt)
             out.append(_row(task.case, model.algo, model.seed, model.kind, summarize(result)))
             continue
         saved = load_checkpoint(model.path).get("run_config") or {}
@@ -278,6 +282,7 @@ def markdown(cfg: RunConfig, table: Sequence[TableRow], models: Sequence[Model],
         "intervals: percentile bootstrap over cases (10,000 resamples) and Student's t. The best heuristic is "
         "chosen per set on these same cases (which favours the heuristic). Every row is shown, losses included.",
         "",
+        *ablation_lines(cfg),
         "| set | policy | checkpoint | train seeds | cases | avg JCT (s) | ± std over train seeds | vs best heuristic "
         "| Δ % | 95 % bootstrap CI | 95 % t CI | wins / losses | verdict | Δ vs SJF % [bootstrap CI] |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -302,6 +307,26 @@ def markdown(cfg: RunConfig, table: Sequence[TableRow], models: Sequence[Model],
         curves_note,
     ]
     return "\n".join(lines) + "\n"
+
+
+def ablation_lines(cfg: RunConfig) -> list[str]:
+    """The settings of an ablation report that differ from the score rounds' study defaults, said at the top (none:
+    no line); the runtime information is always in the header."""
+    defaults = RunConfig()
+    said = []
+    if not cfg.policy.score_preempt:
+        said.append(
+            "las_speed and the trained scorers run **without rounds or preemption** (`--score_preempt no`)"
+        )
+    if cfg.sim.preempt_overhead_s != defaults.sim.preempt_overhead_s:
+        said.append(
+            f"restore overhead after a preemption **{cfg.sim.preempt_overhead_s:g} s** (`--preempt_overhead_s`)"
+        )
+    if cfg.workload.job_types is not None:
+        said.append(
+            f"jobs carry job types of the throughput matrix **{cfg.workload.job_types}** (`--job_types`)"
+        )
+    return [f"Ablation: {'; '.join(said)}.", ""] if said else []
 
 
 def target_lines(table: Sequence[TableRow]) -> list[str]:
