@@ -19,7 +19,7 @@ from config import DIFFICULTIES, SCORER_ALGOS, RunConfig, UserError
 from scenario.build import TRACE_TYPES, check_options
 from schedulers import PREEMPTIVE, REPLAYS
 
-AGENTS = ("d3qn", "sac", "ppo", "cem")
+AGENTS = ("d3qn", "sac", "ppo", "cem", "es")
 MAX_PREEMPT_OVERHEAD_S = 86_400.0  # a restore longer than a day is a typo (minutes: Tiresias, Lucid)
 TRACE_ONLY = (
     "trace_start",
@@ -49,9 +49,15 @@ TRAIN_ONLY = (
     "cem_scenarios",
     "cem_workers",
     "cem_minutes",
+    "es_pairs",
+    "es_scenarios",
+    "es_hidden",
+    "es_workers",
+    "es_minutes",
 )
 PPO_ONLY = ("num_envs", "vec_env")
 CEM_ONLY = ("cem_population", "cem_scenarios", "cem_workers", "cem_minutes")
+ES_ONLY = ("es_pairs", "es_scenarios", "es_hidden", "es_workers", "es_minutes")
 REPORT_ONLY = ("report_sets", "traces_dir", "report_workers")
 AGENT_ONLY = ("checkpoint", "model", "window")
 AGENT_WHERE = ("device", "models_dir")
@@ -203,6 +209,8 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
             refuse(PPO_ONLY, f"options of --algo ppo's vectorized envs; this trains {cfg.algo}")
         if cfg.algo != "cem":
             refuse(CEM_ONLY, f"options of --algo cem's search; this trains {cfg.algo}")
+        if cfg.algo != "es":
+            refuse(ES_ONLY, f"options of --algo es's search; this trains {cfg.algo}")
     if cfg.mode != "report":
         refuse(REPORT_ONLY, f"--mode report options; this is --mode {cfg.mode}")
     else:

@@ -37,7 +37,7 @@ from sim.power import ON, PowerModel
 from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
 from sim.records import REJECTED, RunResult
 
-AGENTS = ("d3qn", "sac", "ppo", "cem")
+AGENTS = ("d3qn", "sac", "ppo", "cem", "es")
 
 
 def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
@@ -216,7 +216,7 @@ def _load_agent(algo: str, checkpoint: str):
     import torch
 
     if algo in SCORER_ALGOS:
-        from agents.cem import load_scorer
+        from agents.scorers import load_scorer
 
         saved, scorer = load_scorer(checkpoint)
         if saved != algo:

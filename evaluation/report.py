@@ -104,7 +104,7 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
     torch.set_num_threads(1)
     for model in task.models:
         if model.algo in SCORER_ALGOS:  # a score-round scorer runs natively, as las_speed does
-            from agents.cem import load_scorer
+            from agents.scorers import load_scorer
             from env.score_env import run_with_scorer
 
             _, scorer = load_scorer(model.path)

@@ -13,9 +13,11 @@ import pytest
 import torch
 
 import agents.cem
-from agents.cem import log_ratios, train_cem
+import agents.score_search
+from agents.cem import train_cem
 from agents.checkpoint import load_checkpoint, save_checkpoint
 from agents.run_control import training_episode_seed
+from agents.score_search import log_ratios
 from config import CEMConfig, RunConfig, WorkloadConfig, run_config_from_dict
 from env.score_env import run_with_scorer
 from main import main
@@ -118,7 +120,7 @@ def test_ctrl_c_keeps_the_last_whole_generation_and_the_printed_resume_finishes_
     tmp_path, monkeypatch, capsys
 ):
     calls = [0]
-    real = agents.cem.avg_jct
+    real = agents.score_search.avg_jct
 
     def stop_in_generation_two(*args):
         calls[0] += 1
@@ -129,7 +131,7 @@ def test_ctrl_c_keeps_the_last_whole_generation_and_the_printed_resume_finishes_
         return real(*args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(agents.cem, "avg_jct", stop_in_generation_two)
+        patch.setattr(agents.score_search, "avg_jct", stop_in_generation_two)
         code = main(train_args(tmp_path, "--total_steps", "3"))
     err = capsys.readouterr().err
     assert code == 130 and "Traceback" not in err

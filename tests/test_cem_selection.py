@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-import agents.cem
+import agents.score_search
 from agents.checkpoint import load_checkpoint
 from main import main
 
@@ -44,7 +44,7 @@ def stub(validation_jct_s: list[float]):
 
 
 def test_the_best_generation_on_validation_is_kept_beside_the_final_model(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(agents.cem, "avg_jct", stub([120.0, 90.0, 110.0]))
+    monkeypatch.setattr(agents.score_search, "avg_jct", stub([120.0, 90.0, 110.0]))
     assert train(tmp_path, "--total_steps", "3") == 0
     models = tmp_path / "models"
     best, final = (
@@ -67,13 +67,13 @@ def test_the_best_generation_on_validation_is_kept_beside_the_final_model(tmp_pa
 def test_a_resumed_run_selects_as_the_uninterrupted_one(tmp_path, monkeypatch, values, expected):
     """1 generation, then a resume to 3: the resumed run starts from the first call's best score (so a worse later
     generation never replaces it) and ends with the straight run's choice."""
-    monkeypatch.setattr(agents.cem, "avg_jct", stub(values))
+    monkeypatch.setattr(agents.score_search, "avg_jct", stub(values))
     assert train(tmp_path, "--total_steps", "3", models="straight", log="s") == 0
-    monkeypatch.setattr(agents.cem, "avg_jct", stub(values))
+    monkeypatch.setattr(agents.score_search, "avg_jct", stub(values))
     assert train(tmp_path, "--total_steps", "1") == 0
     first = load_checkpoint(tmp_path / "models" / "cem_seed4_best.pt")
     assert first["global_step"] == 1
-    monkeypatch.setattr(agents.cem, "avg_jct", stub(values[1:]))
+    monkeypatch.setattr(agents.score_search, "avg_jct", stub(values[1:]))
     final = str(tmp_path / "models" / "cem_seed4_final.pt")
     assert train(tmp_path, "--total_steps", "3", "--resume", final, log="r") == 0
     resumed = load_checkpoint(tmp_path / "models" / "cem_seed4_best.pt")
