@@ -521,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_name_list,
         default=None,
         help="report: held-out sets to evaluate on (default: medium,hard,clusters, plus itp,google,swf with "
-        "--traces_dir); evaluation/sets.py",
+        "--traces_dir; gavel, a K80/P100/V100 cluster, needs --job_types); evaluation/sets.py",
     )
     g.add_argument(
         "--traces_dir",

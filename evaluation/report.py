@@ -23,7 +23,7 @@ import numpy as np
 
 from config import SCORER_ALGOS, RunConfig
 from evaluation.paired import PairedDiff, paired_relative_difference
-from evaluation.sets import Case, scenario
+from evaluation.sets import SYNTHETIC_SETS, TYPED_SETS, Case, scenario
 from schedulers import POLICIES, make_policy
 
 MODEL_FILE = re.compile(r"(?P<algo>[a-z0-9]+)_seed(?P<seed>\d+)_(?P<kind>final|best)\.pt")
@@ -350,7 +350,7 @@ def target_lines(table: Sequence[TableRow]) -> list[str]:
                 f"{name} {_pct(r.vs_best.mean_rel)} % vs {r.baseline} ({'met' if hit else 'NOT met'})"
             )
         windows = [
-            x for n, r in rows.items() if n not in ("medium", "hard", "clusters") for x in r.case_rel_vs_sjf
+            x for n, r in rows.items() if n not in (*SYNTHETIC_SETS, *TYPED_SETS) for x in r.case_rel_vs_sjf
         ]
         within = [x for x in windows if x <= TARGET_GAIN]
         ok &= len(windows) >= 3 and len(within) == len(windows)

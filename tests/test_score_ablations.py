@@ -13,6 +13,7 @@ import torch
 
 from config import RunConfig, WorkloadConfig
 from env.score_env import run_with_scorer
+from evaluation.sets import GAVEL_CLUSTER
 from main import main
 from schedulers.score_rounds import LAS_SPEED_WEIGHTS, LinearScorer, make_score_policy
 from sim.cluster import ClusterLayout
@@ -85,6 +86,7 @@ ABLATIONS = {
     "oracle": ["--runtime_info", "oracle"],
     "job_types": ["--job_types", "gavel"],
 }
+SETS = {"job_types": "gavel"}
 
 
 @pytest.mark.parametrize("name", list(ABLATIONS))
@@ -94,7 +96,8 @@ def test_each_report_ablation_scores_cem_and_las_speed_as_an_eval_with_the_same_
     options = ABLATIONS[name]
     log = tmp_path / "report"
     common = ["--num_jobs", "40", "--no_progress", "--plots", "none", *options]
-    assert main(["--mode", "report", "--models_dir", str(cem_models), "--seeds", "901", "--report_sets", "medium",
+    set_name = SETS.get(name, "medium")
+    assert main(["--mode", "report", "--models_dir", str(cem_models), "--seeds", "901", "--report_sets", set_name,
                  "--log_dir", str(log), *common]) == 0  # fmt: skip
     evaluations = pd.read_csv(log / "evaluations.csv")
     ablation = [line for line in (log / "report.md").read_text().splitlines() if line.startswith("Ablation:")]
@@ -102,7 +105,8 @@ def test_each_report_ablation_scores_cem_and_las_speed_as_an_eval_with_the_same_
     for algo in ("cem", "las_speed"):
         ev = tmp_path / f"eval_{algo}"
         model = ["--checkpoint", str(cem_models / "cem_seed1_final.pt")] if algo == "cem" else []
-        assert main(["--mode", "eval", "--algo", algo, *model, "--seed", "901", "--difficulty", "medium",
+        cluster = ["--cluster", GAVEL_CLUSTER] if set_name == "gavel" else []
+        assert main(["--mode", "eval", "--algo", algo, *model, "--seed", "901", "--difficulty", "medium", *cluster,
                      "--log_dir", str(ev), *common]) == 0  # fmt: skip
         summary = pd.read_csv(ev / "summary.csv")
         mine = evaluations[(evaluations["policy"] == algo) & (evaluations["checkpoint"].fillna("") != "best")]
@@ -115,4 +119,8 @@ def test_job_types_with_a_trace_set_is_one_error_line(tmp_path, cem_models, caps
     code = main(["--mode", "report", "--models_dir", str(cem_models), "--report_sets", "medium,itp", "--traces_dir",
                  "/work/shared/traces", "--job_types", "gavel", "--log_dir", str(tmp_path / "r")])  # fmt: skip
     err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err and "--report_sets medium,hard,clusters" in err
+    assert code == 2 and "Traceback" not in err and "--report_sets medium,hard,clusters,gavel" in err
+    code = main(["--mode", "report", "--models_dir", str(cem_models), "--report_sets", "gavel", "--log_dir",
+                 str(tmp_path / "r2")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "add --job_types gavel" in err and "Traceback" not in err
