@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+import agents.score_search
 from agents.checkpoint import load_checkpoint, save_checkpoint
 from agents.es import EvolutionStrategies, RowMLP, centred_ranks, num_params
 from config import ESConfig, RunConfig, WorkloadConfig, run_config_from_dict
@@ -168,3 +169,34 @@ def test_a_bad_es_checkpoint_and_bad_options_are_one_error_line(tmp_path, capsys
     assert "--es_pairs must be >= 1" in capsys.readouterr().err
     assert main(["--mode", "train", "--algo", "cem", "--es_pairs", "3", "--no_progress"]) == 2
     assert "--es_pairs" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_the_last_whole_generation_and_the_resume_finishes_the_same_run(
+    tmp_path, monkeypatch, capsys
+):
+    calls = [0]
+    real = agents.score_search.avg_jct
+
+    def stop_in_generation_two(*args):
+        calls[0] += 1
+        # generation 0: SJF on the validation seed, 2 SJF + 3 candidates x 2 training runs, 1 validation run; the
+        # 3rd simulation of generation 1 is cut
+        if calls[0] == 1 + 8 + 1 + 3:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(agents.score_search, "avg_jct", stop_in_generation_two)
+        code = main(train_args(tmp_path, "--total_steps", "3"))
+    err = capsys.readouterr().err
+    assert code == 130 and "Traceback" not in err
+    interrupted = tmp_path / "models" / "es_seed2_interrupted.pt"
+    assert load_checkpoint(interrupted)["global_step"] == 1
+    command = [line for line in err.splitlines() if line.startswith("resume with: ")][0].split()[4:]
+    assert main(command) == 0 and not interrupted.exists()
+    assert main(train_args(tmp_path, "--total_steps", "3", models="straight", log="s")) == 0
+    assert state(tmp_path / "models" / "es_seed2_final.pt") == state(
+        tmp_path / "straight" / "es_seed2_final.pt"
+    )
+    best = [load_checkpoint(tmp_path / m / "es_seed2_best.pt")["scorer"] for m in ("models", "straight")]
+    assert best[0] == best[1]
