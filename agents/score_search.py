@@ -41,7 +41,7 @@ from agents.run_control import (
     training_episode_seed,
 )
 from agents.scorers import SCORES_ACTION, check_scorer_features, scorer_from_params
-from config import RunConfig, UserError
+from config import MixConfig, RunConfig, UserError
 from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES
 
 if TYPE_CHECKING:  # the training process only: a worker imports this module and needs no env or torch policy
@@ -132,12 +132,16 @@ class _Evaluator:
             ctx = multiprocessing.get_context("spawn")
             self.pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=quiet_worker)
 
-    def __call__(self, jobs: Sequence[tuple[int, tuple[float, ...] | None]]) -> list[float]:
+    def __call__(
+        self, jobs: Sequence[tuple[int, tuple[float, ...] | None]], cfg: RunConfig | None = None
+    ) -> list[float]:
+        """avg_jct of each job under `cfg` (default: the run's)."""
         import agents.score_search as here  # looked up per call: tests replace avg_jct
 
+        cfg = self.cfg if cfg is None else cfg
         if self.pool is None:
-            return [here.avg_jct(self.cfg, seed, w) for seed, w in jobs]
-        futures = [self.pool.submit(here.avg_jct, self.cfg, seed, w) for seed, w in jobs]
+            return [here.avg_jct(cfg, seed, w) for seed, w in jobs]
+        futures = [self.pool.submit(here.avg_jct, cfg, seed, w) for seed, w in jobs]
         return [f.result() for f in futures]
 
     def close(self, now: bool = False) -> None:
@@ -231,8 +235,9 @@ def train_search(
     validation).
 
     Model selection (`eval_fn`, a BestKeeper with key "val_objective", given when cfg.validation_seeds is not
-    empty): after each generation the new model runs on the validation scenarios (the `--train_mix` scenario of
-    each of cfg.validation_seeds, the same every generation); its objective there is offered to the keeper, which
+    empty): after each generation the new model runs on the validation scenarios (the configured scenario of each
+    of cfg.validation_seeds, whatever --train_mix, as the slot learners' validation; the same every generation);
+    its objective there is offered to the keeper, which
     keeps the best generation's checkpoint as `<algo>_seed<S>_best.pt` once the run completes. A generation counts
     only once its validation is done, so a resumed run selects as the uninterrupted one would.
     """
@@ -279,6 +284,9 @@ def train_search(
 
     evaluate = _Evaluator(cfg, c.workers)
     val_seeds = list(cfg.validation_seeds) if eval_fn is not None else []
+    # validation scenarios are the configured scenario of each seed, as the slot learners' (agents/validation.py),
+    # whatever the training mixture: fixed, apart from training, and what the report's learning curves compare
+    val_cfg = dataclasses.replace(cfg, mix=MixConfig())
     val_sjf = np.zeros(0)
     setup_s = time.perf_counter() - run_start
     start_generation, start_time = state["generation"], time.perf_counter()
@@ -296,7 +304,7 @@ def train_search(
             while state["generation"] < total and not ctrl_c.requested:
                 g = state["generation"]
                 if val_seeds and not len(val_sjf):  # SJF on the validation scenarios, once per call
-                    val_sjf = np.asarray(evaluate([(s, None) for s in val_seeds]), dtype=float)
+                    val_sjf = np.asarray(evaluate([(s, None) for s in val_seeds], val_cfg), dtype=float)
                 seeds = [training_episode_seed(seed, g * c.scenarios + j) for j in range(c.scenarios)]
                 candidates = method.propose(state["search"], rng)
                 jobs = [(s, None) for s in seeds] + [(s, tuple(w)) for w in candidates for s in seeds]
@@ -307,7 +315,7 @@ def train_search(
                 val = None
                 if val_seeds:  # before the generation counts: a stop here drops it whole
                     model = tuple(method.model(search))
-                    val_jct = np.asarray(evaluate([(s, model) for s in val_seeds]), dtype=float)
+                    val_jct = np.asarray(evaluate([(s, model) for s in val_seeds], val_cfg), dtype=float)
                     val = float(log_ratios(val_jct[None, :], val_sjf)[0])
                 state["search"] = search
                 state["history"].append(

@@ -442,8 +442,11 @@ def plot_curves(
             text = "off scale: " + ", ".join(f"{name} {value:,.0f}" for value, name in off)
             ax.text(0.01, 0.99, text, transform=ax.transAxes, va="top", fontsize=7, color="grey")
         ax.set_title(f"{algo}: validation avg JCT (dashed: heuristics)", fontsize=10)
-        ax.set_xlabel("training steps (thousands)")
-        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}")
+        if algo in SCORER_ALGOS:  # a score-round search logs once per generation
+            ax.set_xlabel("generations")
+        else:
+            ax.set_xlabel("training steps (thousands)")
+            ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}")
         ax.set_ylabel("avg JCT (s)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2, loc="upper right")
