@@ -20,7 +20,7 @@ SCORES_ACTION = "scores"
 def scorer_from_params(cfg: RunConfig, params: np.ndarray) -> Scorer:
     """cfg.algo's scorer of the parameter vector `params` (a training candidate)."""
     if cfg.algo == "es":
-        from agents.es import RowMLP  # lazy: torch's scorer, for es runs only
+        from agents.row_mlp import RowMLP  # lazy: torch's scorer, for es runs only
 
         return RowMLP(params, cfg.es.hidden)
     return LinearScorer(params)
@@ -50,7 +50,7 @@ def load_scorer(path: str | Path) -> tuple[str, Scorer]:
     entry = checkpoint.get("scorer") or {}
     try:
         if entry.get("kind") == "mlp":
-            from agents.es import RowMLP  # lazy: torch's scorer, for es checkpoints only
+            from agents.row_mlp import RowMLP  # lazy: torch's scorer, for es checkpoints only
 
             return algo, RowMLP(np.asarray(entry.get("params"), dtype=float), int(entry.get("hidden")))
         return algo, LinearScorer(np.asarray(entry.get("weights"), dtype=float))

@@ -12,7 +12,8 @@ import torch
 
 import agents.score_search
 from agents.checkpoint import load_checkpoint, save_checkpoint
-from agents.es import EvolutionStrategies, RowMLP, centred_ranks, num_params
+from agents.es import EvolutionStrategies, centred_ranks
+from agents.row_mlp import RowMLP, num_params
 from config import ESConfig, RunConfig, WorkloadConfig, run_config_from_dict
 from env.score_env import run_with_scorer
 from main import main
