@@ -39,7 +39,7 @@ def validation_record(path: str | os.PathLike) -> dict[str, Any] | None:
 
 
 class BestKeeper:
-    """Keeps a training run's best model by a validation score (lower is better): `offer(score, checkpoint)` writes
+    """Keeps a training run's best model by a validation score (lower is better): `offer(score, step, checkpoint)` writes
     a checkpoint that beats every earlier offer of the run, with its record in a `validation` entry (`key`: the
     score, global_step, run_id, and what the caller adds), to `<algo>_seed<S>_best.pending.pt` (and
     `.pending.json` for people). `publish()`, called once the run's final checkpoint is written, renames it to
