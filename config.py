@@ -110,6 +110,9 @@ class PolicyConfig:
     round_s: float = 360.0
     """las_speed (and the score env, GPUClusterScore-v0): seconds between the rounds at which jobs are re-chosen
     and preempted (Gavel's default round)"""
+    score_preempt: bool = True
+    """las_speed and the trained scorers (eval, compare, report): the score rounds as they are (True), or their
+    non-preemptive ablation (False: no rounds; waiting jobs start at arrivals and completions in score order)"""
 
 
 @dataclass(frozen=True)
@@ -326,9 +329,9 @@ class PPOConfig:
     """PPO learns from its own rollouts only (no demonstrations; `--demo_policy` other than none is refused)"""
 
 
-SCORER_ALGOS = ("cem",)
-"""learners whose checkpoints hold a score-round scorer (agents/cem.py), run natively like las_speed; the other
-learners' checkpoints hold a slot-env network"""
+SCORER_ALGOS = ("cem", "es")
+"""learners whose checkpoints hold a score-round scorer (agents/cem.py, agents/es.py), run natively like las_speed;
+the other learners' checkpoints hold a slot-env network"""
 
 
 @dataclass(frozen=True)
@@ -360,6 +363,34 @@ class CEMConfig:
     minutes: float = 0.0
     """wall-clock budget of one training call (0: none): the run ends after the first generation that finishes past
     it, as if that were its last (a later --resume may continue it); what it changes is only where the run stops"""
+
+
+@dataclass(frozen=True)
+class ESConfig:
+    """Antithetic evolution strategies (OpenAI-ES, Salimans et al. 2017) over the flattened parameters of a per-row
+    MLP scorer (agents/es.py, RowMLP: s(x) = x . w + v . tanh(W x + b) for each (job, GPU type) feature row), with
+    the same objective, scenarios and files as cem (agents/score_search.py)."""
+
+    total_steps: int = 30
+    """generations of a run (RunConfig.total_steps overrides)"""
+    pairs: int = 8
+    """antithetic pairs per generation: 2 x pairs candidates (+ the current parameters, for the history)"""
+    scenarios: int = 4
+    """training scenarios per generation, the same for every candidate"""
+    sigma: float = 0.05
+    """standard deviation of the parameter noise"""
+    learning_rate: float = 0.02
+    """Adam's step size on the fitness-shaped gradient estimate (centred ranks)"""
+    hidden: int = 16
+    """width of the MLP's hidden layer"""
+    init: str = "las_speed"
+    """the linear part's start: las_speed (its hand-set weights) | zero; the hidden layer starts with W drawn
+    N(0, init_scale^2 / features), b = 0 and v = 0, so the starting scorer is exactly the linear one"""
+    init_scale: float = 0.1
+    workers: int = 2
+    """processes simulating candidates (1: in this process); results do not depend on it"""
+    minutes: float = 0.0
+    """wall-clock budget of one training call (0: none), as CEMConfig.minutes"""
 
 
 @dataclass(frozen=True)
@@ -436,6 +467,7 @@ class RunConfig:
     task: TaskConfig = field(default_factory=TaskConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     cem: CEMConfig = field(default_factory=CEMConfig)
+    es: ESConfig = field(default_factory=ESConfig)
     mix: MixConfig = field(default_factory=MixConfig)
     report_sets: tuple[str, ...] | None = None
     """report: the held-out sets (evaluation/sets.py); None = medium, hard, clusters (+ the trace sets with

@@ -1,51 +1,26 @@
-"""`--algo cem`: a linear score-round scorer (schedulers/score_rounds.py) found by the cross-entropy method, with its
-checkpoints (layout in `train_cem`), resume and the loading of a trained scorer.
+"""`--algo cem`: a linear score-round scorer (schedulers/score_rounds.py) found by the cross-entropy method; the
+generation loop, checkpoints, resume and model selection are agents/score_search.py's, the scorer's loading
+agents/scorers.py's.
 
 The search: a Gaussian over the weights of the score features (one per FEATURE_NAMES column), starting at las_speed's
 hand-set weights (CEMConfig.init). Each generation draws `population` candidates, runs every candidate and the
-current mean on the same `scenarios` training scenarios (common random numbers: the generation's scenario seeds,
-from the run's reserved training range, agents/run_control.py), and refits the Gaussian to the `elite_frac` best by
-the objective mean over scenarios of ln(candidate's average JCT / SJF's average JCT on that scenario) (lower is
-better; 0 = as good as SJF). Training scenarios come from `--train_mix` (scenario/mixtures.py), never from the
-evaluation seeds, compositions or later trace windows. The simulations of a generation run in `workers` processes;
-the result does not depend on their number, and a run resumed from a checkpoint continues exactly as the
-uninterrupted run would have.
+current mean on the same `scenarios` training scenarios, and refits the Gaussian to the `elite_frac` best by the
+objective (score_search.log_ratios: the mean ln(avg JCT / SJF's), lower is better).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
-import time
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agents.checkpoint import (
-    CHECKPOINT_FORMAT,
-    INTERRUPTED_TAG,
-    checkpoint_path,
-    load_checkpoint,
-    new_run_id,
-    prune_periodic,
-    save_checkpoint,
-)
-from agents.run_control import (
-    CtrlC,
-    TrainingInterrupted,
-    TrainResult,
-    remove_own_interrupted_checkpoint,
-    training_episode_seed,
-)
-from config import SCORER_ALGOS, CEMConfig, RunConfig, UserError
-from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES
+from agents.run_control import TrainResult
+from agents.score_search import check_budget, search_options, train_search
+from config import CEMConfig, RunConfig, UserError
+from schedulers.score_features import NUM_FEATURES
 from schedulers.score_rounds import LAS_SPEED_WEIGHTS, LinearScorer
 
-SCORES_ACTION = "scores"
-"""a scorer checkpoint's action_space type: one score per (job, GPU type) row of the score features"""
 INITS = ("las_speed", "zero")
 
 
@@ -53,12 +28,7 @@ def check_cem_config(c: CEMConfig) -> None:
     """UserError for a search setting out of range (the option names are the CLI's)."""
     if c.population < 2:
         raise UserError(f"--cem_population must be >= 2 candidates per generation, got {c.population}")
-    if c.scenarios < 1:
-        raise UserError(f"--cem_scenarios must be >= 1 scenario per generation, got {c.scenarios}")
-    if not (math.isfinite(c.minutes) and c.minutes >= 0):
-        raise UserError(f"--cem_minutes must be >= 0 (0: no time limit), got {c.minutes}")
-    if c.workers < 1:
-        raise UserError(f"--cem_workers must be >= 1 process, got {c.workers}")
+    check_budget("cem", c)
     if not 0 < c.elite_frac <= 1 or not 0 < c.smoothing <= 1:
         raise UserError(
             f"cem: elite_frac and smoothing must lie in (0, 1], got {c.elite_frac}, {c.smoothing}"
@@ -75,270 +45,42 @@ def initial_mean(c: CEMConfig) -> np.ndarray:
     return LinearScorer.from_named(LAS_SPEED_WEIGHTS).weights.copy()
 
 
-# ---- one simulation (here or in a worker process) ------------------------------------------------------------
+class CrossEntropy:
+    """The cross-entropy method over linear weights (de Boer et al. 2005, sec. 3.1): search {mean, std}."""
+
+    algo = "cem"
+
+    def __init__(self, config: CEMConfig):
+        self.config = config
+        self.n_elite = max(1, round(config.elite_frac * config.population))
+
+    def initial_search(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"mean": initial_mean(self.config), "std": np.full(NUM_FEATURES, self.config.init_std)}
+
+    def propose(self, search: dict[str, np.ndarray], rng: np.random.Generator) -> np.ndarray:
+        noise = rng.standard_normal((self.config.population, NUM_FEATURES))
+        return np.vstack([search["mean"], search["mean"] + search["std"] * noise])
+
+    def update(
+        self, search: dict[str, np.ndarray], candidates: np.ndarray, objective: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        elite = candidates[np.argsort(objective, kind="stable")[: self.n_elite]]
+        a = self.config.smoothing
+        return {
+            "mean": a * elite.mean(axis=0) + (1 - a) * search["mean"],
+            "std": np.maximum(a * elite.std(axis=0) + (1 - a) * search["std"], self.config.min_std),
+        }
+
+    def model(self, search: dict[str, np.ndarray]) -> np.ndarray:
+        return search["mean"]
+
+    def scorer_entry(self, params: np.ndarray) -> dict[str, Any]:
+        return {"kind": "linear", "weights": [float(x) for x in params]}
 
 
-@functools.lru_cache(maxsize=16)
-def _scenario(cfg: RunConfig, scenario_seed: int):
-    """The training scenario of `scenario_seed` (kept: every candidate of a generation runs on it)."""
-    from scenario.mixtures import mixture_scenario
-
-    return mixture_scenario(cfg, scenario_seed)
-
-
-def avg_jct(cfg: RunConfig, scenario_seed: int, weights: tuple[float, ...] | None) -> float:
-    """Average JCT of the score rounds with linear `weights` (None: SJF) on training scenario `scenario_seed`."""
-    from env.score_env import run_with_scorer
-    from metrics.summary import summarize
-    from schedulers import POLICIES
-
-    sc = _scenario(cfg, scenario_seed)
-    if weights is None:
-        sim = sc.simulator()
-        sim.run(POLICIES["sjf"])
-        result = sim.result("sjf", sc.seed)
-    else:
-        result = run_with_scorer(sc, LinearScorer(weights), round_s=cfg.policy.round_s)
-    return summarize(result).avg_jct_s
-
-
-def log_ratios(jct: np.ndarray, sjf: np.ndarray) -> np.ndarray:
-    """Objective per candidate: mean over scenarios of ln(jct / sjf) (jct: candidates x scenarios); a scenario
-    where SJF finished nothing (no average) counts for no candidate."""
-    usable = np.isfinite(sjf) & (sjf > 0)
-    if not usable.any():
-        return np.zeros(len(jct))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.log(jct[:, usable] / sjf[usable])
-    return np.where(np.isfinite(ratios), ratios, np.inf).mean(axis=1)
-
-
-class _Evaluator:
-    """Runs (scenario seed, weights) simulations in order, in this process or a spawned pool."""
-
-    def __init__(self, cfg: RunConfig, workers: int):
-        self.cfg, self.pool = cfg, None
-        if workers > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            from interrupts import quiet_worker
-
-            ctx = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=quiet_worker)
-
-    def __call__(self, jobs: Sequence[tuple[int, tuple[float, ...] | None]]) -> list[float]:
-        if self.pool is None:
-            return [avg_jct(self.cfg, seed, w) for seed, w in jobs]
-        futures = [self.pool.submit(avg_jct, self.cfg, seed, w) for seed, w in jobs]
-        return [f.result() for f in futures]
-
-    def close(self, now: bool = False) -> None:
-        if self.pool is None:
-            return
-        if now:  # a stop signal or a failed simulation: end the simulations under way
-            for process in list((self.pool._processes or {}).values()):
-                process.terminate()
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-# ---- checkpoints -------------------------------------------------------------------------------------------
-
-
-def load_scorer(path: str | Path) -> tuple[str, LinearScorer]:
-    """(algo, the trained scorer) of a scorer checkpoint; a file that is not one, or holds unusable weights, is a
-    UserError naming it."""
-    checkpoint = load_checkpoint(path)
-    algo = checkpoint.get("algo")
-    if algo not in SCORER_ALGOS:
-        raise UserError(f"{path} holds a {algo} agent, not a score-round scorer ({', '.join(SCORER_ALGOS)})")
-    check_scorer_features(path, checkpoint)
-    weights = (checkpoint.get("scorer") or {}).get("weights")
-    try:
-        return algo, LinearScorer(np.asarray(weights, dtype=float))
-    except (TypeError, ValueError) as err:
-        raise UserError(f"{path}: unusable scorer weights ({err})") from None
-
-
-def check_scorer_features(path: str | Path, checkpoint: dict[str, Any]) -> None:
-    """UserError when a scorer checkpoint was trained on other score features than this version's."""
-    action = checkpoint.get("action_space") or {}
-    saved = list(action.get("features") or ())
-    if action.get("type") != SCORES_ACTION or saved != list(FEATURE_NAMES):
-        raise UserError(
-            f"{path} holds a {checkpoint.get('algo')} scorer of {len(saved)} features ({', '.join(saved[:3])}, ...), "
-            f"but this version scores {NUM_FEATURES} ({', '.join(FEATURE_NAMES[:3])}, ...): retrain it with this version"
-        )
-
-
-def _record(
-    cfg: RunConfig,
-    seed: int,
-    state: dict[str, Any],
-    total: int,
-    run_id: str,
-) -> dict[str, Any]:
-    return {
-        "format": CHECKPOINT_FORMAT,
-        "algo": cfg.algo,
-        "config": dataclasses.asdict(cfg.cem),
-        "run_config": dataclasses.asdict(cfg),
-        "obs_spec": {"window": None, "job_feature_dim": NUM_FEATURES, "context_dim": 0},
-        "task": "scheduling",
-        "action_space": {"type": SCORES_ACTION, "features": list(FEATURE_NAMES)},
-        "seed": seed,
-        "global_step": state["generation"],
-        "episode": state["simulations"],
-        "next_episode": state["generation"] * cfg.cem.scenarios,
-        "total_steps": total,
-        "scorer": {"kind": "linear", "weights": [float(x) for x in state["mean"]]},
-        "search": {"mean": [float(x) for x in state["mean"]], "std": [float(x) for x in state["std"]]},
-        "history": [list(map(float, h)) for h in state["history"]],
-        "rng": {"numpy": state["rng"]},
-        "run_id": run_id,
-    }
-
-
-def train_cem(
-    cfg: RunConfig,
-    seed: int,
-    total_steps: int | None = None,
-    models_dir: str = "models",
-    run_dir: str = "logs/train",
-    resume: str | None = None,
-    checkpoint_every_episodes: int = 10,
-    keep_checkpoints: int = 0,
-    progress: bool = True,
-    run_id: str | None = None,
-    **_unused: Any,
-) -> TrainResult:
-    """Run the search for `total_steps` generations (counted across resumes; default cfg.cem.total_steps), or until
-    the first generation that ends past cfg.cem.minutes of this call (then the final model is the search there).
-
-    Writes `<algo>_seed<S>_ep<G>.pt` every `checkpoint_every_episodes` generations, `<algo>_seed<S>_final.pt` at
-    the end, and on a stop signal `<algo>_seed<S>_interrupted.pt` (the state after the last whole generation) before
-    raising TrainingInterrupted. Checkpoint layout (agents/checkpoint.py's format, loadable with weights_only):
-    format, algo, config (CEMConfig), run_config, obs_spec {window None, job_feature_dim = the score features,
-    context_dim 0}, task "scheduling", action_space {type "scores", features: the feature names in order}, seed,
-    global_step (generations done), episode (simulations run), next_episode, total_steps, scorer {kind "linear",
-    weights: the search mean, the trained scorer}, search {mean, std}, history (per generation: the mean's
-    objective, the best candidate's, the population's median), rng {numpy: the generator state}, run_id.
-    """
-    run_start = time.perf_counter()
-    # lazy: TensorBoard and tqdm load slowly, and only a training (not a worker, not a loaded scorer) needs them
-    from torch.utils.tensorboard import SummaryWriter
-    from tqdm import tqdm
-
-    c = cfg.cem
-    check_cem_config(c)
-    rng = np.random.default_rng(seed)
-    state: dict[str, Any] = {
-        "generation": 0,
-        "simulations": 0,
-        "mean": initial_mean(c),
-        "std": np.full(NUM_FEATURES, c.init_std),
-        "history": [],
-        "rng": rng.bit_generator.state,
-    }
-    if resume:
-        saved = load_checkpoint(resume)
-        check_scorer_features(resume, saved)
-        run_id = saved.get("run_id") or run_id
-        state.update(
-            generation=saved["global_step"],
-            simulations=saved["episode"],
-            mean=np.asarray(saved["search"]["mean"], dtype=float),
-            std=np.asarray(saved["search"]["std"], dtype=float),
-            history=[tuple(h) for h in saved["history"]],
-            rng=saved["rng"]["numpy"],
-        )
-        rng.bit_generator.state = state["rng"]
-    run_id = run_id or new_run_id()
-    total = c.total_steps if total_steps is None else total_steps
-    n_elite = max(1, round(c.elite_frac * c.population))
-    writer = SummaryWriter(run_dir)
-    written: list[str] = []
-
-    def save(path: Path) -> None:
-        save_checkpoint(path, _record(cfg, seed, state, total, run_id))
-        written.append(str(path))
-
-    evaluate = _Evaluator(cfg, c.workers)
-    setup_s = time.perf_counter() - run_start
-    start_generation, start_time = state["generation"], time.perf_counter()
-    bar = tqdm(
-        total=total,
-        initial=state["generation"],
-        desc="cem",
-        unit="gen",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
-    failed = True
-    with CtrlC("stopping after this generation to write a checkpoint") as ctrl_c:
-        try:
-            while state["generation"] < total and not ctrl_c.requested:
-                g = state["generation"]
-                seeds = [training_episode_seed(seed, g * c.scenarios + j) for j in range(c.scenarios)]
-                noise = rng.standard_normal((c.population, NUM_FEATURES))
-                candidates = np.vstack([state["mean"], state["mean"] + state["std"] * noise])
-                jobs = [(s, None) for s in seeds] + [(s, tuple(w)) for w in candidates for s in seeds]
-                values = np.asarray(evaluate(jobs), dtype=float)
-                sjf = values[: len(seeds)]
-                objective = log_ratios(values[len(seeds) :].reshape(len(candidates), len(seeds)), sjf)
-                elite = candidates[np.argsort(objective, kind="stable")[:n_elite]]
-                a = c.smoothing
-                state["mean"] = a * elite.mean(axis=0) + (1 - a) * state["mean"]
-                state["std"] = np.maximum(a * elite.std(axis=0) + (1 - a) * state["std"], c.min_std)
-                state["history"].append(
-                    (float(objective[0]), float(objective.min()), float(np.median(objective[1:])))
-                )
-                state["generation"] = g + 1
-                state["simulations"] += len(jobs)
-                state["rng"] = rng.bit_generator.state
-                for key, value in zip(("mean", "best", "median"), state["history"][-1], strict=True):
-                    writer.add_scalar(f"objective/{key}", value, g + 1)
-                writer.add_scalar("search/mean_std", float(state["std"].mean()), g + 1)
-                bar.update(1)
-                bar.set_postfix(
-                    mean_obj=f"{objective[0]:+.4f}", best=f"{objective.min():+.4f}", refresh=False
-                )
-                out_of_time = c.minutes > 0 and time.perf_counter() - run_start >= 60.0 * c.minutes
-                if (g + 1) % checkpoint_every_episodes == 0 and g + 1 < total and not out_of_time:
-                    save(checkpoint_path(models_dir, cfg.algo, seed, g + 1))
-                    prune_periodic(models_dir, cfg.algo, seed, keep_checkpoints)
-                if out_of_time:
-                    break
-            failed = False
-        except KeyboardInterrupt:  # a second stop signal: the generation under way is dropped
-            ctrl_c.requested = True
-            failed = False
-        finally:
-            bar.close()
-            evaluate.close(now=failed or ctrl_c.requested)
-        if ctrl_c.requested and state["generation"] < total:
-            interrupted = checkpoint_path(models_dir, cfg.algo, seed, INTERRUPTED_TAG)
-            ctrl_c.saving(f"the checkpoint {interrupted}")
-            save(interrupted)
-            writer.close()
-            raise TrainingInterrupted(str(interrupted), state["generation"], total, run_id, ctrl_c.signum)
-        final = checkpoint_path(models_dir, cfg.algo, seed, None)
-        ctrl_c.saving(f"the final checkpoint {final}")
-        save(final)
-    remove_own_interrupted_checkpoint(checkpoint_path(models_dir, cfg.algo, seed, INTERRUPTED_TAG), run_id)
-    writer.close()
-    wall_s = time.perf_counter() - run_start
-    return TrainResult(
-        algo=cfg.algo,
-        seed=seed,
-        global_step=state["generation"],
-        episodes=state["simulations"],
-        final_checkpoint=str(final),
-        checkpoints=tuple(written),
-        episode_returns=tuple(h[0] for h in state["history"][start_generation:]),
-        wall_s=wall_s,
-        steps_per_s=(state["generation"] - start_generation) / max(time.perf_counter() - start_time, 1e-9),
-        run_dir=str(run_dir),
-        run_id=run_id,
-        setup_s=setup_s,
-    )
+def train_cem(cfg: RunConfig, seed: int, **options: Any) -> TrainResult:
+    """The cross-entropy search of cfg.cem (agents/score_search.py, train_search, says the rest: the budget, the
+    files and their layout, model selection). The checkpoint's `search` is {mean, std}; its `scorer` {kind
+    "linear", weights: the search mean, the trained scorer}."""
+    check_cem_config(cfg.cem)
+    return train_search(cfg, CrossEntropy(cfg.cem), seed, **search_options(options))

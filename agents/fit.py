@@ -45,7 +45,7 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
     or reads another number of features per slot or context features, than `task`'s env gives (`window`: that
     env's, shown for reference)."""
     if (checkpoint.get("action_space") or {}).get("type") == "scores":  # a score-round scorer (agents/cem.py)
-        from agents.cem import check_scorer_features
+        from agents.scorers import check_scorer_features
 
         if task != "scheduling":
             raise UserError(

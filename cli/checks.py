@@ -15,11 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from config import DIFFICULTIES, RunConfig, UserError
+from config import DIFFICULTIES, SCORER_ALGOS, RunConfig, UserError
 from scenario.build import TRACE_TYPES, check_options
 from schedulers import PREEMPTIVE, REPLAYS
 
-AGENTS = ("d3qn", "sac", "ppo", "cem")
+AGENTS = ("d3qn", "sac", "ppo", "cem", "es")
 MAX_PREEMPT_OVERHEAD_S = 86_400.0  # a restore longer than a day is a typo (minutes: Tiresias, Lucid)
 TRACE_ONLY = (
     "trace_start",
@@ -49,9 +49,15 @@ TRAIN_ONLY = (
     "cem_scenarios",
     "cem_workers",
     "cem_minutes",
+    "es_pairs",
+    "es_scenarios",
+    "es_hidden",
+    "es_workers",
+    "es_minutes",
 )
 PPO_ONLY = ("num_envs", "vec_env")
 CEM_ONLY = ("cem_population", "cem_scenarios", "cem_workers", "cem_minutes")
+ES_ONLY = ("es_pairs", "es_scenarios", "es_hidden", "es_workers", "es_minutes")
 REPORT_ONLY = ("report_sets", "traces_dir", "report_workers")
 AGENT_ONLY = ("checkpoint", "model", "window")
 AGENT_WHERE = ("device", "models_dir")
@@ -203,6 +209,8 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
             refuse(PPO_ONLY, f"options of --algo ppo's vectorized envs; this trains {cfg.algo}")
         if cfg.algo != "cem":
             refuse(CEM_ONLY, f"options of --algo cem's search; this trains {cfg.algo}")
+        if cfg.algo != "es":
+            refuse(ES_ONLY, f"options of --algo es's search; this trains {cfg.algo}")
     if cfg.mode != "report":
         refuse(REPORT_ONLY, f"--mode report options; this is --mode {cfg.mode}")
     else:
@@ -230,11 +238,16 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
             )
     if cfg.mode != "train" and not runs_agent:
         refuse(AGENT_ONLY, f"agent options; no RL agent ({', '.join(AGENTS)}) runs, only {', '.join(algos)}")
-    if not any(a in PREEMPTIVE for a in algos) or cfg.mode == "train":
+    preemptive = (*sorted(PREEMPTIVE), *SCORER_ALGOS)
+    if cfg.mode == "train" or (cfg.mode != "report" and not any(a in preemptive for a in algos)):
         refuse(
             ("preempt_overhead_s",),
-            f"only the preemptive policies ({', '.join(sorted(PREEMPTIVE))}) preempt; this run has "
-            f"{', '.join(algos)}",
+            f"only the preemptive policies ({', '.join(preemptive)}) preempt; this run has {', '.join(algos)}",
+        )
+    scorers = ("las_speed", *SCORER_ALGOS)
+    if cfg.mode == "train" or (cfg.mode != "report" and not any(a in scorers for a in algos)):
+        refuse(
+            ("score_preempt",), f"an ablation of the score rounds ({', '.join(scorers)}), which do not run"
         )
     if cfg.mode == "eval" and "checkpoint" in given:
         refuse(("model",), "--checkpoint names the model file itself")

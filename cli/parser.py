@@ -19,6 +19,7 @@ from config import (
     ClusterConfig,
     D3QNConfig,
     EnvConfig,
+    ESConfig,
     MixConfig,
     PolicyConfig,
     PowerConfig,
@@ -36,8 +37,8 @@ from schedulers import POLICIES, PREEMPTIVE, REPLAYS
 from workloads.profiles import PROFILE_NAMES
 
 HEURISTICS = tuple(POLICIES)  # fcfs, sjf, easy, ..., las_speed, the replays of the authors' simulators last
-AGENTS = ("d3qn", "sac", "ppo", "cem")
-NODE_AGENTS = ("d3qn", "sac", "ppo")  # cem scores jobs: scheduling only
+AGENTS = ("d3qn", "sac", "ppo", "cem", "es")
+NODE_AGENTS = ("d3qn", "sac", "ppo")  # cem and es score jobs: scheduling only
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -345,6 +346,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=PolicyConfig().round_s,
         help="las_speed: seconds between the rounds at which running and waiting jobs are re-chosen (and preempted)",
     )
+    g.add_argument(
+        "--score_preempt",
+        choices=("yes", "no"),
+        default="yes",
+        help="las_speed and trained scorers (cem, es): the preemptive score rounds (yes), or the ablation without "
+        "rounds or preemption (no: waiting jobs start at arrivals and completions in score order)",
+    )
     g = p.add_argument_group("agents")
     g.add_argument(
         "--total_steps",
@@ -484,6 +492,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="train cem: wall-clock budget of this call in minutes; the run ends after the generation that passes "
         "it, and that search is the final model (0: no limit)",
     )
+    e = ESConfig()
+    g.add_argument(
+        "--es_pairs",
+        type=int,
+        default=e.pairs,
+        help="train es: antithetic pairs of perturbed MLP parameters per generation (--total_steps counts "
+        f"generations for es, default {e.total_steps})",
+    )
+    g.add_argument(
+        "--es_scenarios",
+        type=int,
+        default=e.scenarios,
+        help="train es: training scenarios per generation, the same for every candidate",
+    )
+    g.add_argument(
+        "--es_hidden", type=int, default=e.hidden, help="train es: hidden units of the per-row MLP scorer"
+    )
+    g.add_argument(
+        "--es_workers",
+        type=int,
+        default=e.workers,
+        help="train es: processes simulating candidates (1: this process); same results",
+    )
+    g.add_argument(
+        "--es_minutes",
+        type=float,
+        default=e.minutes,
+        help="train es: wall-clock budget of this call in minutes, as --cem_minutes (0: no limit)",
+    )
     g.add_argument(
         "--train_mix",
         choices=("none", "synthetic", "synthetic+traces"),
@@ -504,7 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_name_list,
         default=None,
         help="report: held-out sets to evaluate on (default: medium,hard,clusters, plus itp,google,swf with "
-        "--traces_dir); evaluation/sets.py",
+        "--traces_dir; gavel, a K80/P100/V100 cluster, needs --job_types); evaluation/sets.py",
     )
     g.add_argument(
         "--traces_dir",
@@ -568,7 +605,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             job_types=a.job_types,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
-        policy=PolicyConfig(gate_s=a.gate_s, round_s=a.round_s),
+        policy=PolicyConfig(gate_s=a.gate_s, round_s=a.round_s, score_preempt=a.score_preempt == "yes"),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),
@@ -588,6 +625,14 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             scenarios=a.cem_scenarios,
             workers=a.cem_workers,
             minutes=a.cem_minutes,
+        ),
+        es=replace(
+            d.es,
+            pairs=a.es_pairs,
+            scenarios=a.es_scenarios,
+            hidden=a.es_hidden,
+            workers=a.es_workers,
+            minutes=a.es_minutes,
         ),
         mix=MixConfig(train_mix=a.train_mix, train_windows=a.train_windows),
         report_sets=a.report_sets,
@@ -661,9 +706,9 @@ def _validate_node_task(cfg: RunConfig) -> None:
 
     check_task_config(cfg.task)
     task = cfg.task.name
-    if cfg.algo == "cem":
+    if cfg.algo in ("cem", "es"):
         raise UserError(
-            f"--algo cem learns a job scorer (--task scheduling); --task {task} trains d3qn or sac"
+            f"--algo {cfg.algo} learns a job scorer (--task scheduling); --task {task} trains d3qn or sac"
         )
     if cfg.mode not in ("train", "eval"):
         raise UserError(f"--task {task} runs in --mode train or eval; --mode {cfg.mode} compares schedulers")

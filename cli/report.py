@@ -26,14 +26,20 @@ from evaluation.report import (
     validation_heuristics,
     write_csv,
 )
-from evaluation.sets import cases, check_sets, default_sets
+from evaluation.sets import TRACES, cases, check_sets, default_sets
 from metrics.csv_table import Table
 from schedulers import POLICIES
 
 
 def mode_report(cfg: RunConfig) -> Path:
     set_names, missing = (cfg.report_sets, ()) if cfg.report_sets else default_sets(cfg.traces_dir)
-    check_sets(set_names, cfg.traces_dir)
+    check_sets(set_names, cfg.traces_dir, cfg.workload.job_types)
+    traces = [n for n in set_names if n in TRACES]
+    if cfg.workload.job_types is not None and traces:
+        raise UserError(
+            f"--job_types gives synthetic jobs a job type; the trace set(s) {', '.join(traces)} have none: add "
+            "--report_sets medium,hard,clusters,gavel"
+        )
     for name in missing:
         print(
             f"warning: report set {name} not evaluated: no trace under --traces_dir {cfg.traces_dir}",

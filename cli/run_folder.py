@@ -175,6 +175,10 @@ def run_identity(cfg: RunConfig, checkpoints: dict[str, str]) -> dict[str, Any]:
         options.pop("power", None)
     if cfg.cem == type(cfg.cem)():  # the cross-entropy search's defaults: recorded as before it existed
         options.pop("cem", None)
+    if cfg.es == type(cfg.es)():  # the evolution strategies' defaults: recorded as before they existed
+        options.pop("es", None)
+    if cfg.policy.score_preempt:  # the score rounds as they are: recorded as before the ablation existed
+        options["policy"].pop("score_preempt", None)
     identity = {
         "options": options,
         "inputs": {name: file_record(path) for name, path in input_paths(cfg).items()},

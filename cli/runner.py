@@ -37,7 +37,7 @@ from sim.power import ON, PowerModel
 from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
 from sim.records import REJECTED, RunResult
 
-AGENTS = ("d3qn", "sac", "ppo", "cem")
+AGENTS = ("d3qn", "sac", "ppo", "cem", "es")
 
 
 def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
@@ -117,6 +117,7 @@ def run_heuristic(
     power: PowerSetup | None = None,
     gate_s: float | None = None,
     round_s: float | None = None,
+    score_preempt: bool = True,
 ) -> RunResult:
     """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result
     (`gate_s`: sjf_gate's gate, `round_s`: las_speed's round, default their own; the Gavel replays take the
@@ -124,7 +125,8 @@ def run_heuristic(
     sim = sc.simulator(power.model if power is not None else None)
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
     params = {k: v for k, v in (("gate_s", gate_s), ("round_s", round_s)) if v is not None}
-    policy, manager = make_policy(algo, seed=sc.seed, matrix=sc.throughput, **params), None
+    policy = make_policy(algo, seed=sc.seed, matrix=sc.throughput, score_preempt=score_preempt, **params)
+    manager = None
     if power is not None:
         manager = make_manager(power.spec, power.prices)
         if power.spec.name == "price_aware":
@@ -155,7 +157,9 @@ def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress
     if algo in SCORER_ALGOS:
         from env.score_env import run_with_scorer
 
-        return run_with_scorer(sc, _load_agent(algo, checkpoint), round_s=cfg.policy.round_s, name=algo)
+        p = cfg.policy
+        scorer = _load_agent(algo, checkpoint)
+        return run_with_scorer(sc, scorer, round_s=p.round_s, name=algo, preempt=p.score_preempt)
     from env.gym_env import run_policy_in_env
 
     policy = _load_agent(algo, checkpoint)
@@ -212,7 +216,7 @@ def _load_agent(algo: str, checkpoint: str):
     import torch
 
     if algo in SCORER_ALGOS:
-        from agents.cem import load_scorer
+        from agents.scorers import load_scorer
 
         saved, scorer = load_scorer(checkpoint)
         if saved != algo:
@@ -268,7 +272,8 @@ def run_one(
     if algo in AGENTS:
         result = run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
         return result if power is None else _always_on_record(result, power, run_name(algo, power))
-    return run_heuristic(sc, algo, progress, power, cfg.policy.gate_s, cfg.policy.round_s)
+    p = cfg.policy
+    return run_heuristic(sc, algo, progress, power, p.gate_s, p.round_s, p.score_preempt)
 
 
 def summarize_run(result: RunResult, power: PowerSetup | None) -> tuple[SummaryRow, EnergyReport | None]:

@@ -19,9 +19,9 @@ from agents.checkpoint import INTERRUPTED_TAG, checkpoint_path, load_checkpoint,
 from agents.files import TrainingLock
 from agents.run_control import TrainingInterrupted, is_training_seed
 from agents.trainer import AGENTS, train
-from agents.validation import BestCheckpoint, pending_best_path, validation_record
+from agents.validation import BestCheckpoint, BestKeeper, pending_best_path, validation_record
 from cli.run_folder import default_log_dir
-from config import CEMConfig, PPOConfig, RunConfig, UserError, run_config_from_dict
+from config import SCORER_ALGOS, CEMConfig, ESConfig, PPOConfig, RunConfig, UserError, run_config_from_dict
 from env.gym_env import GPUClusterEnv, heuristic_action
 from schedulers import POLICIES
 
@@ -45,10 +45,11 @@ EXPERIMENT_FIELDS = (
     "ppo",
     "mix",
     "cem",
+    "es",
 )
-LEARNERS = (*AGENTS, "ppo", "cem")
+LEARNERS = (*AGENTS, "ppo", "cem", "es")
 """every algo --mode train accepts: the replay-based agents of agents/trainer.py, MaskablePPO (agents/ppo.py) and
-the cross-entropy search of a score-round scorer (agents/cem.py)"""
+the searches of a score-round scorer (agents/cem.py, agents/es.py)"""
 # command-line options whose RunConfig field has another name ("{algo}" = the trained agent's config)
 FIELD_OF_OPTION = {
     "checkpoint_every": "checkpoint_every_episodes",
@@ -71,9 +72,14 @@ FIELD_OF_OPTION = {
     "cem_scenarios": "cem.scenarios",
     "cem_workers": "cem.workers",
     "cem_minutes": "cem.minutes",
+    "es_pairs": "es.pairs",
+    "es_scenarios": "es.scenarios",
+    "es_hidden": "es.hidden",
+    "es_workers": "es.workers",
+    "es_minutes": "es.minutes",
 }
-NOT_EXPERIMENT = ("total_steps", "cem_workers", "cem_minutes")
-"""options a resume may change: the step target (checked apart), cem's process count (same results) and its
+NOT_EXPERIMENT = ("total_steps", "cem_workers", "cem_minutes", "es_workers", "es_minutes")
+"""options a resume may change: the step target (checked apart), cem's and es's process count (same results) and
 time budget (where this call stops)"""
 _MISSING = object()
 
@@ -115,6 +121,15 @@ def check_train_options(cfg: RunConfig) -> None:
             "--validation_seeds must be below 1,000,000,000 (the training scenarios' range), got "
             f"{','.join(map(str, bad))} ('none' = no validation)"
         )
+    if cfg.algo in SCORER_ALGOS:
+        from evaluation.sets import TEST_SEEDS
+
+        held_out = [s for s in cfg.validation_seeds if s in TEST_SEEDS]
+        if held_out:
+            raise UserError(
+                f"--validation_seeds {','.join(map(str, held_out))}: --mode report tests on seeds "
+                f"{TEST_SEEDS[0]}-{TEST_SEEDS[-1]}; select models on other seeds (default 200-204)"
+            )
     if cfg.device == "cuda":
         import torch
 
@@ -156,7 +171,7 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     --total_steps; an unfinished one keeps its target.
     """
     algo, resume = checkpoint["algo"], cfg.resume
-    config_cls = {"ppo": PPOConfig, "cem": CEMConfig}.get(algo) or AGENTS[algo][1]
+    config_cls = {"ppo": PPOConfig, "cem": CEMConfig, "es": ESConfig}.get(algo) or AGENTS[algo][1]
     if checkpoint.get("run_config") is not None:
         saved = run_config_from_dict(checkpoint["run_config"])
     else:  # written by agents.trainer.train without a RunConfig: only the agent's own settings are known
@@ -169,7 +184,9 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     # and PPO checkpoints written before time-based discounting discounted per env step
     from agents.ppo import LEGACY_PPO_FIELDS
 
-    legacy = {} if algo == "cem" else {"demo_policy": ""} | (LEGACY_PPO_FIELDS if algo == "ppo" else {})
+    legacy = (
+        {} if algo in SCORER_ALGOS else {"demo_policy": ""} | (LEGACY_PPO_FIELDS if algo == "ppo" else {})
+    )
     agent_cfg = config_cls(**(legacy | checkpoint["config"]))
     saved = dataclasses.replace(saved, **{"algo": algo, "seed": checkpoint["seed"], algo: agent_cfg})
 
@@ -201,7 +218,9 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     resumed = dataclasses.replace(cfg, **{name: getattr(saved, name) for name in EXPERIMENT_FIELDS})
     # the process count and time budget of this call are the command line's, not the checkpoint's
     resumed = dataclasses.replace(
-        resumed, cem=dataclasses.replace(resumed.cem, workers=cfg.cem.workers, minutes=cfg.cem.minutes)
+        resumed,
+        cem=dataclasses.replace(resumed.cem, workers=cfg.cem.workers, minutes=cfg.cem.minutes),
+        es=dataclasses.replace(resumed.es, workers=cfg.es.workers, minutes=cfg.es.minutes),
     )
     return resumed, target
 
@@ -273,10 +292,15 @@ def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | No
     from scenario.mixtures import check_mix
 
     check_mix(cfg)
-    if cfg.algo == "cem":
-        from agents.cem import check_cem_config
+    if cfg.algo in SCORER_ALGOS:
+        if cfg.algo == "cem":
+            from agents.cem import check_cem_config
 
-        check_cem_config(cfg.cem)
+            check_cem_config(cfg.cem)
+        else:
+            from agents.es import check_es_config
+
+            check_es_config(cfg.es)
         _check_earlier_checkpoints(cfg)
         return cfg, resumed, total_steps, ""
     demo_policy = getattr(cfg, cfg.algo).demo_policy
@@ -325,9 +349,10 @@ def train_from_config(cfg: RunConfig) -> Path:
                     f"note: --task {cfg.task.name} trains without validation (model selection scores average JCT "
                     "of the scheduling task); the final model is the result"
                 )
-            if cfg.validation_seeds and cfg.algo == "cem" and "validation_seeds" in cfg.explicit_options:
-                print("note: --algo cem selects no model on validation seeds; the final model is the result")
-            if cfg.validation_seeds and not node_task and cfg.algo != "cem":
+            if cfg.validation_seeds and cfg.algo in SCORER_ALGOS:
+                resume_step = resumed["global_step"] if resumed is not None else None
+                validation = BestKeeper(best, run_id, resume_step, key="val_objective")
+            elif cfg.validation_seeds and not node_task:
                 resume_step = resumed["global_step"] if resumed is not None else None
                 validation = BestCheckpoint(cfg, best, run_id, resume_step)
             make_env = _env_factory(cfg)
@@ -348,6 +373,10 @@ def train_from_config(cfg: RunConfig) -> Path:
                 from agents.cem import train_cem
 
                 result = train_cem(cfg, **common)
+            elif cfg.algo == "es":
+                from agents.es import train_es
+
+                result = train_es(cfg, **common)
             elif cfg.algo == "ppo":
                 from agents.ppo import train_ppo
 
@@ -382,10 +411,10 @@ def train_from_config(cfg: RunConfig) -> Path:
             )
             raise
         published = validation.publish() if validation is not None else False
-    if cfg.algo == "cem":
+    if cfg.algo in SCORER_ALGOS:
         print(
-            f"cem seed {result.seed} (run {result.run_id}): {result.global_step:,} generations, {result.episodes:,} "
-            f"simulations in {result.wall_s:,.0f} s; final model {result.final_checkpoint} (the search's mean, "
+            f"{cfg.algo} seed {result.seed} (run {result.run_id}): {result.global_step:,} generations, {result.episodes:,} "
+            f"simulations in {result.wall_s:,.0f} s; final model {result.final_checkpoint} (the search's {'mean' if cfg.algo == 'cem' else 'parameters'}, "
             f"objective {result.episode_returns[-1] if result.episode_returns else float('nan'):+.4f} on the last "
             f"generation's scenarios); TensorBoard: {run_dir}/"
         )
@@ -397,10 +426,14 @@ def train_from_config(cfg: RunConfig) -> Path:
             f"TensorBoard: {run_dir}/"
         )
     if published:
-        print(
-            f"best on validation seeds {','.join(map(str, cfg.validation_seeds))}: {best} "
-            f"(avg JCT {validation.best_jct_s:,.0f} s)"
+        record = validation.record or {}
+        shown = (
+            f"objective {record['val_objective']:+.4f}, avg JCT {record['val_avg_jct_s']:,.0f} s, generation "
+            f"{record['global_step']}"
+            if cfg.algo in SCORER_ALGOS
+            else f"avg JCT {validation.best_score:,.0f} s"
         )
+        print(f"best on validation seeds {','.join(map(str, cfg.validation_seeds))}: {best} ({shown})")
     elif best.exists():
         record = validation_record(best)
         origin = f"run {record['run_id']}" if record and record.get("run_id") else "an earlier run"

@@ -43,19 +43,22 @@ def run_with_scorer(
     seed: int | None = None,
     round_s: float | None = None,
     name: str = "scorer",
+    preempt: bool | None = None,
 ) -> RunResult:
     """One run of the score-round mechanism with `scorer` (features -> scores) on a scenario, or on the scenario
     `build_scenario(config, seed)`; no env in between. `round_s` defaults to the config's (a RunConfig source)
-    or ROUND_S (360 s). The result is the run's RunResult (job records, runs, timeline) named `name`."""
+    or ROUND_S (360 s); `preempt` (default: the config's policy.score_preempt, else True) False runs the
+    non-preemptive ablation (schedulers.score_rounds.make_score_policy). The result is the run's RunResult (job records, runs, timeline) named `name`."""
     if isinstance(source, RunConfig):
         if seed is None:
             raise ValueError("run_with_scorer(config, ...) needs the scenario seed")
         sc = build_scenario(source, seed)
         round_s = source.policy.round_s if round_s is None else round_s
+        preempt = source.policy.score_preempt if preempt is None else preempt
     else:
         sc = source
     sim = sc.simulator()
-    sim.run(make_score_policy(scorer, ROUND_S if round_s is None else round_s))
+    sim.run(make_score_policy(scorer, ROUND_S if round_s is None else round_s, preempt is not False))
     return sim.result(name, sc.seed, preemptive=True)
 
 

@@ -4,7 +4,8 @@ No set shares a scenario with training: synthetic test seeds lie far below the t
 and apart from the validation seeds (200-204); the `clusters` compositions are never drawn by the training mixture
 (scenario.mixtures.HELD_OUT_CLUSTERS); trace sets are windows after the first TRAIN_FRACTION of each trace's time, which
 is all `--train_windows` trains on (the trace strings here and in a study's --train_windows must name the same
-file, cluster and job limit, so both compute the same split).
+file, cluster and job limit, so both compute the same split); the `gavel` set (only with --job_types) runs the test
+seeds on a K80/P100/V100 cluster, types the training mixture never draws.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ TRACES = {
 per task on 128 A100s (its default cluster, sized to the whole trace, leaves a 1,000-task window without any
 queue); RICC's first 60,000 jobs on its default cluster"""
 SYNTHETIC_SETS = ("medium", "hard", "clusters")
-ALL_SETS = (*SYNTHETIC_SETS, *TRACES)
+GAVEL_CLUSTER = "4xV100-32GB:8,4xP100:8,4xK80:8"
+"""the `gavel` set's cluster: the three GPU types of Gavel's throughput matrix, where each job type has its own
+speed per GPU type (with --job_types gavel; on the other sets' types only spread jobs' speeds differ per job)"""
+TYPED_SETS = ("gavel",)
+"""sets that need --job_types (never in the default list): the medium preset's jobs at its load on GAVEL_CLUSTER"""
+ALL_SETS = (*SYNTHETIC_SETS, *TYPED_SETS, *TRACES)
 
 
 @dataclass(frozen=True)
@@ -55,11 +61,16 @@ def default_sets(traces_dir: str | None) -> tuple[tuple[str, ...], tuple[str, ..
     return tuple(n for n in ALL_SETS if n not in missing), missing
 
 
-def check_sets(names: tuple[str, ...], traces_dir: str | None) -> None:
+def check_sets(names: tuple[str, ...], traces_dir: str | None, job_types: str | None = None) -> None:
     unknown = [n for n in names if n not in ALL_SETS]
     if unknown or not names:
         raise UserError(
             f"--report_sets: unknown set(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(ALL_SETS)}"
+        )
+    typed = [n for n in names if n in TYPED_SETS]
+    if typed and job_types is None:
+        raise UserError(
+            f"--report_sets {','.join(typed)}: that set gives jobs their own speed per GPU type; add --job_types gavel"
         )
     needs = [n for n in names if n in TRACES]
     if needs and not traces_dir:
@@ -80,6 +91,8 @@ def trace_source(name: str, traces_dir: str) -> TraceSource:
 def cases(name: str, seeds: tuple[int, ...]) -> list[Case]:
     if name in ("medium", "hard"):
         return [Case(name, f"seed{s}", s) for s in seeds]
+    if name in TYPED_SETS:
+        return [Case(name, f"seed{s}", s, cluster=GAVEL_CLUSTER) for s in seeds]
     if name == "clusters":
         return [
             Case(name, f"c{k}-seed{s}", s, cluster=spec)
@@ -95,7 +108,7 @@ def scenario(cfg: RunConfig, case: Case, traces_dir: str | None, num_jobs: int |
     if case.window is not None:
         source = trace_source(case.set_name, traces_dir)
         return later_window(cfg, source, case.window, num_jobs or TRACE_WINDOW_JOBS, case.seed)
-    difficulty = "medium" if case.set_name == "clusters" else case.set_name
+    difficulty = "medium" if case.set_name in ("clusters", *TYPED_SETS) else case.set_name
     preset = DIFFICULTIES[difficulty]
     workload = dataclasses.replace(
         cfg.workload,

@@ -279,8 +279,12 @@ def _fill(view: View, ranked: list[int], trial, candidates: set[int]) -> list:
     return out
 
 
-def make_score_policy(scorer: Scorer, round_s: float = ROUND_S) -> Callable[[View], list]:
-    """The score-round policy of `scorer` with rounds of `round_s` seconds."""
+def make_score_policy(
+    scorer: Scorer, round_s: float = ROUND_S, preempt: bool = True
+) -> Callable[[View], list]:
+    """The score-round policy of `scorer` with rounds of `round_s` seconds. `preempt=False` (the non-preemptive
+    ablation, `--score_preempt no`): no rounds at all; at every arrival and completion the waiting jobs that fit
+    start in the order of their best row, as between boundaries, and nothing is ever preempted."""
     if not (math.isfinite(round_s) and round_s > 0):
         raise ValueError(f"round_s must be a finite number of seconds > 0, got {round_s}")
 
@@ -288,7 +292,15 @@ def make_score_policy(scorer: Scorer, round_s: float = ROUND_S) -> Callable[[Vie
         c = consult(view, round_s)
         return decide(view, c, None if c.rows is None else scorer(c.rows.features))
 
-    return score_rounds
+    def score_fill(view: View) -> list:
+        # Between two events nothing that fits can appear (every fitting job started at the last one): no
+        # wake-ups, and never a boundary's walk
+        c = consult(view, math.inf)
+        if c.rows is None:
+            return [c.only_start] if c.only_start is not None else []
+        return [d for d in decide(view, c, scorer(c.rows.features)) if type(d) is not WakeUp]
+
+    return score_rounds if preempt else score_fill
 
 
 las_speed = make_score_policy(LinearScorer.from_named(LAS_SPEED_WEIGHTS))

@@ -289,7 +289,7 @@ CASES = [
         "--preempt_overhead_s has no effect on this run (only the preemptive policies (gavel, gavel_agnostic, "
         "gavel_fifo, gavel_fifo_perf, gavel_original, gavel_original_agnostic, las_speed, srtf, themis, "
         "tiresias, "
-        "tiresias_original) preempt",
+        "tiresias_original, cem, es) preempt",
     ),
     # --- the replays of the authors' simulators have every node on and see every job ----------------------------
     (
@@ -482,7 +482,7 @@ CASES = [
     (
         ["--mode", "report", "--report_sets", "medium,foo", "--models_dir", "{tmp}"],
         {},
-        "--report_sets: unknown set(s) foo; choose from medium, hard, clusters, itp, google, swf",
+        "--report_sets: unknown set(s) foo; choose from medium, hard, clusters, gavel, itp, google, swf",
     ),
     (
         ["--mode", "report", "--report_sets", "itp", "--models_dir", "{tmp}"],

@@ -13,9 +13,11 @@ import pytest
 import torch
 
 import agents.cem
-from agents.cem import log_ratios, train_cem
+import agents.score_search
+from agents.cem import train_cem
 from agents.checkpoint import load_checkpoint, save_checkpoint
 from agents.run_control import training_episode_seed
+from agents.score_search import log_ratios
 from config import CEMConfig, RunConfig, WorkloadConfig, run_config_from_dict
 from env.score_env import run_with_scorer
 from main import main
@@ -118,16 +120,18 @@ def test_ctrl_c_keeps_the_last_whole_generation_and_the_printed_resume_finishes_
     tmp_path, monkeypatch, capsys
 ):
     calls = [0]
-    real = agents.cem.avg_jct
+    real = agents.score_search.avg_jct
 
     def stop_in_generation_two(*args):
         calls[0] += 1
-        if calls[0] == 10 + 3:  # generation 0 runs 2 + 4 x 2 simulations; the 3rd of generation 1 is cut
+        # generation 0 runs SJF on the 5 validation seeds, 2 + 4 x 2 training simulations and the new mean on
+        # the 5 validation seeds; the 3rd simulation of generation 1 is cut
+        if calls[0] == 5 + 10 + 5 + 3:
             raise KeyboardInterrupt
         return real(*args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(agents.cem, "avg_jct", stop_in_generation_two)
+        patch.setattr(agents.score_search, "avg_jct", stop_in_generation_two)
         code = main(train_args(tmp_path, "--total_steps", "3"))
     err = capsys.readouterr().err
     assert code == 130 and "Traceback" not in err
@@ -273,11 +277,11 @@ def test_the_report_evaluates_cem_checkpoints_like_the_other_learners(tmp_path):
     assert main(["--mode", "report", "--models_dir", str(models), "--num_jobs", "20", "--no_progress", "--seeds",
                  "900,901", "--report_sets", "medium", "--log_dir", str(log)]) == 0  # fmt: skip
     evaluations = pd.read_csv(log / "evaluations.csv")
-    cem = evaluations[evaluations["policy"] == "cem"]
+    assert set(evaluations[evaluations["policy"] == "cem"]["checkpoint"]) == {"final", "best"}  # validated
+    cem = evaluations[(evaluations["policy"] == "cem") & (evaluations["checkpoint"] == "final")]
     assert sorted(zip(cem["train_seed"], cem["case"], strict=True)) == [
         (4, "seed900"), (4, "seed901"), (5, "seed900"), (5, "seed901")
     ]  # fmt: skip
-    assert set(cem["checkpoint"]) == {"final"}
     ev = tmp_path / "eval"
     assert main(["--mode", "eval", "--algo", "cem", "--checkpoint", str(models / "cem_seed5_final.pt"), "--seed",
                  "901", "--difficulty", "medium", "--num_jobs", "20", "--no_progress", "--log_dir", str(ev)]) == 0  # fmt: skip

@@ -1,0 +1,58 @@
+"""The scorers the score-round learners train (a linear score for `cem`, a per-row MLP for `es`): built from a
+parameter vector during training and from a checkpoint's `scorer` entry afterwards, with the checks that make a
+bad file one error line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from config import SCORER_ALGOS, RunConfig, UserError
+from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES
+from schedulers.score_rounds import LinearScorer, Scorer
+
+SCORES_ACTION = "scores"
+"""a scorer checkpoint's action_space type: one score per (job, GPU type) row of the score features"""
+
+
+def scorer_from_params(cfg: RunConfig, params: np.ndarray) -> Scorer:
+    """cfg.algo's scorer of the parameter vector `params` (a training candidate)."""
+    if cfg.algo == "es":
+        from agents.row_mlp import RowMLP  # lazy: torch's scorer, for es runs only
+
+        return RowMLP(params, cfg.es.hidden)
+    return LinearScorer(params)
+
+
+def check_scorer_features(path: str | Path, checkpoint: dict[str, Any]) -> None:
+    """UserError when a scorer checkpoint was trained on other score features than this version's."""
+    action = checkpoint.get("action_space") or {}
+    saved = list(action.get("features") or ())
+    if action.get("type") != SCORES_ACTION or saved != list(FEATURE_NAMES):
+        raise UserError(
+            f"{path} holds a {checkpoint.get('algo')} scorer of {len(saved)} features ({', '.join(saved[:3])}, ...), "
+            f"but this version scores {NUM_FEATURES} ({', '.join(FEATURE_NAMES[:3])}, ...): retrain it with this version"
+        )
+
+
+def load_scorer(path: str | Path) -> tuple[str, Scorer]:
+    """(algo, the trained scorer) of a scorer checkpoint; a file that is not one, or holds unusable parameters, is
+    a UserError naming it."""
+    from agents.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(path)
+    algo = checkpoint.get("algo")
+    if algo not in SCORER_ALGOS:
+        raise UserError(f"{path} holds a {algo} agent, not a score-round scorer ({', '.join(SCORER_ALGOS)})")
+    check_scorer_features(path, checkpoint)
+    entry = checkpoint.get("scorer") or {}
+    try:
+        if entry.get("kind") == "mlp":
+            from agents.row_mlp import RowMLP  # lazy: torch's scorer, for es checkpoints only
+
+            return algo, RowMLP(np.asarray(entry.get("params"), dtype=float), int(entry.get("hidden")))
+        return algo, LinearScorer(np.asarray(entry.get("weights"), dtype=float))
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{path}: unusable scorer weights ({err})") from None
