@@ -82,8 +82,9 @@ class RunTables:
 
 
 def read_run_tables(folder: str | Path) -> RunTables:
-    """Read a run folder's jobs.csv, runs.csv, cluster.csv and power_states.csv if it has one (with pandas: 0.2 s of CPU to import, but 0.1 s to
-    read 100,000 jobs where the standard library's csv reader takes 1 s; this module is imported only to draw)."""
+    """Read a run folder's jobs.csv, runs.csv, cluster.csv and power_states.csv if it has one (with pandas: 0.2 s
+    of CPU to import, but 0.1 s to read 100,000 jobs where the standard library's csv reader takes 1 s; this module
+    is imported only to draw)."""
     folder = Path(folder)
     text = {"job_id": str, "placement": str, "gpu_type": str, "status": str, "node_id": str}
     jobs = pd.read_csv(folder / "jobs.csv", dtype=text, keep_default_na=False, na_values={"jct_s": [""]})
@@ -235,7 +236,8 @@ class Gantt:
 
 def gantt_window(g: Gantt, start_s: float, end_s: float) -> Gantt:
     """The part of `g` inside [start_s, end_s]: the blocks of the runs overlapping it (a block that ends at
-    start_s or starts at end_s does not), cut to it, and the marks inside it."""
+    start_s or starts at end_s does not), cut to it, the marks inside it, and the shaded power-state spans
+    overlapping it, cut to it."""
     keep = (g.block_start_s < end_s) & (g.block_end_s > start_s)
     shade = (g.shade_start_s < end_s) & (g.shade_end_s > start_s)
     pre = (g.preempt_s >= start_s) & (g.preempt_s <= end_s)
