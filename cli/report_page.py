@@ -40,9 +40,12 @@ FILES = {
     "jct_cdf": "CDF of completed jobs' JCT (log axis), one curve per priority class when there are several",
     "utilization": "busy GPUs of each GPU type as a share of all GPUs, stacked, arrival window shaded",
     "queue_length": "queued jobs stacked by the GPU type each waits for, arrival window shaded",
-    "gantt": "timeline of every GPU (or node): one block per run coloured by job, preemptions and migrations marked",
+    "gantt": "timeline of every GPU (or node): one block per run coloured by job, preemptions and migrations marked; "
+    "with node power states, each node's off, booting, idle and shutting-down times shaded behind",
     "power": "facility power and the electricity price over time",
     "power_states": "nodes per power state over time",
+    "power_states.csv": "one row per interval of a node's power state (off, booting, idle, busy, shutting_down): "
+    "start and end; each node's rows cover the run without gaps",
     "jct_vs_cost": "avg JCT against energy cost, one dot per run",
     "compare": "per policy: mean over seeds (bar), min-max (whisker), each seed (dot); log axis where values span "
     "decades",

@@ -56,6 +56,7 @@ RUN_FILE_NAMES = frozenset(
         "learning_curves.png",
         "power.png",  # with --power (docs/power.md)
         "power_states.png",
+        "power_states.csv",
         "jct_vs_cost.png",
         "task.json",  # --task power|autoscaling eval (docs/power.md)
         "report.html",

@@ -27,6 +27,7 @@ from config import SCORER_ALGOS, RunConfig, UserError
 from metrics.compare import aggregate, assert_same_jobs, compare_table, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.fairness import FairnessRow, fairness, write_fairness_csv
+from metrics.power_states import write_power_states_csv
 from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv, write_summary_csv
 from scenario.build import Scenario, build_scenario
@@ -346,6 +347,8 @@ def write_run(
     write_cluster_csv(result, out_dir / "cluster.csv")
     write_summary_csv(rows, out_dir / "summary.csv")
     write_fairness_csv([fairness(result)], out_dir / "fairness.csv")
+    if result.power_model is not None:  # only runs with node power states: every other folder keeps its files
+        write_power_states_csv(result, out_dir / "power_states.csv")
     figures: list[Path] = []
     if plots:
         # lazy: matplotlib takes 0.4 s to import, more than a small run's simulation and CSVs (--plots none)

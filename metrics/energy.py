@@ -87,7 +87,7 @@ def window(result: RunResult) -> tuple[float, float]:
     return start, max(start, end)
 
 
-def _intervals(
+def execution_intervals(
     result: RunResult,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...], tuple[str, ...]]:
     """Every execution interval (job, start, end or NaN, placement, GPU type): RunResult.runs when recorded (a
@@ -170,7 +170,7 @@ def energy_report(result: RunResult, prices: PriceCurve) -> EnergyReport:
     times.append(np.asarray(ev_t, dtype=float))
     deltas.append(np.asarray(ev_d, dtype=float))
 
-    job, start, end, placement, gpu_type = _intervals(result)
+    job, start, end, placement, gpu_type = execution_intervals(result)
     dyn_w, attributed_w = _interval_powers(result, model, job, placement, gpu_type)
     s_clip = np.clip(start, t0, t1)
     e_clip = np.clip(np.where(np.isnan(end), t1, end), t0, t1)

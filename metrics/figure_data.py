@@ -1,4 +1,5 @@
-"""The numbers behind a run's figures, computed from its CSV files alone (jobs.csv, runs.csv, cluster.csv).
+"""The numbers behind a run's figures, computed from its CSV files alone (jobs.csv, runs.csv, cluster.csv, and
+power_states.csv when the run had node power states).
 
 Reading the written files rather than the in-memory result means a figure shows exactly what a reader of the CSVs
 can recompute (tests do: the stacked per-type utilization integrates to the per-type busy GPU-seconds of
@@ -16,6 +17,21 @@ import pandas as pd
 
 NOT_STARTED = "not started"
 """queue_by_type's key for jobs that never started (the type they wait for is not known yet)"""
+
+
+SHADED_STATES = ("off", "booting", "shutting_down", "idle")
+"""power_states.csv's states the timeline shades behind the job blocks (a busy node shows its blocks instead)"""
+
+
+@dataclass(frozen=True)
+class PowerStates:
+    """A run folder's power_states.csv (metrics/power_states.py) as aligned arrays: node index into cluster.csv's
+    rows, state name, start and end in seconds."""
+
+    node: np.ndarray  # int64
+    state: np.ndarray  # str
+    start_s: np.ndarray
+    end_s: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -37,11 +53,15 @@ class RunTables:
     node_id: np.ndarray  # str, cluster.csv's order
     node_gpu_type: np.ndarray  # str
     node_num_gpus: np.ndarray  # int
+    power_states: PowerStates | None = None
+    """power_states.csv, None when the folder has none (a run without node power states)"""
 
     @property
     def horizon_s(self) -> float:
-        """The last instant the files know of: the latest submit, start or end (open runs end here)."""
-        times = np.concatenate([self.submit_s, self.run_start_s, self.run_end_s])
+        """The last instant the files know of: the latest submit, start or end, or power-state end (open runs end
+        here)."""
+        states = () if self.power_states is None else (self.power_states.end_s,)
+        times = np.concatenate([self.submit_s, self.run_start_s, self.run_end_s, *states])
         times = times[np.isfinite(times)]
         return float(times.max()) if len(times) else 0.0
 
@@ -62,14 +82,25 @@ class RunTables:
 
 
 def read_run_tables(folder: str | Path) -> RunTables:
-    """Read a run folder's jobs.csv, runs.csv and cluster.csv (with pandas: 0.2 s of CPU to import, but 0.1 s to
-    read 100,000 jobs where the standard library's csv reader takes 1 s; this module is imported only to draw)."""
+    """Read a run folder's jobs.csv, runs.csv, cluster.csv and power_states.csv if it has one (with pandas: 0.2 s
+    of CPU to import, but 0.1 s to read 100,000 jobs where the standard library's csv reader takes 1 s; this module
+    is imported only to draw)."""
     folder = Path(folder)
     text = {"job_id": str, "placement": str, "gpu_type": str, "status": str, "node_id": str}
     jobs = pd.read_csv(folder / "jobs.csv", dtype=text, keep_default_na=False, na_values={"jct_s": [""]})
     runs = pd.read_csv(folder / "runs.csv", dtype=text, keep_default_na=False, na_values={"end_time": [""]})
     nodes = pd.read_csv(folder / "cluster.csv", dtype=text, keep_default_na=False)
     index = {job_id: i for i, job_id in enumerate(jobs["job_id"].tolist())}
+    power_states = None
+    if (folder / "power_states.csv").is_file():
+        states = pd.read_csv(folder / "power_states.csv", dtype=text, keep_default_na=False)
+        node_index = {node_id: k for k, node_id in enumerate(nodes["node_id"].tolist())}
+        power_states = PowerStates(
+            node=np.array([node_index[n] for n in states["node_id"].tolist()], dtype=np.int64),
+            state=states["state"].to_numpy(dtype=object),
+            start_s=states["start_s"].to_numpy(dtype=float),
+            end_s=states["end_s"].to_numpy(dtype=float),
+        )
     return RunTables(
         job_id=jobs["job_id"].to_numpy(dtype=object),
         submit_s=jobs["submit_time"].to_numpy(dtype=float),
@@ -85,6 +116,7 @@ def read_run_tables(folder: str | Path) -> RunTables:
         node_id=nodes["node_id"].to_numpy(dtype=object),
         node_gpu_type=nodes["gpu_type"].to_numpy(dtype=object),
         node_num_gpus=nodes["num_gpus"].to_numpy(dtype=np.int64),
+        power_states=power_states,
     )
 
 
@@ -183,7 +215,8 @@ def jct_by_priority(tables: RunTables) -> dict[int, np.ndarray]:
 class Gantt:
     """Blocks of a node/GPU timeline: one per (run, GPU it held), lanes numbered from the top, plus the instants
     where a job was preempted (a run that another run of the same job follows) and where it was migrated (a run
-    placed on other GPUs than the job's previous run)."""
+    placed on other GPUs than the job's previous run), and the shaded power states (SHADED_STATES): one span per
+    interval of power_states.csv, over all lanes of its node (lanes shade_lane0 to shade_lane1, inclusive)."""
 
     lane_labels: tuple[str, ...]
     block_lane: np.ndarray  # int
@@ -194,12 +227,19 @@ class Gantt:
     preempt_s: np.ndarray
     migrate_lane: np.ndarray
     migrate_s: np.ndarray
+    shade_state: np.ndarray  # str, one of SHADED_STATES
+    shade_lane0: np.ndarray  # int, the node's first lane
+    shade_lane1: np.ndarray  # int, its last lane
+    shade_start_s: np.ndarray
+    shade_end_s: np.ndarray
 
 
 def gantt_window(g: Gantt, start_s: float, end_s: float) -> Gantt:
     """The part of `g` inside [start_s, end_s]: the blocks of the runs overlapping it (a block that ends at
-    start_s or starts at end_s does not), cut to it, and the marks inside it."""
+    start_s or starts at end_s does not), cut to it, the marks inside it, and the shaded power-state spans
+    overlapping it, cut to it."""
     keep = (g.block_start_s < end_s) & (g.block_end_s > start_s)
+    shade = (g.shade_start_s < end_s) & (g.shade_end_s > start_s)
     pre = (g.preempt_s >= start_s) & (g.preempt_s <= end_s)
     mig = (g.migrate_s >= start_s) & (g.migrate_s <= end_s)
     return Gantt(
@@ -212,6 +252,11 @@ def gantt_window(g: Gantt, start_s: float, end_s: float) -> Gantt:
         preempt_s=g.preempt_s[pre],
         migrate_lane=g.migrate_lane[mig],
         migrate_s=g.migrate_s[mig],
+        shade_state=g.shade_state[shade],
+        shade_lane0=g.shade_lane0[shade],
+        shade_lane1=g.shade_lane1[shade],
+        shade_start_s=np.maximum(g.shade_start_s[shade], start_s),
+        shade_end_s=np.minimum(g.shade_end_s[shade], end_s),
     )
 
 
@@ -245,6 +290,16 @@ def gantt(tables: RunTables, per_node: bool) -> Gantt:
     same_job = tables.run_job[order][1:] == tables.run_job[order][:-1]
     before, after = order[:-1][same_job], order[1:][same_job]  # consecutive runs of one job
     moved = tables.run_placement[before] != tables.run_placement[after]
+    if per_node:
+        first = np.arange(len(tables.node_id), dtype=np.int64)
+        last = first
+    else:
+        last = np.cumsum(tables.node_num_gpus) - 1
+        first = last - tables.node_num_gpus + 1
+    ps = tables.power_states
+    if ps is None:
+        ps = PowerStates(np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0), np.zeros(0))
+    shaded = np.isin(ps.state, SHADED_STATES) & (ps.end_s > ps.start_s)
     return Gantt(
         lane_labels=tuple(label for _, label in lanes),
         block_lane=np.asarray(lane, dtype=np.int64),
@@ -255,4 +310,9 @@ def gantt(tables: RunTables, per_node: bool) -> Gantt:
         preempt_s=tables.run_end_s[before],
         migrate_lane=first_lane[after[moved]],
         migrate_s=tables.run_start_s[after[moved]],
+        shade_state=ps.state[shaded],
+        shade_lane0=first[ps.node[shaded]],
+        shade_lane1=last[ps.node[shaded]],
+        shade_start_s=ps.start_s[shaded],
+        shade_end_s=ps.end_s[shaded],
     )

@@ -20,6 +20,7 @@ from matplotlib.colors import to_rgba_array
 from matplotlib.figure import Figure
 
 from metrics.figure_data import (
+    Gantt,
     RunTables,
     StackedSteps,
     arrival_window,
@@ -39,6 +40,13 @@ GANTT_MAX_JOBS = 2000
 GANTT_MAX_GPU_LANES = 128
 """clusters with more GPUs get one timeline lane per node instead of one per GPU"""
 SPANS = ("window", "full")
+STATE_STYLE = {  # power state -> (legend label, face colour, hatch): drawn behind the job blocks
+    "off": ("node off", "0.88", "///"),
+    "booting": ("booting", "#fdd9a0", ""),
+    "shutting_down": ("shutting down", "#d5c8ec", ""),
+    "idle": ("idle (on, no job)", "#fdf8dc", ""),
+}
+"""the shaded states of metrics/figure_data.py's SHADED_STATES"""
 
 
 @dataclass(frozen=True)
@@ -189,10 +197,44 @@ def jct_cdf_figure(tables: RunTables, title: str) -> Figure:
     return fig
 
 
+def _rectangles(x0_h: np.ndarray, x1_h: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> np.ndarray:
+    """Corners (N, 4, 2) of N axis-aligned rectangles for one PolyCollection."""
+    return np.stack([np.stack(c, axis=1) for c in ((x0_h, y0), (x0_h, y1), (x1_h, y1), (x1_h, y0))], axis=1)
+
+
+def _shade_power_states(ax: Axes, g: Gantt) -> bool:
+    """Shade each node's lanes by power state (STATE_STYLE), one collection per state labelled with its legend
+    label; returns whether anything was shaded."""
+    for state, (label, colour, hatch) in STATE_STYLE.items():
+        mine = g.shade_state == state
+        if not mine.any():
+            continue
+        corners = _rectangles(
+            g.shade_start_s[mine] / 3600.0,
+            g.shade_end_s[mine] / 3600.0,
+            g.shade_lane0[mine] - 0.5,
+            g.shade_lane1[mine] + 0.5,
+        )
+        ax.add_collection(
+            PolyCollection(
+                corners,
+                facecolors=colour,
+                edgecolors="0.55" if hatch else "none",
+                hatch=hatch or None,
+                linewidths=0,
+                zorder=0.5,
+                label=label,
+            )
+        )
+    return bool(len(g.shade_state))
+
+
 def gantt_figure(tables: RunTables, title: str, window_s: tuple[float, float] | None = None) -> Figure:
     """One lane per GPU (per node on clusters of more than GANTT_MAX_GPU_LANES GPUs), a block per run coloured by
-    job, an x where a job was preempted and a triangle where it restarted on other GPUs; with `window_s` (start,
-    end) only the runs overlapping that window, cut to it, on a time axis of exactly that window."""
+    job, an x where a job was preempted and a triangle where it restarted on other GPUs, and, when the run has
+    power_states.csv, each node's lanes shaded by power state behind the blocks (STATE_STYLE); with `window_s`
+    (start, end) only the runs and states overlapping that window, cut to it, on a time axis of exactly that
+    window."""
     per_node = tables.total_gpus > GANTT_MAX_GPU_LANES
     g = gantt(tables, per_node)
     if window_s is not None:
@@ -202,14 +244,18 @@ def gantt_figure(tables: RunTables, title: str, window_s: tuple[float, float] | 
     fig.set_label(
         f"Timeline of every {'node' if per_node else 'GPU'}: one block per run, coloured by job; x = preempted, "
         "triangle = restarted on other GPUs (migrated)"
+        + ("; node power states shaded behind" if tables.power_states is not None else "")
     )
     ax = axes[0, 0]
+    shaded = _shade_power_states(ax, g)
+    if shaded:
+        ax.autoscale_view()
     if len(g.block_lane):
         # one collection of rectangles (lane +- 0.4, run start to end): a patch per block cost ~7 ms each to
         # build and draw, 30 s for the 12,000 blocks of an 80-job preemptive run
-        x0, x1 = g.block_start_s / 3600.0, g.block_end_s / 3600.0
-        y0, y1 = g.block_lane - 0.4, g.block_lane + 0.4
-        corners = np.stack([np.stack(c, axis=1) for c in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))], axis=1)
+        corners = _rectangles(
+            g.block_start_s / 3600.0, g.block_end_s / 3600.0, g.block_lane - 0.4, g.block_lane + 0.4
+        )
         blocks = PolyCollection(
             corners,
             facecolors=to_rgba_array([f"C{j % 10}" for j in g.block_job.tolist()]),
@@ -223,13 +269,13 @@ def gantt_figure(tables: RunTables, title: str, window_s: tuple[float, float] | 
             ax.plot(g.preempt_s / 3600.0, g.preempt_lane, "x", color="red", ms=5, label="preempted")
         if len(g.migrate_s):
             ax.plot(g.migrate_s / 3600.0, g.migrate_lane, ">", color="black", ms=4, label="migrated")
-        if len(g.preempt_s) or len(g.migrate_s):
-            ax.legend(fontsize=7, loc="upper right")
         first_s, last_s = arrival_window(tables)
         if last_s > first_s:
             ax.axvspan(first_s / 3600.0, last_s / 3600.0, color="0.5", alpha=0.08, lw=0)
     else:
         _no_data(ax, "no job ran in this window" if window_s is not None else "no job ever ran")
+    if shaded or len(g.preempt_s) or len(g.migrate_s):
+        ax.legend(fontsize=7, loc="upper right", framealpha=0.9)
     if window_s is not None:
         ax.set_xlim(window_s[0] / 3600.0, window_s[1] / 3600.0)
         title += f", {window_s[0]:g} s to {window_s[1]:g} s"
