@@ -333,18 +333,22 @@ def _protecting_spread(free: FreeState, shadow: CountShadow, s: tuple, t: int) -
     elig, k = s[0], s[1]
     nodes = elig.type_nodes[t]
     node_whole, node_pool = free.node_whole, free.layout.node_pool
-    total = sum(node_whole[n] for n in nodes)
+    slack = sum(node_whole[n] for n in nodes) - k  # free GPUs of t the spread leaves out
+    if slack <= 0:
+        return None  # it takes every free GPU of t: its first spread is its only one
     h_elig, h_k, h_milli, _, h_pace = shadow.shape
     h_need = 1 if h_milli < FULL else h_k
     for o in _options(h_elig, h_need, h_pace):
         pools = o.pools
         if o.multi_type < 0:
+            # (a head with a one-node option keeps per-node counts, or a full copy: `whole_free` applies)
+            whole_free = shadow.whole_free
             for m in nodes:
-                if node_pool[m] not in pools:
-                    continue
-                room = shadow.whole_free(m) - h_need
                 f = node_whole[m]
-                if room < 0 or room >= f or total - f + room < k:
+                if not f or node_pool[m] not in pools:
+                    continue
+                room = whole_free(m) - h_need  # GPUs m can give while the head still fits on it
+                if room < 0 or not 0 < f - room <= slack:
                     continue
                 p = _spread_with(free, nodes, k, t, m, room, ())
                 if shadow.head_fits_without(p):
@@ -354,9 +358,9 @@ def _protecting_spread(free: FreeState, shadow: CountShadow, s: tuple, t: int) -
             shared = [n for n in nodes if node_pool[n] in pools]
             if not shared:
                 continue
-            spare = shadow.spread_spare(h_nodes)
+            spare = shadow.spread_spare(pools, h_nodes)
             inside = sum(node_whole[n] for n in shared)
-            if spare < 0 or spare >= inside or total - inside + spare < k:
+            if spare < 0 or not 0 < inside - spare <= slack:
                 continue
             p = _spread_with(free, nodes, k, t, -1, spare, frozenset(shared))
             if shadow.head_fits_without(p):
