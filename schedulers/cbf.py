@@ -20,11 +20,12 @@ in arrival order, each take a reservation in the profile:
   reservation takes the best-fit GPU (smallest sufficient free share, ties -> lower index) of the reserved
   node: node free-GPU counts stay exact, since the reserved GPU is then left whole instead.
 A job starts now exactly when its reservation starts now; no reservation ever delays an earlier one (each is
-made on the capacity left by all earlier ones). In a run with fractional jobs and exact runtimes, a rebuild that
-would start some job later than its previous reservation is replaced by one that holds every job's previous slot until its turn
-(`cbf_schedule`, `_rebuild_holding`): a fractional job that starts early on a shared GPU frees its whole-GPU
-reservation, and a rebuild from scratch could let an earlier job take a later job's slot. Per-GPU identities are not reserved: GPUs of one node are
-interchangeable for whole-GPU jobs, so node counts decide feasibility exactly.
+made on the capacity left by all earlier ones). In a run with fractional jobs and exact runtimes, a rebuild
+that would start some job later than its previous reservation is replaced by one that holds every job's
+previous slot until its turn (`cbf_schedule`, `_rebuild_holding`): a fractional job that starts early on a
+shared GPU frees its whole-GPU reservation, and a rebuild from scratch could let an earlier job take a later
+job's slot. Per-GPU identities are not reserved: GPUs of one node are interchangeable for whole-GPU jobs, so
+node counts decide feasibility exactly.
 
 Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-check each against it):
 - while every queued job so far starts now on its first option (the fastest; equal speeds in option order: a
