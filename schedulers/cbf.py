@@ -20,8 +20,12 @@ in arrival order, each take a reservation in the profile:
   reservation takes the best-fit GPU (smallest sufficient free share, ties -> lower index) of the reserved
   node: node free-GPU counts stay exact, since the reserved GPU is then left whole instead.
 A job starts now exactly when its reservation starts now; no reservation ever delays an earlier one (each is
-made on the capacity left by all earlier ones). Per-GPU identities are not reserved: GPUs of one node are
-interchangeable for whole-GPU jobs, so node counts decide feasibility exactly.
+made on the capacity left by all earlier ones). In a run with fractional jobs and exact runtimes, a rebuild
+that would start some job later than its previous reservation is replaced by one that holds every job's
+previous slot until its turn (`cbf_schedule`, `_rebuild_holding`): a fractional job that starts early on a
+shared GPU frees its whole-GPU reservation, and a rebuild from scratch could let an earlier job take a later
+job's slot. Per-GPU identities are not reserved: GPUs of one node are interchangeable for whole-GPU jobs, so
+node counts decide feasibility exactly.
 
 Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-check each against it):
 - while every queued job so far starts now on its first option (the fastest; equal speeds in option order: a
@@ -46,11 +50,13 @@ from bisect import bisect_left, bisect_right, insort
 from heapq import heapify, heappop, heappush
 from math import nextafter
 from typing import NamedTuple
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
 from schedulers.plan import Plan
-from schedulers.run_facts import run_facts as _run_facts
+from schedulers.run_facts import run_facts
+from schedulers.run_facts import run_facts as _run_facts  # what the build's shortcuts read (tests force it)
 from sim.cluster import FULL, ClusterLayout, FreeState, Placement
 from sim.placement import _gpus_on_node, _options, effective_speed
 from sim.simulator import Decision, View
@@ -77,7 +83,77 @@ def cbf(view: View) -> list[Decision]:
 
 
 def cbf_schedule(view: View, want_reservations: bool = False) -> tuple[list[Decision], list[Reservation]]:
-    """This instant's starts, and (if asked) every queued job's reservation in arrival order."""
+    """This instant's starts, and (if asked) every queued job's reservation in arrival order.
+
+    In a run with fractional jobs and exact runtimes, the schedule rebuilt from scratch is kept only if it
+    starts no job later than the reservation the previous call gave it; else the rebuild holds each job's
+    previous slot (`_rebuild_holding`)."""
+    any_fractional, exact = run_facts(view.jobs)
+    if not (any_fractional and exact):
+        return _from_scratch(view, want_reservations)
+    jt = view.jobs
+    now = view.now_s
+    last = _SLOTS.get(jt)
+    prev = last[1] if last is not None and last[0] <= now else {}
+    decisions, res = _from_scratch(view, True)
+    for r in res:
+        was = prev.get(r.job)
+        if was is not None and r.start_s > was.start_s >= now:
+            decisions, res = _rebuild_holding(view, prev)
+            break
+    _SLOTS[jt] = (now, {r.job: r for r in res if not r.starts_now})
+    return decisions, res if want_reservations else []
+
+
+_SLOTS: WeakKeyDictionary = WeakKeyDictionary()
+"""JobTable -> (time, the future reservations of its last call) in a run with fractional jobs and exact runtimes"""
+
+
+def _rebuild_holding(view: View, prev: dict[int, Reservation]) -> tuple[list[Decision], list[Reservation]]:
+    """The schedule rebuilt in queue order with each job's previous slot (`prev`) held in the profile until its
+    turn (a slot that starts before now or no longer fits is not held): at its turn a job gives its slot back
+    and takes its earliest-completion reservation as usual, unless that starts later than the slot, which it
+    then keeps. So no reservation starts later than the previous one while the capacity it counted on is
+    there (exact runtimes)."""
+    jt = view.jobs
+    now = view.now_s
+    plan = Plan(view.free)
+    prof = _Profile(view, plan.snapshot(), [], not _has_fractional(view))
+    held: dict[int, Reservation] = {}
+    for i in view.queue:
+        h = prev.get(i)
+        if h is not None and h.start_s >= now and prof.fits_all_along(h):
+            prof.hold(h, 1)
+            held[i] = h
+    res: list[Reservation] = []
+    for i in view.queue:
+        h = held.pop(i, None)
+        if h is not None:
+            prof.hold(h, -1)
+        r, p = prof.reserve(i, plan)
+        if h is not None and (r is None or r.start_s > h.start_s):
+            if r is not None:
+                prof.hold(r, -1)
+            prof.hold(h, 1)
+            r, p = h, None
+            if h.start_s == now:
+                _, k, milli, mem_mb, _ = jt.shape[i]
+                if len(h.nodes) == 1:
+                    p = _on_node(plan.free, h.nodes[0], k, milli, mem_mb)
+                else:
+                    p = _spread_placement(plan.free, list(h.nodes), list(h.counts), h.type_idx)
+            r = r._replace(starts_now=p is not None)
+        if r is None:
+            continue
+        if p is not None:
+            plan.add(i, p)
+            prof.started_now(i, p)
+        res.append(r)
+    return plan.decisions, res
+
+
+def _from_scratch(view: View, want_reservations: bool) -> tuple[list[Decision], list[Reservation]]:
+    """The schedule rebuilt from scratch in queue order (the module docstring's rule)."""
     jt = view.jobs
     now = view.now_s
     # reuse the last instant's schedule when it provably equals the rebuilt one (see _Kept)
@@ -579,6 +655,25 @@ class _Profile:
                 fl[j] -= c
             if a <= 1:  # the row's second step may have moved earlier
                 heappush(self.next_steps, (tl[1], n))
+
+    def fits_all_along(self, r: Reservation) -> bool:
+        """Whether r's nodes keep r's GPUs free during [r.start_s, r.end_s) (its slot could be taken)."""
+        end = max(r.end_s, _after(r.start_s))
+        now = self.view.now_s
+        for n, c in zip(r.nodes, r.counts, strict=True):
+            tl, fl = self.t[n], self.free[n]
+            j = max(bisect_right(tl, r.start_s) - 1, 0) if r.start_s > now else 0
+            while j < len(tl) and (j == 0 or tl[j] < end):
+                if fl[j] < c:
+                    return False
+                j += 1
+        return True
+
+    def hold(self, r: Reservation, sign: int) -> None:
+        """Take r's slot from the profile (sign 1) or give it back (-1); capacity given back voids `earliest`."""
+        self._take(r.start_s, r.end_s, r.nodes, [sign * c for c in r.counts])
+        if sign < 0:
+            self.earliest = {}
 
     # -- reservations ------------------------------------------------------------------------------------
 

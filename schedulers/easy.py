@@ -11,8 +11,11 @@ capacity at that time. A later job that fits now is backfilled
 (b) on the first of its alternative placements (sim/placement.py's `alternatives`: every free node of each
     one-node option in best-fit order, each free spread, fractional jobs the best-fit GPU of each speed; all in
     the rule's preference order) after which the head still fits in the shadow state: the heterogeneous
-    generalisation of EASY's "extra nodes". Its GPUs then stay removed from the shadow state for the rest of the
-    scan. A job with no such placement is refused.
+    generalisation of EASY's "extra nodes". A spread whose first placement (most-free nodes first) would delay
+    the head is followed by the spreads of its type that each keep one of the head's options free
+    (`_protecting_spread`), so a job that can only spread is refused only when every spread of it would delay
+    the head. Its GPUs then stay removed from the shadow state for the rest of the scan. A job with no such
+    placement is refused.
 """
 
 from __future__ import annotations
@@ -299,6 +302,11 @@ def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placeme
     verdicts: dict[tuple[int, int], bool] = {}
     for o, n, c in plan.alternative_slots(s):
         fits = by_type[node_type[n] if n >= 0 else o.multi_type]
+        if fits is None and n < 0:  # a spread: if its first placement delays the head, another may not
+            p = alternative_placement(free, o, n, c, k)
+            if shadow.head_fits_without(p) or (p := _protecting_spread(free, shadow, s, o.multi_type)):
+                return lambda p=p: p
+            continue
         if fits is None:
             key = shadow.node_key(n) if n >= 0 else None
             fits = verdicts.get(key) if key is not None else None
@@ -309,6 +317,82 @@ def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placeme
         if fits:
             return lambda o=o, n=n, c=c: alternative_placement(free, o, n, c, k)
     return None
+
+
+def _protecting_spread(free: FreeState, shadow: CountShadow, s: tuple, t: int) -> Placement | None:
+    """A spread of shape `s` over type t (free now; its first spread, most-free nodes first, delays the head)
+    that leaves the head one of its options in the shadow state, or None if no spread of s does.
+
+    The head's options are tried in its placement order: on a one-node option, each of its nodes m (ascending)
+    with room for the head in the shadow state; on a spread option, its nodes H. The candidate is the spread
+    most-free nodes first over t's nodes where m gives at most its shadow GPUs beyond the head's need, or
+    where H comes last and gives at most its shadow GPUs beyond the head's need in all. Any spread that keeps
+    the head fitting keeps one such option free, and that option's candidate then exists: so a job is refused
+    only when every spread of it would delay the head. A candidate equal to the first spread (the option does
+    not touch t's nodes) is skipped: it was refused already."""
+    elig, k = s[0], s[1]
+    nodes = elig.type_nodes[t]
+    node_whole, node_pool = free.node_whole, free.layout.node_pool
+    slack = sum(node_whole[n] for n in nodes) - k  # free GPUs of t the spread leaves out
+    if slack <= 0:
+        return None  # it takes every free GPU of t: its first spread is its only one
+    h_elig, h_k, h_milli, _, h_pace = shadow.shape
+    h_need = 1 if h_milli < FULL else h_k
+    for o in _options(h_elig, h_need, h_pace):
+        pools = o.pools
+        if o.multi_type < 0:
+            # (a head with a one-node option keeps per-node counts, or a full copy: `whole_free` applies)
+            whole_free = shadow.whole_free
+            for m in nodes:
+                f = node_whole[m]
+                if not f or node_pool[m] not in pools:
+                    continue
+                room = whole_free(m) - h_need  # GPUs m can give while the head still fits on it
+                if room < 0 or not 0 < f - room <= slack:
+                    continue
+                p = _spread_with(free, nodes, k, t, m, room, ())
+                if shadow.head_fits_without(p):
+                    return p
+        elif o.multi_type == t:
+            h_nodes = h_elig.type_nodes[t]
+            shared = [n for n in nodes if node_pool[n] in pools]
+            if not shared:
+                continue
+            spare = shadow.spread_spare(pools, h_nodes)
+            inside = sum(node_whole[n] for n in shared)
+            if spare < 0 or not 0 < inside - spare <= slack:
+                continue
+            p = _spread_with(free, nodes, k, t, -1, spare, frozenset(shared))
+            if shadow.head_fits_without(p):
+                return p
+    return None
+
+
+def _spread_with(
+    free: FreeState, nodes: list[int], k: int, t: int, capped: int, cap: int, last: frozenset
+) -> Placement:
+    """k GPUs over `nodes` (of type t), most free first (ties -> lower index), with node `capped` giving at
+    most `cap` of its free GPUs, or the nodes in `last` taken after the others and giving at most `cap` in all."""
+    whole = free.node_whole
+    avail = {n: (min(whole[n], cap) if n == capped else whole[n]) for n in nodes}
+    order = sorted(nodes, key=lambda n: (n in last, -avail[n], n))
+    gpus: list[int] = []
+    used: list[int] = []
+    counts: list[int] = []
+    left, budget = k, cap
+    for n in order:
+        c = min(avail[n], left)
+        if n in last:
+            c = min(c, budget)
+            budget -= c
+        if c > 0:
+            gpus.extend(free.free_gpus_on(n, c))
+            used.append(n)
+            counts.append(c)
+            left -= c
+            if not left:
+                break
+    return Placement(tuple(gpus), tuple(used), FULL, 0, t, -1, tuple(counts))
 
 
 def _earliest_passing(members, first, by_runtime, pos, best, known, now, speed, shadow_s) -> int:

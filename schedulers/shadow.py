@@ -170,6 +170,22 @@ class CountShadow:
             return None
         return self.base.layout.node_pool[n], self.base.node_whole[n] + self.delta.get(n, 0)
 
+    def whole_free(self, n: int) -> int:
+        """Node n's free whole GPUs in the shadow state (not while it keeps a single count: `one_type`)."""
+        if self.full is not None:
+            return self.full.node_whole[n]
+        return self.base.node_whole[n] + self.delta.get(n, 0)
+
+    def spread_spare(self, pools: tuple[int, ...], nodes: list[int]) -> int:
+        """Free whole GPUs in the shadow state over `nodes` (the head's nodes of one type it may spread on, the
+        nodes of `pools`) beyond the head's k: how many of them a backfill may take while that spread stays
+        free."""
+        if self.full is not None:
+            return sum(self.full.node_whole[n] for n in nodes) - self.k
+        if self.one_type >= 0:
+            return self.avail - self.k  # `avail` counts exactly the nodes of the head's one spread
+        return sum(self.pool_sum[q] for q in pools) - self.k
+
     def head_fits_without_shape(self, shape: tuple, type_idx: int) -> bool | None:
         """Like `head_fits_without` for any placement of `shape` on type `type_idx`, when the counts alone
         decide it (a one-type multi-node head on all pools of its type); None when a placement is needed."""

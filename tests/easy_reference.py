@@ -5,8 +5,8 @@ free state, every job tested one by one, every release applied one by one."""
 from __future__ import annotations
 
 from schedulers.plan import Plan
-from sim.cluster import FreeState, Placement
-from sim.placement import alternatives, place
+from sim.cluster import FULL, FreeState, Placement
+from sim.placement import _options, alternatives, place
 from sim.simulator import Decision, View
 
 
@@ -39,8 +39,8 @@ def easy_reference(view: View) -> list[Decision]:
             continue
         if jt.shape[i] in refused:
             continue
-        for alt in alternatives(plan.free, *jt.shape[i]):  # (b) some placement leaves room for the head
-            shadow.take(alt)
+        for alt in _with_other_spreads(plan.free, shadow, jt.shape[i], jt.shape[head]):
+            shadow.take(alt)  # (b) some placement leaves room for the head
             if place(shadow, *jt.shape[head]) is not None:
                 plan.add(i, alt)
                 refused.clear()
@@ -49,6 +49,62 @@ def easy_reference(view: View) -> list[Decision]:
         else:
             refused.add(jt.shape[i])
     return plan.decisions
+
+
+def _with_other_spreads(free: FreeState, shadow: FreeState, shape: tuple, head_shape: tuple):
+    """The shape's alternatives, each spread followed by the spreads of its type that protect one head option
+    each (in the head's option order): for a one-node option, each of its nodes m (ascending) where the head
+    fits in the shadow state, m giving at most its shadow GPUs beyond the head's need; for a spread option of
+    the same type, its nodes last and giving at most their shadow GPUs beyond the head's need in all."""
+    elig, k, milli = shape[:3]
+    layout = free.layout
+    h_elig, h_k, h_milli, _, h_pace = head_shape
+    need = 1 if h_milli < FULL else h_k
+    for alt in alternatives(free, *shape):
+        yield alt
+        if milli < FULL or len(alt.nodes) == 1:
+            continue
+        t = alt.type_idx
+        nodes = [n for n in elig.nodes if layout.node_type[n] == t]
+        for o in _options(h_elig, need, h_pace):
+            h_nodes = [n for n in h_elig.nodes if layout.node_pool[n] in o.pools]
+            if o.multi_type < 0:
+                for m in h_nodes:
+                    room = shadow.node_whole[m] - need
+                    if room >= 0:
+                        cap = {
+                            n: min(free.node_whole[n], room) if n == m else free.node_whole[n] for n in nodes
+                        }
+                        p = _spread(free, nodes, cap, set(), k, k, t)
+                        if p is not None:
+                            yield p
+            else:
+                spare = sum(shadow.node_whole[n] for n in h_nodes) - h_k
+                if spare >= 0:
+                    cap = {n: free.node_whole[n] for n in nodes}
+                    p = _spread(free, nodes, cap, set(h_nodes), spare, k, t)
+                    if p is not None:
+                        yield p
+
+
+def _spread(free: FreeState, nodes, cap: dict, last: set, budget: int, k: int, t: int) -> Placement | None:
+    """k GPUs over `nodes`, at most cap[n] on node n and `budget` over the nodes in `last`, taken from the nodes
+    not in `last` first, then most capacity first, then lower index; None if they hold fewer than k."""
+    gpus, used, counts = [], [], []
+    for n in sorted(nodes, key=lambda n: (n in last, -cap[n], n)):
+        c = min(cap[n], k - len(gpus))
+        if n in last:
+            c = min(c, budget)
+            budget -= c
+        if c > 0:
+            first = free.layout.node_first_gpu[n]
+            own = range(first, first + free.layout.node_num_gpus[n])
+            gpus += [g for g in own if free.free_milli[g] == FULL][:c]
+            used.append(n)
+            counts.append(c)
+    if len(gpus) < k:
+        return None
+    return Placement(tuple(gpus), tuple(used), FULL, 0, t, -1, tuple(counts))
 
 
 def reservation(

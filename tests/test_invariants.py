@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from config import RunConfig, WorkloadConfig
@@ -15,13 +15,14 @@ from scenario.build import build_scenario
 from schedulers import POLICIES, PREEMPTIVE
 from schedulers.power_managers import deferring, make_manager, parse_manager
 from sim.catalog import CATALOG
-from sim.cluster import FULL, ClusterLayout
+from sim.cluster import FULL, ClusterLayout, Placement
 from sim.cluster_spec import ClusterSpec, NodeSpec
 from sim.job import Job, Workload
+from sim.placement import place
 from sim.power import PowerModel
 from sim.prices import synthetic_curve
 from sim.simulator import Simulator
-from tests.easy_reference import easy_reference
+from tests.easy_reference import easy_reference, reservation
 from tests.helpers import estimates
 from tests.sjf_reference import sjf_reference
 
@@ -216,6 +217,72 @@ def test_easy_by_shape_equals_the_plain_arrival_order_scan(spec, workload, seed,
     fast.run(checked_easy)
     plain.run(easy_reference)
     assert _same_schedule(fast, plain)
+
+
+def _spreads(free, nodes: list[int], k: int, t: int):
+    """Every spread of k whole GPUs over `nodes` (type t) free now, as placements (each node's lowest free
+    GPUs: a node's free GPUs are interchangeable for whole-GPU jobs and for a fractional head)."""
+    layout = free.layout
+
+    def counts(x: int, left: int):
+        if left == 0:
+            yield ()
+            return
+        if x == len(nodes):
+            return
+        for c in range(min(free.node_whole[nodes[x]], left), -1, -1):
+            for rest in counts(x + 1, left - c):
+                yield (c, *rest)
+
+    for cs in counts(0, k):
+        used = [(n, c) for n, c in zip(nodes, cs, strict=False) if c]
+        gpus = []
+        for n, c in used:
+            first = layout.node_first_gpu[n]
+            own = range(first, first + layout.node_num_gpus[n])
+            gpus += [g for g in own if free.free_milli[g] == FULL][:c]
+        yield Placement(tuple(gpus), tuple(n for n, _ in used), FULL, 0, t, -1, tuple(c for _, c in used))
+
+
+def _spread_case() -> tuple[ClusterSpec, Workload]:
+    """tests/test_schedulers.py's case where the first spread delays the head and another spread does not."""
+    nodes = tuple(NodeSpec(f"n{n}", "A100-80GB", 8, 80.0) for n in range(3))
+    arrivals = [("x", 0, 100, 1), ("f7", 0, 1, 7), ("y", 0, 5000, 2), ("f6", 0, 1, 6), ("z", 0, 5000, 5)]
+    arrivals += [("h", 2, 10, 8), ("j", 2, 1000, 9), ("a1", 2, 50, 7)]
+    jobs = tuple(Job(i, float(a), float(r), k) for i, a, r, k in arrivals)
+    return ClusterSpec("spread", nodes), Workload("spread", jobs)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads())
+@example(*_spread_case())
+def test_easy_refuses_a_spread_job_only_when_every_spread_delays_the_head(spec, workload):
+    """After each instant's decisions, every waiting job that fits now by a spread but does not end by the
+    shadow time was refused: no spread of it (all node-count splits over each type it may spread on, checked
+    one by one) leaves the head a placement in the shadow state."""
+    layout = ClusterLayout(spec)
+    sim = Simulator(workload, layout)
+    while sim.advance():
+        for d in POLICIES["easy"](sim.view()):
+            sim.start(d)
+        view = sim.view()
+        queue = list(view.queue)
+        if not queue or place(view.free, *view.jobs.shape[queue[0]]) is not None:
+            continue
+        head = queue[0]
+        shadow_s, shadow = reservation(view, view.free.copy(), head, [])
+        for j in queue[1:]:
+            elig, k, milli, _, pace = view.jobs.shape[j]
+            p = place(view.free, *view.jobs.shape[j])
+            if p is None or milli < FULL or view.now_s + view.duration_on(j, p) <= shadow_s:
+                continue
+            for t in elig.types:
+                if elig.type_max_node[t] >= k:
+                    continue  # no spread on t
+                for q in _spreads(view.free, elig.type_nodes[t], k, t):
+                    shadow.take(q)
+                    assert place(shadow, *view.jobs.shape[head]) is None, (view.now_s, j, q)
+                    shadow.give(q)
 
 
 @pytest.mark.parametrize(("difficulty", "seed"), [("medium", 100), ("hard", 0), ("hard", 1)])

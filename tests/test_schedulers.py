@@ -308,14 +308,14 @@ def test_easy_asked_again_after_each_of_its_starts_gives_the_rest(plain):
             assert rest == ds[n + 1 :], (t, n)
 
 
-@pytest.mark.xfail(strict=True, reason="EASY tries one spread per type: see docs/schedulers.md")
-def test_easy_asked_again_after_each_start_gives_the_rest_with_spread_backfills():
-    # Known limit of the fixed point: 3 nodes x 8 A100s, free 7/6/3 at t=2 (x holds 1 GPU of n0 until 100; y, z
-    # hold 2 of n1 and 5 of n2 for long). h needs one whole node -> n0 at 100. j (9 GPUs, 1,000 s) can only
-    # spread; its one spread alternative takes the most-free nodes (n0 7 + n1 2) and leaves no node for h ->
-    # refused. a1 (7 GPUs, 50 s) then takes n0 until 52. Asked again, EASY spreads j over n1 6 + n2 3 (n0 is
-    # full), which leaves n0 to h at 100 -> starts j, though the native scan refused it: the spread over n1 and
-    # n2 was free at j's turn too, but not among the alternatives tried.
+@pytest.mark.parametrize("plain", [False, True])
+def test_easy_backfills_a_spread_that_keeps_the_heads_node_and_asked_again_gives_the_rest(plain):
+    # 3 nodes x 8 A100s, free 7/6/3 at t=2 (x holds 1 GPU of n0 until 100; y, z hold 2 of n1 and 5 of n2 for
+    # long). h needs one whole node -> n0 at 100 (shadow: n0 8, n1 6, n2 3 free). j (9 GPUs, 1,000 x 1.2 s) can
+    # only spread: its first spread (most-free nodes: n0 7 + n1 2) leaves no node for h; the spread that keeps
+    # h's node n0 (n0 gives at most 8 - 8 = 0 GPUs) is n1 6 + n2 3 -> j starts at 2 there. a1 (7 GPUs, 50 s)
+    # then takes n0's 7 free GPUs until 52 <= 100 (a). h starts at 100 on n0. (Before every spread was tried,
+    # j was refused and started only once h and a1 were done.)
     jobs = [
         job("x", 0, 100, 1),
         job("f7", 0, 1, 7),
@@ -326,10 +326,19 @@ def test_easy_asked_again_after_each_start_gives_the_rest_with_spread_backfills(
         job("j", 2, 1000, 9),
         job("a1", 2, 50, 7),
     ]
-    instants = _instants_reasked("3xA100-80GB:8", jobs, POLICIES["easy"])
-    for t, ds, again in instants:  # fails at t=2: decisions [a1], asked again after a1: [j on n1 and n2]
+    instants = _instants_reasked("3xA100-80GB:8", jobs, easy_reference if plain else easy_backfill)
+    at_2 = next(x for x in instants if x[0] == 2.0)
+    assert [(jobs[d.job].job_id, d.placement.nodes, d.placement.node_counts) for d in at_2[1]] == [
+        ("j", (1, 2), (6, 3)),
+        ("a1", (0,), ()),
+    ]
+    # the fixed point: asked again after each start, EASY gives the rest (before every spread was tried, it
+    # refused j at t=2, and asked again after a1 had filled n0 it spread j over n1 and n2 and started it)
+    for t, ds, again in instants:
         for n, rest in enumerate(again):
             assert rest == ds[n + 1 :], (t, _ids(jobs, ds), n, _ids(jobs, rest))
+    _, r = run("3xA100-80GB:8", jobs, "easy")
+    assert times(r)["j"] == (2, 1202) and times(r)["a1"] == (2, 52) and times(r)["h"] == (100, 110)
 
 
 def test_start_refuses_a_placement_that_is_taken_or_does_not_match_the_job():
@@ -370,14 +379,14 @@ def test_start_refuses_a_placement_that_is_taken_or_does_not_match_the_job():
     assert sim.free.free_milli.tolist()[:4] == [0, 0, 500, 0] and sim.free.node_free_bits == [0, 0b11]
 
 
-def test_easy_next_call_retries_a_spread_refused_before_a_backfill_moved_it():
-    """A spread's alternative depends on which nodes are most free, so a job refused under (b) can pass later
-    without any job completing. Five nodes of 8 GPUs; long fillers leave 3, 3, 3, 3, 2 GPUs free, and r1 (1
-    GPU on n0) ends at 100. At 0.5: H (4 GPUs on one node) is blocked; its reservation is t=100 on n0 (3 free +
-    r1's GPU). S (10 GPUs, a spread) would take n0-n2 and 1 of n3 and leave n0 1 GPU at t=100: refused. X (3
-    GPUs, ends by 100) is backfilled on n0 by best fit. At 1 (Y arrives, nothing completed): S's spread now
-    takes n1-n3 and 1 of n4 and n0 gets its 4 GPUs back by t=100: S starts. A policy that remembered S as
-    refused would miss it."""
+def test_easy_backfills_a_spread_that_leaves_the_head_its_node_with_a_kept_shadow():
+    """Five nodes of 8 GPUs; long fillers leave 3, 3, 3, 3, 2 GPUs free, and r1 (1 GPU on n0) ends at 100. At
+    0.5: H (4 GPUs on one node) is blocked; its reservation is t=100 on n0 (3 free + r1's GPU; the other nodes
+    keep at most 3). S (10 GPUs, a spread): its first spread (n0-n2 and 1 of n3) leaves n0 1 GPU at t=100; the
+    spread that keeps n0 for H (n0 gives at most 4 - 4 = 0) takes n1-n3 and 1 of n4 -> S starts at 0.5. X (3
+    GPUs, ends by 100) is then backfilled on n0 (a). At 1 (Y arrives, nothing completed) nothing changes, and
+    the next calls (the kept shadow) agree with the plain scan. (When one spread per type was tried, S was
+    refused at 0.5 and started at 1, once X had moved its first spread off n0.)"""
     spec = parse_cluster_spec("5xA100-80GB:8")
     fillers = [(0, 4), (1, 5), (2, 5), (3, 5), (4, 6)]  # (node, GPUs), each for 10,000 s
     jobs = [job(f"L{n}", 0, 10_000, k) for n, k in fillers]
@@ -397,5 +406,6 @@ def test_easy_next_call_retries_a_spread_refused_before_a_backfill_moved_it():
                 sim.start(d)
         runs.append(sim)
     fast, plain = runs
-    assert plain.start_s[6:9] == [100.0, 1.0, 0.5]  # H at its reservation, S at 1, X at once
+    assert plain.start_s[6:9] == [100.0, 0.5, 0.5]  # H at its reservation, S and X at once
+    assert (plain.placements[7].nodes, plain.placements[7].node_counts) == ((1, 2, 3, 4), (3, 3, 3, 1))
     assert fast.start_s == plain.start_s and fast.placements == plain.placements
