@@ -29,7 +29,7 @@ from sim.load import offered_load_factor
 from sim.placement import Pace, effective_speed
 from sim.power import BOOTING, OFF, ON, SHUTTING_DOWN, NodePower, PowerModel, PowerOff, PowerOn
 from sim.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
-from sim.sorted_list import OnDemandSortedList, SortedList
+from sim.sorted_list import OnDemandDict, OnDemandSortedList, SortedList
 from sim.throughput import ThroughputMatrix
 
 _INF = float("inf")
@@ -309,7 +309,10 @@ class Simulator:
         # the per-shape lists, and keeping the largest index sorted costs every job two updates)
         self.queue_by_runtime = OnDemandSortedList(lambda: ((self._qkey[i], i) for i in self.queue))
         self.queue_by_shape: dict[tuple, SortedList] = {}  # of jobs
-        self.queue_by_shape_runtime: dict[tuple, SortedList] = {}  # of (known runtime, job)
+        # of (known runtime, job), per shape; built (from queue_by_shape, whose key order it shares) and kept up
+        # to date only once a policy reads it (FCFS and CBF never do: it would cost every job two sorted updates)
+        self.queue_by_shape_runtime: dict[tuple, SortedList] = OnDemandDict(self._build_shape_runtime)
+        self._shape_runtime_live = False
         self.running: list[tuple[float, int]] = []
         self.running_whole_gpus: list[int] = []
         self.start_s = [float("nan")] * n
@@ -360,6 +363,12 @@ class Simulator:
         self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
         self._schedule_arrivals(accepted)
 
+    def _build_shape_runtime(self) -> list[tuple[tuple, SortedList]]:
+        """queue_by_shape_runtime's items now (it is read for the first time): from now on it is kept up to date."""
+        self._shape_runtime_live = True
+        key = self._qkey
+        return [(s, SortedList([(key[i], i) for i in members])) for s, members in self.queue_by_shape.items()]
+
     # -- SimPy processes and callbacks -------------------------------------------------------------------
 
     def _schedule_arrivals(self, accepted: list[int]) -> None:
@@ -393,14 +402,35 @@ class Simulator:
         """Enqueue the jobs of one arrival instant."""
         if self._later_arrivals:
             heappush(self.env._queue, self._later_arrivals.pop())
+        queue = self.queue
+        qbr = self.queue_by_runtime
+        by_shape = self.queue_by_shape
+        shape = self.jobs.shape
+        jobs = event._value
+        if qbr.active or self._shape_runtime_live:
+            self._enqueue_indexed(jobs)
+            return
+        of_one = SortedList.of_one
+        for i in jobs:  # arrivals have the largest indices yet: each is appended to its shape's list
+            queue[i] = None
+            s = shape[i]
+            members = by_shape.get(s)
+            if members is None:
+                by_shape[s] = of_one(i)
+            else:
+                members.append_max(i)
+        self.num_arrived += len(jobs)
+
+    def _enqueue_indexed(self, jobs: list[int]) -> None:
+        """_on_arrival's work when the by-runtime indexes are live (a policy reads them)."""
         known = self._qkey
         queue = self.queue
         qbr = self.queue_by_runtime
         by_shape = self.queue_by_shape
         by_shape_runtime = self.queue_by_shape_runtime
         shape = self.jobs.shape
-        jobs = event._value
         qbr = qbr if qbr.active else None
+        live = self._shape_runtime_live
         for i in jobs:
             queue[i] = None
             entry = (known[i], i)
@@ -410,10 +440,12 @@ class Simulator:
             members = by_shape.get(s)
             if members is None:
                 by_shape[s] = SortedList.of_one(i)
-                by_shape_runtime[s] = SortedList.of_one(entry)
+                if live:
+                    by_shape_runtime[s] = SortedList.of_one(entry)
             else:
-                members.add(i)
-                by_shape_runtime[s].add(entry)
+                members.append_max(i)
+                if live:
+                    by_shape_runtime[s].add(entry)
         self.num_arrived += len(jobs)
 
     def _on_complete(self, event: simpy.Event) -> None:
@@ -651,10 +683,12 @@ class Simulator:
         members = by_shape[s]
         if len(members) == 1:
             del by_shape[s]
-            del self.queue_by_shape_runtime[s]
+            if self._shape_runtime_live:
+                del self.queue_by_shape_runtime[s]
         else:
             members.remove(i)
-            self.queue_by_shape_runtime[s].remove(entry)
+            if self._shape_runtime_live:
+                self.queue_by_shape_runtime[s].remove(entry)
         env = self.env
         now = env._now
         t = p.type_idx
@@ -718,12 +752,15 @@ class Simulator:
             self.queue_by_runtime.add((key, i))
         s = jt.shape[i]
         members = self.queue_by_shape.get(s)
+        live = self._shape_runtime_live
         if members is None:
             self.queue_by_shape[s] = SortedList.of_one(i)
-            self.queue_by_shape_runtime[s] = SortedList.of_one((key, i))
+            if live:
+                self.queue_by_shape_runtime[s] = SortedList.of_one((key, i))
         else:
             members.add(i)
-            self.queue_by_shape_runtime[s].add((key, i))
+            if live:
+                self.queue_by_shape_runtime[s].add((key, i))
 
     def _sort_queue(self) -> None:
         """Restore the queue's arrival (index) order after preemptions that appended jobs out of it."""
