@@ -247,6 +247,7 @@ class FreeState:
         "version",
         "gives",
         "pool_gives",
+        "__weakref__",  # policies remember the state they last saw (schedulers/fcfs.py) without keeping it alive
     )
 
     def __init__(self, layout: ClusterLayout, _copy_from: FreeState | None = None):

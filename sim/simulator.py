@@ -16,7 +16,8 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from heapq import heappush
+from heapq import heappop, heappush
+from itertools import count
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +48,17 @@ class _Timer(simpy.Event):
         self._value = value
         self._ok = True
         heappush(env._queue, (at_s, NORMAL, next(env._eid), self))
+
+
+class _Arrival(simpy.Event):
+    """The event of one arrival instant: `jobs` arrive at `at_s`; SimPy id `eid` (reserved in advance)."""
+
+    def __init__(self, env: simpy.Environment, at_s: float, eid: int, jobs: list[int], callback):
+        self.env = env
+        self.callbacks = [callback]
+        self._value = jobs
+        self._ok = True
+        heappush(env._queue, (at_s, NORMAL, eid, self))
 
 
 class Decision(NamedTuple):
@@ -342,7 +354,8 @@ class Simulator:
         self._queue_unsorted = False  # preemptions appended jobs out of arrival order (see preempt)
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
-        self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
+        # (t, busy milli, busy TFLOPS x 10^4, queue) per instant, flat: four values a row (no tuple per instant)
+        self._timeline: list[float | int] = []
         self.num_completed = 0
         self.num_arrived = 0
         accepted = []
@@ -372,36 +385,35 @@ class Simulator:
     # -- SimPy processes and callbacks -------------------------------------------------------------------
 
     def _schedule_arrivals(self, accepted: list[int]) -> None:
-        """One SimPy event per distinct arrival instant, each at exactly its arrival time. All are built (and
-        numbered, SimPy's tie order) now, as if scheduled at t=0, but each enters SimPy's event heap only when the
-        previous one fires: the heap then holds the running jobs' completions and one arrival, not every future
-        arrival, and pops the same events in the same order."""
-        arrival = self.jobs.arrival_s
-        groups: list[list[int]] = []
-        last = None
-        for i in accepted:
-            if groups and arrival[i] == last:
-                groups[-1].append(i)
-            else:
-                groups.append([i])
-                last = arrival[i]
+        """One SimPy event per distinct arrival instant, each at exactly its arrival time, numbered (SimPy's tie
+        order) as if all were scheduled now, at t=0: their ids are reserved now. Each is built and enters SimPy's
+        event heap only when the previous one fires: the heap then holds the running jobs' completions and one
+        arrival, no object exists per future arrival, and the same events pop in the same order."""
         env = self.env
-        entries = []
-        for g in groups:
-            ev = simpy.Event(env)
-            ev.callbacks.append(self._on_arrival)
-            ev._value = g
-            ev._ok = True
-            entries.append((env._now + arrival[g[0]], NORMAL, next(env._eid), ev))  # as env.timeout(arrival)
-        entries.reverse()
-        self._later_arrivals = entries  # the next one last
-        if entries:
-            heappush(env._queue, entries.pop())
+        arrival = np.asarray(self.jobs.arrival_s, dtype=float)[accepted]
+        # where each group of equal arrival times starts in `accepted`, then len(accepted)
+        new_time = np.r_[True, arrival[1:] != arrival[:-1]] if accepted else np.zeros(0, dtype=bool)
+        self._group_first = np.r_[np.flatnonzero(new_time), len(accepted)]
+        self._next_group = 0
+        self._arrival_t0 = env._now
+        if accepted:
+            self._arrival_eid = next(env._eid)  # the first group's id; the others follow it
+            env._eid = count(self._arrival_eid + len(self._group_first) - 1)
+            self._push_arrival()
+
+    def _push_arrival(self) -> None:
+        """Put the next arrival instant's event on SimPy's heap (there is one)."""
+        g = self._next_group
+        self._next_group = g + 1
+        first = self._group_first
+        jobs = self._accepted[first[g] : first[g + 1]]
+        at_s = self._arrival_t0 + self.jobs.arrival_s[jobs[0]]  # as env.timeout(arrival) at t=0
+        _Arrival(self.env, at_s, self._arrival_eid + g, jobs, self._on_arrival)
 
     def _on_arrival(self, event: simpy.Event) -> None:
         """Enqueue the jobs of one arrival instant."""
-        if self._later_arrivals:
-            heappush(self.env._queue, self._later_arrivals.pop())
+        if self._next_group < len(self._group_first) - 1:
+            self._push_arrival()
         queue = self.queue
         qbr = self.queue_by_runtime
         by_shape = self.queue_by_shape
@@ -585,24 +597,33 @@ class Simulator:
         The run is over when no event remains (every job done, or queued jobs left that nothing will start).
         """
         env = self.env
-        heap, step, tl = env._queue, env.step, self._timeline  # heap[0][0]: env.peek() without the call
-        tl.append((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
+        heap, tl = env._queue, self._timeline  # heap[0][0]: env.peek() without the call
+        tl.extend((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
         while True:
             if not heap:
                 return False
             t = heap[0][0]
             if t == _INF:
                 return False
-            step()
-            while heap and heap[0][0] == t:
-                step()
+            env._now = t
+            while (
+                True
+            ):  # env.step() inlined: every event the simulator schedules succeeds (_ok) and is no process
+                event = heappop(heap)[3]
+                callbacks, event.callbacks = event.callbacks, None
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok:
+                    raise event._value
+                if not heap or heap[0][0] != t:
+                    break
             if self.queue:
                 self._woken = False
                 return True
             if self._woken:
                 self._woken = False
                 return True
-            tl.append((t, self._busy_milli, self._busy_tflops_x10k, 0))
+            tl.extend((t, self._busy_milli, self._busy_tflops_x10k, 0))
 
     def step_instant(self) -> bool:
         """Process all events of the next instant only (the Gymnasium env accounts reward per instant).
@@ -610,7 +631,7 @@ class Simulator:
         Returns False, processing nothing, when no event remains.
         """
         env = self.env
-        self._timeline.append((env.now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
+        self._timeline.extend((env.now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
         t = env.peek()
         if t == _INF:
             return False
