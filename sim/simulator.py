@@ -14,6 +14,7 @@ run of a job owns its own timeout object).
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from heapq import heappop, heappush
@@ -393,12 +394,14 @@ class Simulator:
         arrival = np.asarray(self.jobs.arrival_s, dtype=float)[accepted]
         # where each group of equal arrival times starts in `accepted`, then len(accepted)
         new_time = np.r_[True, arrival[1:] != arrival[:-1]] if accepted else np.zeros(0, dtype=bool)
-        self._group_first = np.r_[np.flatnonzero(new_time), len(accepted)]
+        starts = np.r_[np.flatnonzero(new_time), len(accepted)].astype(np.int64)
+        self._group_first = array("q", starts.tobytes())  # 8 B a group, read as python ints
+        self._num_groups = len(self._group_first) - 1
         self._next_group = 0
         self._arrival_t0 = env._now
         if accepted:
             self._arrival_eid = next(env._eid)  # the first group's id; the others follow it
-            env._eid = count(self._arrival_eid + len(self._group_first) - 1)
+            env._eid = count(self._arrival_eid + self._num_groups)
             self._push_arrival()
 
     def _push_arrival(self) -> None:
@@ -412,7 +415,7 @@ class Simulator:
 
     def _on_arrival(self, event: simpy.Event) -> None:
         """Enqueue the jobs of one arrival instant."""
-        if self._next_group < len(self._group_first) - 1:
+        if self._next_group < self._num_groups:
             self._push_arrival()
         queue = self.queue
         qbr = self.queue_by_runtime
