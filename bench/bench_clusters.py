@@ -128,8 +128,8 @@ def run_one(case: str, algo: str, num_jobs: int, seed: int, repeat: int, want_fi
         best = min(best, time.process_time() - c0)
         if want_fingerprint:
             prints.add(fingerprint(sim.result(algo, seed)))
-        instants = len(sim._timeline)
-        max_queue = max((e[3] for e in sim._timeline), default=0)
+        instants = len(sim._timeline) // 4  # four values per instant
+        max_queue = max(sim._timeline[3::4], default=0)
         done = sim.num_completed
         del sim
     return {

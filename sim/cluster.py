@@ -7,7 +7,6 @@ A whole-GPU allocation takes the GPU's entire share and memory; a fractional one
 from __future__ import annotations
 
 from collections.abc import Iterator
-from heapq import heappop, heappush
 from typing import NamedTuple
 
 import numpy as np
@@ -15,9 +14,12 @@ import numpy as np
 from sim.catalog import CATALOG
 from sim.cluster_spec import ClusterSpec
 from sim.records import NodeInfo
+from sim.sorted_list import NodeSet
 
 FULL = 1000  # milli-GPU of a whole GPU
-BIG_POOL = 64  # nodes in a pool above which FreeState keeps its nodes ordered (heaps) as well as in sets
+BIG_POOL = (
+    64  # nodes in a pool above which FreeState keeps them in NodeSets (ordered, cheap copies), not sets
+)
 
 
 def gb_to_mb(gb: float) -> int:
@@ -101,8 +103,8 @@ class ClusterLayout:
         for i in range(self.num_nodes):
             q = self.node_pool[i]
             self.pool_max_gpus[q] = max(self.pool_max_gpus[q], self.node_num_gpus[i])
-        # pools of more than BIG_POOL nodes keep their nodes in heaps too (FreeState.min_node: min() of a set
-        # walks the whole set)
+        # pools of more than BIG_POOL nodes keep their nodes in NodeSets (FreeState.min_node: min() of a set walks
+        # the whole set; a copy of a NodeSet shares its buckets)
         pool_nodes = [0] * len(pool_key)
         for q in self.node_pool:
             pool_nodes[q] += 1
@@ -228,7 +230,9 @@ class FreeState:
 
     `node_whole[n]` counts node n's completely free GPUs and `node_free_bits[n]` says which they are (bit j:
     the node's j-th GPU, `layout.gpu_bit`); `pool_free[q][c]` is the set of nodes of pool q with exactly c
-    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes).
+    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes): a set, or for a pool
+    of more than BIG_POOL nodes a NodeSet (ascending; copied in O(buckets), so a copy of the state costs little
+    more than its per-node lists whatever the number of nodes).
     """
 
     __slots__ = (
@@ -240,10 +244,10 @@ class FreeState:
         "type_whole",
         "free_milli_total",
         "pool_free",
-        "pool_heap",
         "version",
         "gives",
         "pool_gives",
+        "__weakref__",  # policies remember the state they last saw (schedulers/fcfs.py) without keeping it alive
     )
 
     def __init__(self, layout: ClusterLayout, _copy_from: FreeState | None = None):
@@ -261,13 +265,12 @@ class FreeState:
             self.node_free_bits = [(1 << k) - 1 for k in layout.node_num_gpus]
             self.type_whole = list(layout.type_num_gpus)
             self.free_milli_total = FULL * layout.num_gpus
-            self.pool_free = [[set() for _ in range(m + 1)] for m in layout.pool_max_gpus]
-            for n in range(layout.num_nodes):
-                self.pool_free[layout.node_pool[n]][layout.node_num_gpus[n]].add(n)
-            self.pool_heap = [
-                [sorted(nodes) for nodes in by_c] if big else None
-                for by_c, big in zip(self.pool_free, layout.pool_big, strict=True)
+            self.pool_free = [
+                [NodeSet() if big else set() for _ in range(m + 1)]
+                for m, big in zip(layout.pool_max_gpus, layout.pool_big, strict=True)
             ]
+            for n in range(layout.num_nodes):  # (ascending: a NodeSet appends)
+                self.pool_free[layout.node_pool[n]][layout.node_num_gpus[n]].add(n)
         else:
             self.free_milli = _copy_from.free_milli.copy()
             self.free_mem_mb = _copy_from.free_mem_mb.copy()
@@ -276,7 +279,6 @@ class FreeState:
             self.type_whole = list(_copy_from.type_whole)
             self.free_milli_total = _copy_from.free_milli_total
             self.pool_free = [[s.copy() for s in by_c] for by_c in _copy_from.pool_free]
-            self.pool_heap = [None if hs is None else [h.copy() for h in hs] for hs in _copy_from.pool_heap]
 
     def copy(self) -> FreeState:
         return FreeState(self.layout, self)
@@ -288,66 +290,28 @@ class FreeState:
         by_c[old].discard(n)
         by_c[old + delta].add(n)
         self.node_whole[n] = old + delta
-        if old + delta and self.pool_heap[q] is not None:
-            self._push(q, old + delta, n)
 
     def _add_whole_on(self, nodes: tuple[int, ...], counts: tuple[int, ...], sign: int) -> None:
         """`_add_whole(n, sign * c)` for each node n and count c (a multi-node placement)."""
-        node_whole, node_pool = self.node_whole, self.layout.node_pool
-        pool_free, heaps = self.pool_free, self.pool_heap
+        node_whole, node_pool, pool_free = self.node_whole, self.layout.node_pool, self.pool_free
         for n, c in zip(nodes, counts, strict=True):
             old = node_whole[n]
             new = old + sign * c
-            q = node_pool[n]
-            by_c = pool_free[q]
+            by_c = pool_free[node_pool[n]]
             by_c[old].discard(n)
             by_c[new].add(n)
             node_whole[n] = new
-            if new and heaps[q] is not None:
-                self._push(q, new, n)
-
-    def _push(self, q: int, c: int, n: int) -> None:
-        """Record in big pool q's heap of nodes with c >= 1 whole free GPUs that n has joined them (its entries
-        in other heaps go stale: they are dropped when they reach the top, or when the heap is rebuilt). Nodes
-        with no free GPU are never looked up in order: their heap stays empty."""
-        h = self.pool_heap[q][c]
-        heappush(h, n)
-        if len(h) > 2 * len(self.pool_free[q][c]) + 64:  # mostly stale: rebuild (amortised O(1) per push)
-            h[:] = sorted(self.pool_free[q][c])
 
     def min_node(self, q: int, c: int) -> int:
-        """The lowest-indexed node of pool q with exactly c >= 1 whole free GPUs (there is one)."""
+        """The lowest-indexed node of pool q with exactly c whole free GPUs (there is one)."""
         nodes = self.pool_free[q][c]
-        hs = self.pool_heap[q]
-        if hs is None:
-            return min(nodes)
-        h = hs[c]
-        while h[0] not in nodes:
-            heappop(h)
-        return h[0]
+        return nodes.first() if self.layout.pool_big[q] else min(nodes)
 
     def nodes_ascending(self, q: int, c: int) -> Iterator[int]:
-        """The nodes of pool q with exactly c >= 1 whole free GPUs, ascending, produced lazily (in O(log n) each for
-        a big pool, whose heap is walked in order without being changed). Do not change the state meanwhile."""
+        """The nodes of pool q with exactly c whole free GPUs, ascending (lazily, in O(1) each, for a big pool).
+        Do not change the state meanwhile."""
         nodes = self.pool_free[q][c]
-        hs = self.pool_heap[q]
-        if hs is None:
-            yield from sorted(nodes)
-            return
-        h = hs[c]
-        if not h:
-            return
-        seen = set()
-        frontier = [(h[0], 0)]
-        size = len(h)
-        while frontier:
-            n, x = heappop(frontier)
-            if n in nodes and n not in seen:
-                seen.add(n)
-                yield n
-            for y in (2 * x + 1, 2 * x + 2):
-                if y < size:
-                    heappush(frontier, (h[y], y))
+        return iter(nodes) if self.layout.pool_big[q] else iter(sorted(nodes))
 
     def free_gpus_on(self, node: int, k: int) -> list[int]:
         """The k lowest-indexed completely free GPUs of `node` (it has them), ascending."""
@@ -396,8 +360,6 @@ class FreeState:
                 by_c[old].discard(n)
                 by_c[old - k].add(n)
                 self.node_whole[n] = old - k
-                if old - k and self.pool_heap[q] is not None:
-                    self._push(q, old - k, n)
             else:
                 self._add_whole_on(p.nodes, p.node_counts, -1)
             self.type_whole[p.type_idx] -= k
@@ -447,8 +409,6 @@ class FreeState:
                 by_c[old].discard(n)
                 by_c[old + k].add(n)
                 self.node_whole[n] = old + k
-                if self.pool_heap[q] is not None:
-                    self._push(q, old + k, n)
             else:
                 self._add_whole_on(p.nodes, p.node_counts, 1)
             self.type_whole[p.type_idx] += k

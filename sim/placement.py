@@ -224,18 +224,18 @@ def _find_one_node(free: FreeState, pools: tuple[int, ...], k: int) -> tuple[int
     return None if best_c < 0 else (best_node, best_c)
 
 
-def _nodes_with(free: FreeState, pools: tuple[int, ...], c: int, need: int = 1) -> Iterator[int]:
-    """The nodes of `pools` with exactly c whole free GPUs, ascending (lazily where pools are big: callers
-    often need only the first, or the first `need`)."""
-    pool_free, heaps = free.pool_free, free.pool_heap
-    if len(pools) == 1 and heaps[pools[0]] is None:  # the common case: one small pool
+def _nodes_with(free: FreeState, pools: tuple[int, ...], c: int) -> Iterator[int]:
+    """The nodes of `pools` with exactly c whole free GPUs, ascending (lazily: callers often need only the first
+    few; a big pool's NodeSet is walked in order, a small pool's set sorted)."""
+    pool_free = free.pool_free
+    if len(pools) == 1:
         by_c = pool_free[pools[0]]
-        return iter(sorted(by_c[c]) if c < len(by_c) else ())
-    sets = [pool_free[q][c] for q in pools if c < len(pool_free[q]) and pool_free[q][c]]
-    # sorting the nodes (in C) beats walking the pools' heaps in order (in Python) unless few are needed
-    if all(heaps[q] is None for q in pools) or 16 * need >= sum(map(len, sets)):
-        return iter(sorted(sets[0]) if len(sets) == 1 else sorted([n for nodes in sets for n in nodes]))
-    its = [free.nodes_ascending(q, c) for q in pools if c < len(pool_free[q]) and pool_free[q][c]]
+        return free.nodes_ascending(pools[0], c) if c < len(by_c) else iter(())
+    qs = [q for q in pools if c < len(pool_free[q]) and pool_free[q][c]]
+    big = free.layout.pool_big
+    if not any(big[q] for q in qs):  # small pools: sorting their nodes (in C) beats a merge (in Python)
+        return iter(sorted([n for q in qs for n in pool_free[q][c]]))
+    its = [free.nodes_ascending(q, c) for q in qs]
     return its[0] if len(its) == 1 else merge(*its)
 
 
@@ -292,8 +292,7 @@ def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -
     counts: list[int] = []
     # nodes with the most free GPUs first (fewest nodes), ties -> lower node index
     for c in range(max(len(by_c) for by_c in by_cs) - 1, 0, -1):
-        need = -(-(k - len(gpus)) // c)  # nodes of c free GPUs that would complete the placement
-        for n in _nodes_with(free, pools, c, need):
+        for n in _nodes_with(free, pools, c):
             take = min(c, k - len(gpus))
             gpus.extend(free.free_gpus_on(n, take))
             nodes.append(n)

@@ -14,9 +14,11 @@ run of a job owns its own timeout object).
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from heapq import heappush
+from heapq import heappop, heappush
+from itertools import count
 from typing import NamedTuple
 
 import numpy as np
@@ -29,7 +31,7 @@ from sim.load import offered_load_factor
 from sim.placement import Pace, effective_speed
 from sim.power import BOOTING, OFF, ON, SHUTTING_DOWN, NodePower, PowerModel, PowerOff, PowerOn
 from sim.records import COMPLETED, REJECTED, UNFINISHED, RunResult, Runs
-from sim.sorted_list import OnDemandSortedList, SortedList
+from sim.sorted_list import OnDemandDict, OnDemandSortedList, SortedList
 from sim.throughput import ThroughputMatrix
 
 _INF = float("inf")
@@ -47,6 +49,17 @@ class _Timer(simpy.Event):
         self._value = value
         self._ok = True
         heappush(env._queue, (at_s, NORMAL, next(env._eid), self))
+
+
+class _Arrival(simpy.Event):
+    """The event of one arrival instant: `jobs` arrive at `at_s`; SimPy id `eid` (reserved in advance)."""
+
+    def __init__(self, env: simpy.Environment, at_s: float, eid: int, jobs: list[int], callback):
+        self.env = env
+        self.callbacks = [callback]
+        self._value = jobs
+        self._ok = True
+        heappush(env._queue, (at_s, NORMAL, eid, self))
 
 
 class Decision(NamedTuple):
@@ -309,7 +322,10 @@ class Simulator:
         # the per-shape lists, and keeping the largest index sorted costs every job two updates)
         self.queue_by_runtime = OnDemandSortedList(lambda: ((self._qkey[i], i) for i in self.queue))
         self.queue_by_shape: dict[tuple, SortedList] = {}  # of jobs
-        self.queue_by_shape_runtime: dict[tuple, SortedList] = {}  # of (known runtime, job)
+        # of (known runtime, job), per shape; built (from queue_by_shape, whose key order it shares) and kept up
+        # to date only once a policy reads it (FCFS and CBF never do: it would cost every job two sorted updates)
+        self.queue_by_shape_runtime: dict[tuple, SortedList] = OnDemandDict(self._build_shape_runtime)
+        self._shape_runtime_live = False
         self.running: list[tuple[float, int]] = []
         self.running_whole_gpus: list[int] = []
         self.start_s = [float("nan")] * n
@@ -339,7 +355,8 @@ class Simulator:
         self._queue_unsorted = False  # preemptions appended jobs out of arrival order (see preempt)
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
-        self._timeline: list[tuple[float, int, int, int]] = []  # (t, busy milli, busy TFLOPS x 10^4, queue)
+        # (t, busy milli, busy TFLOPS x 10^4, queue) per instant, flat: four values a row (no tuple per instant)
+        self._timeline: list[float | int] = []
         self.num_completed = 0
         self.num_arrived = 0
         accepted = []
@@ -360,47 +377,75 @@ class Simulator:
         self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
         self._schedule_arrivals(accepted)
 
+    def _build_shape_runtime(self) -> list[tuple[tuple, SortedList]]:
+        """queue_by_shape_runtime's items now (it is read for the first time): from now on it is kept up to date."""
+        self._shape_runtime_live = True
+        key = self._qkey
+        return [(s, SortedList([(key[i], i) for i in members])) for s, members in self.queue_by_shape.items()]
+
     # -- SimPy processes and callbacks -------------------------------------------------------------------
 
     def _schedule_arrivals(self, accepted: list[int]) -> None:
-        """One SimPy event per distinct arrival instant, each at exactly its arrival time. All are built (and
-        numbered, SimPy's tie order) now, as if scheduled at t=0, but each enters SimPy's event heap only when the
-        previous one fires: the heap then holds the running jobs' completions and one arrival, not every future
-        arrival, and pops the same events in the same order."""
-        arrival = self.jobs.arrival_s
-        groups: list[list[int]] = []
-        last = None
-        for i in accepted:
-            if groups and arrival[i] == last:
-                groups[-1].append(i)
-            else:
-                groups.append([i])
-                last = arrival[i]
+        """One SimPy event per distinct arrival instant, each at exactly its arrival time, numbered (SimPy's tie
+        order) as if all were scheduled now, at t=0: their ids are reserved now. Each is built and enters SimPy's
+        event heap only when the previous one fires: the heap then holds the running jobs' completions and one
+        arrival, no object exists per future arrival, and the same events pop in the same order."""
         env = self.env
-        entries = []
-        for g in groups:
-            ev = simpy.Event(env)
-            ev.callbacks.append(self._on_arrival)
-            ev._value = g
-            ev._ok = True
-            entries.append((env._now + arrival[g[0]], NORMAL, next(env._eid), ev))  # as env.timeout(arrival)
-        entries.reverse()
-        self._later_arrivals = entries  # the next one last
-        if entries:
-            heappush(env._queue, entries.pop())
+        arrival = np.asarray(self.jobs.arrival_s, dtype=float)[accepted]
+        # where each group of equal arrival times starts in `accepted`, then len(accepted)
+        new_time = np.r_[True, arrival[1:] != arrival[:-1]] if accepted else np.zeros(0, dtype=bool)
+        starts = np.r_[np.flatnonzero(new_time), len(accepted)].astype(np.int64)
+        self._group_first = array("q", starts.tobytes())  # 8 B a group, read as python ints
+        self._num_groups = len(self._group_first) - 1
+        self._next_group = 0
+        self._arrival_t0 = env._now
+        if accepted:
+            self._arrival_eid = next(env._eid)  # the first group's id; the others follow it
+            env._eid = count(self._arrival_eid + self._num_groups)
+            self._push_arrival()
+
+    def _push_arrival(self) -> None:
+        """Put the next arrival instant's event on SimPy's heap (there is one)."""
+        g = self._next_group
+        self._next_group = g + 1
+        first = self._group_first
+        jobs = self._accepted[first[g] : first[g + 1]]
+        at_s = self._arrival_t0 + self.jobs.arrival_s[jobs[0]]  # as env.timeout(arrival) at t=0
+        _Arrival(self.env, at_s, self._arrival_eid + g, jobs, self._on_arrival)
 
     def _on_arrival(self, event: simpy.Event) -> None:
         """Enqueue the jobs of one arrival instant."""
-        if self._later_arrivals:
-            heappush(self.env._queue, self._later_arrivals.pop())
+        if self._next_group < self._num_groups:
+            self._push_arrival()
+        queue = self.queue
+        qbr = self.queue_by_runtime
+        by_shape = self.queue_by_shape
+        shape = self.jobs.shape
+        jobs = event._value
+        if qbr.active or self._shape_runtime_live:
+            self._enqueue_indexed(jobs)
+            return
+        of_one = SortedList.of_one
+        for i in jobs:  # arrivals have the largest indices yet: each is appended to its shape's list
+            queue[i] = None
+            s = shape[i]
+            members = by_shape.get(s)
+            if members is None:
+                by_shape[s] = of_one(i)
+            else:
+                members.append_max(i)
+        self.num_arrived += len(jobs)
+
+    def _enqueue_indexed(self, jobs: list[int]) -> None:
+        """_on_arrival's work when the by-runtime indexes are live (a policy reads them)."""
         known = self._qkey
         queue = self.queue
         qbr = self.queue_by_runtime
         by_shape = self.queue_by_shape
         by_shape_runtime = self.queue_by_shape_runtime
         shape = self.jobs.shape
-        jobs = event._value
         qbr = qbr if qbr.active else None
+        live = self._shape_runtime_live
         for i in jobs:
             queue[i] = None
             entry = (known[i], i)
@@ -410,10 +455,12 @@ class Simulator:
             members = by_shape.get(s)
             if members is None:
                 by_shape[s] = SortedList.of_one(i)
-                by_shape_runtime[s] = SortedList.of_one(entry)
+                if live:
+                    by_shape_runtime[s] = SortedList.of_one(entry)
             else:
-                members.add(i)
-                by_shape_runtime[s].add(entry)
+                members.append_max(i)
+                if live:
+                    by_shape_runtime[s].add(entry)
         self.num_arrived += len(jobs)
 
     def _on_complete(self, event: simpy.Event) -> None:
@@ -553,24 +600,33 @@ class Simulator:
         The run is over when no event remains (every job done, or queued jobs left that nothing will start).
         """
         env = self.env
-        heap, step, tl = env._queue, env.step, self._timeline  # heap[0][0]: env.peek() without the call
-        tl.append((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
+        heap, tl = env._queue, self._timeline  # heap[0][0]: env.peek() without the call
+        tl.extend((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
         while True:
             if not heap:
                 return False
             t = heap[0][0]
             if t == _INF:
                 return False
-            step()
-            while heap and heap[0][0] == t:
-                step()
+            env._now = t
+            while (
+                True
+            ):  # env.step() inlined: every event the simulator schedules succeeds (_ok) and is no process
+                event = heappop(heap)[3]
+                callbacks, event.callbacks = event.callbacks, None
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok:
+                    raise event._value
+                if not heap or heap[0][0] != t:
+                    break
             if self.queue:
                 self._woken = False
                 return True
             if self._woken:
                 self._woken = False
                 return True
-            tl.append((t, self._busy_milli, self._busy_tflops_x10k, 0))
+            tl.extend((t, self._busy_milli, self._busy_tflops_x10k, 0))
 
     def step_instant(self) -> bool:
         """Process all events of the next instant only (the Gymnasium env accounts reward per instant).
@@ -578,7 +634,7 @@ class Simulator:
         Returns False, processing nothing, when no event remains.
         """
         env = self.env
-        self._timeline.append((env.now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
+        self._timeline.extend((env.now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
         t = env.peek()
         if t == _INF:
             return False
@@ -651,10 +707,12 @@ class Simulator:
         members = by_shape[s]
         if len(members) == 1:
             del by_shape[s]
-            del self.queue_by_shape_runtime[s]
+            if self._shape_runtime_live:
+                del self.queue_by_shape_runtime[s]
         else:
             members.remove(i)
-            self.queue_by_shape_runtime[s].remove(entry)
+            if self._shape_runtime_live:
+                self.queue_by_shape_runtime[s].remove(entry)
         env = self.env
         now = env._now
         t = p.type_idx
@@ -718,12 +776,15 @@ class Simulator:
             self.queue_by_runtime.add((key, i))
         s = jt.shape[i]
         members = self.queue_by_shape.get(s)
+        live = self._shape_runtime_live
         if members is None:
             self.queue_by_shape[s] = SortedList.of_one(i)
-            self.queue_by_shape_runtime[s] = SortedList.of_one((key, i))
+            if live:
+                self.queue_by_shape_runtime[s] = SortedList.of_one((key, i))
         else:
             members.add(i)
-            self.queue_by_shape_runtime[s].add((key, i))
+            if live:
+                self.queue_by_shape_runtime[s].add((key, i))
 
     def _sort_queue(self) -> None:
         """Restore the queue's arrival (index) order after preemptions that appended jobs out of it."""

@@ -46,6 +46,22 @@ class SortedList:
             self._maxes.append(v)
         self._len += 1
 
+    def append_max(self, v) -> None:
+        """Insert v, which is >= every value held (an arrival's job index): `add` without its search."""
+        lists = self._lists
+        if not lists:
+            lists.append([v])
+            self._maxes.append(v)
+            self._len = 1
+            return
+        bucket = lists[-1]
+        bucket.append(v)
+        self._maxes[-1] = v
+        self._len += 1
+        if len(bucket) > 2 * LOAD:
+            lists[-1:] = [bucket[:LOAD], bucket[LOAD:]]
+            self._maxes[-1:] = [bucket[LOAD - 1], bucket[-1]]
+
     def add(self, v) -> None:
         """Insert v after any equal values."""
         maxes = self._maxes
@@ -230,3 +246,156 @@ def _reading(name: str):
 for _name in ("__len__", "__bool__", "__iter__", "__reversed__", "__contains__", "__getitem__", "bisect_left",
               "bisect_right", "iter_from", "iter_after", "first_after", "last", "__eq__", "__repr__"):  # fmt: skip
     setattr(OnDemandSortedList, _name, _reading(_name))
+
+
+class _IndexDict(dict):
+    __slots__ = ("_build",)
+
+
+class LiveDict(_IndexDict):
+    """An OnDemandDict once read: a plain dict (no overridden method, so reads run at C speed)."""
+
+    __slots__ = ()
+
+
+class OnDemandDict(_IndexDict):
+    """A dict that its owner fills from `build()` (its items, in the order the dict would hold them) only when
+    something first reads it; it then turns into a `LiveDict` (the same object), which the owner keeps up to
+    date from then on. Until then the owner need not maintain it (the owner's `build` notes the switch)."""
+
+    __slots__ = ()
+
+    def __init__(self, build: Callable[[], object]):
+        super().__init__()
+        self._build = build
+
+    def _activate(self) -> None:
+        dict.update(self, self._build())
+        self.__class__ = LiveDict
+
+
+def _reading_dict(name: str):
+    base = getattr(dict, name)
+
+    def method(self, *args, **kwargs):
+        self._activate()
+        return base(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+for _name in ("__getitem__", "__iter__", "__reversed__", "__len__", "__contains__", "__eq__", "__ne__", "__repr__",
+              "__or__", "__ror__", "keys", "values", "items", "get", "copy"):  # fmt: skip
+    setattr(OnDemandDict, _name, _reading_dict(_name))
+
+
+NODE_LOAD = 128  # a NodeSet bucket is split when it exceeds 2 x NODE_LOAD values
+
+
+class NodeSet:
+    """A set of distinct ints (node indices) kept ascending in buckets, whose copy costs O(buckets): FreeState's
+    index of the nodes of a big pool with c free GPUs (the lowest one, and the ascending walk, in O(1) per
+    node; a scratch copy per planned decision without copying every node).
+
+    A copy shares its buckets with the original; whichever side then changes a shared bucket copies that bucket
+    first (`_own[k]` says that bucket k is this object's alone). Supports what FreeState and its readers use of a
+    set: add, discard, `in`, len, truth, ascending iteration, copy, and `first()` (the smallest)."""
+
+    __slots__ = ("_lists", "_maxes", "_own", "_len")
+
+    def __init__(self, values=()):
+        v = sorted(values)
+        self._lists = [v[a : a + NODE_LOAD] for a in range(0, len(v), NODE_LOAD)]
+        self._maxes = [b[-1] for b in self._lists]
+        self._own = [True] * len(self._lists)
+        self._len = len(v)
+
+    def copy(self) -> NodeSet:
+        out = NodeSet.__new__(NodeSet)
+        out._lists = list(self._lists)
+        out._maxes = list(self._maxes)
+        out._own = [False] * len(self._lists)
+        self._own = [False] * len(self._lists)
+        out._len = self._len
+        return out
+
+    def _bucket(self, k: int) -> list[int]:
+        """Bucket k, made this object's own (copied if it is shared)."""
+        b = self._lists[k]
+        if not self._own[k]:
+            b = self._lists[k] = b.copy()
+            self._own[k] = True
+        return b
+
+    def add(self, n: int) -> None:
+        """Insert n (not present)."""
+        maxes = self._maxes
+        self._len += 1
+        if not maxes:
+            self._lists.append([n])
+            maxes.append(n)
+            self._own.append(True)
+            return
+        k = bisect_right(maxes, n)
+        if k == len(maxes):
+            k -= 1
+            maxes[k] = n
+        b = self._lists[k] if self._own[k] else self._bucket(k)  # (_bucket inlined where owned: hot path)
+        insort(b, n)
+        if len(b) > 2 * NODE_LOAD:
+            self._lists[k : k + 1] = [b[:NODE_LOAD], b[NODE_LOAD:]]
+            maxes[k : k + 1] = [b[NODE_LOAD - 1], b[-1]]
+            self._own[k : k + 1] = [True, True]
+
+    def discard(self, n: int) -> None:
+        """Remove n if present."""
+        maxes = self._maxes
+        k = bisect_left(maxes, n)
+        if k == len(maxes):
+            return
+        b = self._lists[k]
+        j = bisect_left(b, n)
+        if b[j] != n:
+            return
+        self._len -= 1
+        if len(b) == 1:
+            del self._lists[k]
+            del maxes[k]
+            del self._own[k]
+            return
+        if not self._own[k]:
+            b = self._bucket(k)
+        del b[j]
+        if j == len(b):
+            maxes[k] = b[j - 1]
+
+    def first(self) -> int:
+        """The smallest value (the set is not empty)."""
+        return self._lists[0][0]
+
+    def __contains__(self, n) -> bool:
+        maxes = self._maxes
+        k = bisect_left(maxes, n)
+        if k == len(maxes):
+            return False
+        b = self._lists[k]
+        return b[bisect_left(b, n)] == n
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0
+
+    def __iter__(self) -> Iterator[int]:
+        return chain.from_iterable(self._lists)
+
+    def __eq__(self, other) -> bool:
+        return set(self) == set(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"NodeSet({list(self)!r})"

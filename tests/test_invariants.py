@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from config import RunConfig, WorkloadConfig
 from scenario.build import build_scenario
 from schedulers import POLICIES, PREEMPTIVE
+from schedulers.plan import Plan
 from schedulers.power_managers import deferring, make_manager, parse_manager
 from sim.catalog import CATALOG
 from sim.cluster import FULL, ClusterLayout, Placement
@@ -326,7 +327,60 @@ def test_easy_by_shape_equals_the_plain_scan_on_the_first_ricc_jobs():
     assert _same_schedule(fast, plain)
 
 
-REFERENCES = {"sjf": sjf_reference, "easy": easy_reference}
+def fcfs_reference(view):
+    """The plain FCFS scan: every call places the waiting jobs in arrival order until one does not fit."""
+    plan = Plan(view.free)
+    for i in view.queue:
+        p = place(plan.free, *view.jobs.shape[i])
+        if p is None:
+            break
+        plan.add(i, p)
+    return plan.decisions
+
+
+REFERENCES = {"fcfs": fcfs_reference, "sjf": sjf_reference, "easy": easy_reference}
+
+
+def test_fcfs_does_not_take_another_runs_blocked_head_for_its_own():
+    """Two runs at the same instant whose first waiting job has the same index and whose free states have the
+    same version: in one it does not fit (4 GPUs busy), in the other it does (1 of 4 busy)."""
+    spec = ClusterSpec("c", (NodeSpec("n0", "A100-80GB", 4, 80.0),))
+    runs = []
+    for k in (4, 1):
+        jobs = (Job("a", 0.0, 100.0, k), Job("b", 1.0, 100.0, k))
+        runs.append(Simulator(Workload("w", jobs), ClusterLayout(spec)))
+    for sim in runs:  # t = 0: job a starts in both (one take: version 1 in both)
+        assert sim.advance()
+        for d in POLICIES["fcfs"](sim.view()):
+            sim.start(d)
+    started = []
+    for sim in runs:  # t = 1: job b is first in both
+        assert sim.advance() and sim.now_s == 1.0
+        started.append([d.job for d in POLICIES["fcfs"](sim.view())])
+    assert started == [[], [1]]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), workloads(), st.integers(0, 2**32 - 1))
+def test_fcfs_decides_as_the_plain_scan_with_two_runs_interleaved(spec, w1, w2, seed):
+    """FCFS skips a call whose first job did not fit at its last call on an unchanged free state (it remembers
+    that one state); two runs driven in turn, one instant each, must each get the plain scan's schedule."""
+    layout = ClusterLayout(spec)
+    runs = [Simulator(w, layout, estimates(w, seed, False), 1.2) for w in (w1, w2)]
+    live = list(runs)
+    while live:
+        for sim in list(live):
+            if not sim.advance():
+                live.remove(sim)
+                continue
+            ds = POLICIES["fcfs"](sim.view())
+            assert ds == fcfs_reference(sim.view())
+            for d in ds:
+                sim.start(d)
+    for sim, w in zip(runs, (w1, w2), strict=True):
+        plain = Simulator(w, layout, estimates(w, seed, False), 1.2)
+        plain.run(fcfs_reference)
+        assert _same_schedule(sim, plain)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -347,8 +401,8 @@ def test_sjf_by_shape_equals_the_plain_runtime_order_scan(spec, workload, seed, 
 def test_policies_that_remember_between_calls_decide_as_the_plain_scan_whatever_was_applied(
     spec, workload, seed, noisy, name
 ):
-    """SJF and EASY keep what one call found for the next (schedulers/sjf.py, easy.py) only while exactly their
-    decisions were applied since. Called at every instant with some of their decisions applied, none, or all
+    """FCFS, SJF and EASY keep what one call found for the next (schedulers/fcfs.py, sjf.py, easy.py) only while
+    exactly their decisions were applied since. Called at every instant with some of their decisions applied, none, or all
     one by one with a call after each, they answer as the plain scan on every view."""
     layout = ClusterLayout(spec)
     rng = np.random.default_rng(seed)

@@ -1,4 +1,5 @@
-"""sim/sorted_list.py against a plain sorted Python list, and FreeState's ordered node index against its sets."""
+"""sim/sorted_list.py against plain Python containers (a sorted list, a set, a dict), and FreeState's ordered node
+index against plain sets."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 import sim.sorted_list as sorted_list
 from sim.cluster import ClusterLayout, FreeState, Placement
 from sim.cluster_spec import parse_cluster_spec
-from sim.sorted_list import OnDemandSortedList, SortedList
+from sim.sorted_list import LiveDict, NodeSet, OnDemandDict, OnDemandSortedList, SortedList
 
 ops = st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 60)), max_size=300)
 
@@ -73,9 +74,9 @@ def test_on_demand_sorted_list_fills_itself_when_first_read():
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000), steps=st.integers(1, 300))
 def test_free_state_node_order_matches_its_sets(seed, steps):
-    """A pool of more than BIG_POOL nodes keeps heaps beside its sets: the lowest node with c free GPUs and the
-    ascending walk agree with min() and sorted() of the sets after any sequence of takes and gives, and in
-    copies."""
+    """A pool of more than BIG_POOL nodes keeps its nodes in NodeSets: the lowest node with c free GPUs and the
+    ascending walk agree with min() and sorted() of the nodes that have c free GPUs after any sequence of takes
+    and gives, and in copies (which share buckets with the state they were copied from)."""
     layout = ClusterLayout(parse_cluster_spec("70xA100-80GB:2,80xA100-80GB:1,3xH100:4"))
     assert layout.pool_big == [True, False]  # pools: A100 nodes of both sizes (big), H100 nodes
     free = FreeState(layout)
@@ -92,10 +93,88 @@ def test_free_state_node_order_matches_its_sets(seed, steps):
                 p = Placement(gpus, (n,), 1000, 0, layout.node_type[n])
                 free.take(p)
                 held.append(p)
-        if rng.random() < 0.05:
-            free = free.copy()
+        if rng.random() < 0.05:  # a copy shares buckets with the original, which then changes on its own
+            old, free = free, free.copy()
+            n = next((n for n in range(layout.num_nodes) if old.node_whole[n]), None)
+            if n is not None:
+                old.take(Placement(tuple(old.free_gpus_on(n, 1)), (n,), 1000, 0, layout.node_type[n]))
     for q, by_c in enumerate(free.pool_free):
-        for c, nodes in enumerate(by_c[1:], start=1):  # (nodes with no free GPU are never asked for in order)
-            assert list(free.nodes_ascending(q, c)) == sorted(nodes)
-            if nodes:
-                assert free.min_node(q, c) == min(nodes)
+        for c, nodes in enumerate(by_c):
+            expected = [
+                n for n in range(layout.num_nodes) if layout.node_pool[n] == q and free.node_whole[n] == c
+            ]
+            assert sorted(nodes) == expected and len(nodes) == len(expected)
+            assert list(free.nodes_ascending(q, c)) == expected
+            if expected:
+                assert free.min_node(q, c) == expected[0]
+
+
+def test_append_max_appends_as_add_does():
+    old = sorted_list.LOAD
+    sorted_list.LOAD = 2
+    try:
+        a, b = SortedList(), SortedList()
+        for v in range(11):
+            a.append_max(v)
+            b.add(v)
+            assert a._lists == b._lists and a._maxes == b._maxes and len(a) == len(b) == v + 1
+    finally:
+        sorted_list.LOAD = old
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    start=st.sets(st.integers(0, 40), max_size=25),
+    ops=st.lists(
+        st.tuples(st.sampled_from(["add", "discard", "copy"]), st.integers(0, 40), st.integers(0, 3)),
+        max_size=200,
+    ),
+    load=st.sampled_from([1, 2, 128]),
+)
+def test_node_set_behaves_as_a_set_and_its_copies_are_independent(start, ops, load):
+    """Each of several NodeSets (copies of copies, changed in any order) holds what a plain set would."""
+    old = sorted_list.NODE_LOAD
+    sorted_list.NODE_LOAD = load
+    try:
+        pairs = [(NodeSet(start), set(start))]
+        for op, v, which in ops:
+            ns, ref = pairs[which % len(pairs)]
+            if op == "copy":
+                pairs.append((ns.copy(), set(ref)))
+            elif op == "discard":
+                ns.discard(v)
+                ref.discard(v)
+            elif v not in ref:
+                ns.add(v)
+                ref.add(v)
+            for ns, ref in pairs:
+                assert list(ns) == sorted(ref) and len(ns) == len(ref) and bool(ns) == bool(ref)
+                assert all((x in ns) == (x in ref) for x in range(-1, 42))
+                if ref:
+                    assert ns.first() == min(ref)
+    finally:
+        sorted_list.NODE_LOAD = old
+
+
+def test_on_demand_dict_builds_itself_when_first_read_and_then_reads_as_a_dict():
+    built = []
+
+    def build():
+        built.append(1)
+        return [("b", 2), ("a", 1)]
+
+    for read in (
+        len,
+        list,
+        bool,
+        lambda d: d["a"],
+        lambda d: "a" in d,
+        lambda d: d.get("a"),
+        lambda d: list(d.items()),
+    ):
+        d = OnDemandDict(build)
+        read(d)
+        assert type(d) is LiveDict and dict(d) == {"b": 2, "a": 1} and list(d) == ["b", "a"]
+        d["c"] = 3  # its owner keeps it up to date from then on
+        assert list(d.items()) == [("b", 2), ("a", 1), ("c", 3)]
+    assert len(built) == 7  # once per dict
