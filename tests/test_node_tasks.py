@@ -158,16 +158,16 @@ def test_graders_rank_random_play_near_0_and_the_best_reference_at_1(task, seeds
         assert GRADERS[task](run_node_policy(cfg, sc, None, "always_on")).score == 0.0
 
 
-def test_power_suite_is_always_on_provision_to_demand_and_the_idle_off_grid_it_documents():
-    assert set(NODE_SUITE) <= set(POWER_SUITE) and len(set(POWER_SUITE)) == len(POWER_SUITE)
-    grid = {(0.0, 0)}  # provision_to_demand = idle_off:0:0
-    for m in POWER_SUITE:
+def test_power_suite_is_node_suite_and_the_idle_off_fit_grid_it_documents():
+    assert POWER_SUITE[: len(NODE_SUITE)] == NODE_SUITE and len(set(POWER_SUITE)) == len(POWER_SUITE)
+    grid = set()
+    for m in POWER_SUITE[len(NODE_SUITE) :]:
         node_manager(m)  # every name is a manager
-        if m.startswith("idle_off:"):
-            _, t, *r = m.split(":")
-            grid.add((float(t), int(r[0]) if r else 0))
-    assert grid == {(float(t), r) for t in (0, 600, 1800, 7200, 21600) for r in (0, 1, 2)}
-    assert len(POWER_SUITE) == 1 + len(grid)  # always_on and one name per setting
+        kind, t, *r = m.split(":")
+        assert kind == "idle_off_fit"
+        grid.add((float(t), int(r[0]) if r else 0))
+    assert grid == {(float(t), r) for t in (0, 600, 1800, 7200) for r in (0, 1, 2)}
+    assert len(POWER_SUITE) == len(NODE_SUITE) + len(grid)  # one name per setting
 
 
 @settings(max_examples=6, deadline=None)
