@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="what the agent decides: scheduling (starts jobs), power (GPUClusterPower-v0: which nodes are on, "
         "for energy cost + JCT) or autoscaling (GPUClusterAutoscale-v0: rents cloud nodes under a budget); "
         "train/eval only. With power/autoscaling, --algo is d3qn, sac or a reference node manager (eval: "
-        "always_on, idle_off:T[:R], provision_to_demand) and models go to <models_dir>/<task>/",
+        "always_on, idle_off:T[:R], idle_off_fit:T[:R], provision_to_demand) and models go to <models_dir>/<task>/",
     )
     g.add_argument(
         "--task_scheduler",

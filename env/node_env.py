@@ -63,7 +63,8 @@ class FleetView:
     Per node: `state` (sim.power states), `node_type`, `idle_since_s` (NaN unless the node is ON and holds no
     job). Per type t (layout order): `unit_cost[t]` (the task's cost of one node-hour of the type) and
     `speed[t]`. `free` is a scratch copy of the free capacity in which BOOTING nodes already count as free
-    (copy it again before changing it); `queue` lists the first WAKE_SCAN_JOBS waiting jobs in arrival order as
+    (copy it again before changing it); `all_on_free` the same were every node on (OFF and SHUTTING_DOWN nodes
+    added: only ON nodes hold jobs), what a job could start on without any running job ending; `queue` lists the first WAKE_SCAN_JOBS waiting jobs in arrival order as
     (placement shape, accepted type indices), the shape being `place()`'s arguments; `mask` is the env's action
     mask (a manager must pick a legal action).
     """
@@ -75,6 +76,7 @@ class FleetView:
     unit_cost: tuple[float, ...]
     speed: tuple[float, ...]
     free: FreeState
+    all_on_free: FreeState
     queue: tuple[tuple[tuple, tuple[int, ...]], ...]
     mask: tuple[bool, ...]
 
@@ -223,13 +225,19 @@ class NodeManagerEnv(gym.Env):
         return self._observe(), self._info(False)
 
     def step(self, action):
-        a = as_action(action)
+        reward, done, truncated, illegal = self.act(as_action(action))
+        return self._observe(), reward, done, truncated, self._info(illegal)
+
+    def act(self, a: int) -> tuple[float, bool, bool, bool]:
+        """step() without its observation and info: (reward, done, truncated, illegal); the legal actions of
+        the next step are then action_masks(). For players that look only at the mask (the graders' random
+        play): building the observation is about half of a step's time."""
         if self.sim is None:
             raise RuntimeError("step() before reset(): call env.reset() to start an episode")
         self._steps += 1
         self._step_t0_s = self.sim.now_s
         if self._done:
-            return self._observe(), 0.0, True, False, self._info(False)
+            return 0.0, True, False, False
         illegal = not (0 <= a <= self.window) or not self._mask[a]
         reward, done = 0.0, False
         if illegal:
@@ -249,7 +257,7 @@ class NodeManagerEnv(gym.Env):
         self.episode_return += reward
         self._done = done
         truncated = not done and self._steps >= self.max_steps
-        return self._observe(), reward, done, truncated, self._info(illegal)
+        return reward, done, truncated, illegal
 
     def action_masks(self) -> np.ndarray:
         return self._mask.copy()
@@ -440,6 +448,12 @@ class NodeManagerEnv(gym.Env):
             "nodes_on": sum(s == ON for s in self._state) if sim else 0,
         }
 
+    def _whole_node(self, n: int) -> Placement:
+        """All of node n's GPUs as one placement (to give a node that is not ON to a scratch free state)."""
+        layout = self.sim.layout
+        a, k = layout.node_first_gpu[n], layout.node_num_gpus[n]
+        return Placement(tuple(range(a, a + k)), (n,), FULL, 0, layout.node_type[n], a)
+
     def fleet_view(self) -> FleetView:
         """The snapshot the reference heuristics (env/node_heuristics.py) decide on."""
         sim = self.sim
@@ -449,8 +463,11 @@ class NodeManagerEnv(gym.Env):
         free = sim.free.copy()
         for n, s in enumerate(self._state):
             if s == BOOTING:
-                a, k = layout.node_first_gpu[n], layout.node_num_gpus[n]
-                free.give(Placement(tuple(range(a, a + k)), (n,), FULL, 0, layout.node_type[n], a))
+                free.give(self._whole_node(n))
+        all_on = free.copy()
+        for n, s in enumerate(self._state):
+            if s in (OFF, SHUTTING_DOWN):
+                all_on.give(self._whole_node(n))
         return FleetView(
             now_s=sim.now_s,
             state=tuple(self._state),
@@ -461,6 +478,7 @@ class NodeManagerEnv(gym.Env):
             unit_cost=tuple(self._unit_cost(t) for t in range(self.num_types)),
             speed=tuple(self._speed),
             free=free,
+            all_on_free=all_on,
             queue=queue,
             mask=tuple(bool(x) for x in self._mask),
         )

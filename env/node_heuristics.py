@@ -12,6 +12,11 @@ t on, 2t + 1: turn one off, 2T: KEEP); called again at the same instant it gives
   speed; ties: layout order); asked again, the rule boots more until the job fits. (2) sleep: otherwise turn off the
   type's longest-idle node if it has been idle for at least `idle_off_s`, no queued job accepts its type, and
   more than `reserve` idle ON nodes of that type remain. (3) else KEEP.
+- `threshold(idle_off_s, reserve, fit=True)` (`idle_off_fit:T[:R]`): the same, except that a queued job which
+  could not start even with every node on (`FleetView.all_on_free`: a 32-GPU job while a running job holds
+  part of the only 32 GPUs that accept it) is left out of both walks: nothing is booted or kept idle for a job
+  that must wait for running jobs to end anyway. Without it the rule boots the whole type for such a job and
+  keeps it idle until the running job ends (days, with heavy-tailed runtimes).
 - `provision_to_demand`: `threshold(0, 0)`: boot what the queue needs, release idle nodes at once.
 
 The env asks again at every event and every `recheck_s` (NodeManagerEnv), so an idle deadline is acted on at
@@ -41,8 +46,14 @@ def always_on(v: FleetView) -> int:
     return 2 * _num_types(v)
 
 
-def _wake(v: FleetView) -> int | None:
-    """The power-on action the queue needs, or None."""
+def _could_start(v: FleetView, shape: tuple) -> bool:
+    """The job of placement shape `shape` could start were every node on (no running job ending)."""
+    return place(v.all_on_free, *shape) is not None
+
+
+def _wake(v: FleetView, fit: bool) -> int | None:
+    """The power-on action the queue needs, or None (fit: jobs that could not start with every node on left
+    out)."""
     has_off = [False] * _num_types(v)
     for n, s in enumerate(v.state):
         if s == OFF and v.mask[power_on_action(v.node_type[n])]:  # the mask holds the budget too
@@ -53,16 +64,20 @@ def _wake(v: FleetView) -> int | None:
         if p is not None:
             free.take(p)
             continue
+        if fit and not _could_start(v, shape):
+            continue
         options = [t for t in types if has_off[t]]
         if options:
             return power_on_action(min(options, key=lambda t: (v.unit_cost[t] / v.speed[t], t)))
     return None
 
 
-def _sleep(v: FleetView, idle_off_s: float, reserve: int) -> int | None:
+def _sleep(v: FleetView, idle_off_s: float, reserve: int, fit: bool) -> int | None:
     T = _num_types(v)
     wanted = [False] * T
-    for _, types in v.queue:
+    for shape, types in v.queue:
+        if fit and not _could_start(v, shape):
+            continue
         for t in types:
             wanted[t] = True
     idle_nodes: list[list[int]] = [[] for _ in range(T)]
@@ -80,17 +95,18 @@ def _sleep(v: FleetView, idle_off_s: float, reserve: int) -> int | None:
     return None
 
 
-def threshold(idle_off_s: float, reserve: int = 0) -> NodeManager:
-    """The idle_off-like rule (module docstring); `idle_off_s` >= 0 seconds, `reserve` >= 0 idle nodes per type."""
+def threshold(idle_off_s: float, reserve: int = 0, fit: bool = False) -> NodeManager:
+    """The idle_off-like rule (module docstring); `idle_off_s` >= 0 seconds, `reserve` >= 0 idle nodes per type;
+    `fit`: leave out of both walks the queued jobs that could not start with every node on."""
     if not (idle_off_s >= 0 and math.isfinite(idle_off_s)):
         raise ValueError(f"idle_off_s must be a finite number of seconds >= 0, got {idle_off_s!r}")
     if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
         raise ValueError(f"reserve must be an integer >= 0, got {reserve!r}")
 
     def manager(v: FleetView) -> int:
-        a = _wake(v)
+        a = _wake(v, fit)
         if a is None:
-            a = _sleep(v, idle_off_s, reserve)
+            a = _sleep(v, idle_off_s, reserve, fit)
         return 2 * _num_types(v) if a is None else a
 
     return manager
@@ -101,22 +117,24 @@ def provision_to_demand(v: FleetView) -> int:
 
 
 def node_manager(spec: str) -> NodeManager:
-    """A reference manager by name: always_on | idle_off:T[:R] (threshold(T, R)) | provision_to_demand."""
+    """A reference manager by name: always_on | idle_off:T[:R] (threshold(T, R)) | idle_off_fit:T[:R]
+    (threshold(T, R, fit=True)) | provision_to_demand."""
     if spec == "always_on":
         return always_on
     if spec == "provision_to_demand":
         return provision_to_demand
     parts = spec.split(":")
-    if parts[0] == "idle_off" and len(parts) in (2, 3):
+    if parts[0] in ("idle_off", "idle_off_fit") and len(parts) in (2, 3):
         try:
             idle_s = float(parts[1])
             reserve = int(parts[2]) if len(parts) == 3 else 0
-            return threshold(idle_s, reserve)
+            return threshold(idle_s, reserve, fit=parts[0] == "idle_off_fit")
         except ValueError as e:
             raise ValueError(f"bad node manager {spec!r}: {e}") from None
     raise ValueError(
-        f"unknown node manager {spec!r}; choose always_on, provision_to_demand or idle_off:T[:R] "
-        "(T seconds idle before a node is turned off, R idle nodes kept per type)"
+        f"unknown node manager {spec!r}; choose always_on, provision_to_demand, idle_off:T[:R] or "
+        "idle_off_fit:T[:R] (T seconds idle before a node is turned off, R idle nodes kept per type; _fit: "
+        "nothing booted or kept for a job that could not start with every node on)"
     )
 
 

@@ -110,21 +110,31 @@ def completed_value_usd(result, preset) -> float:
     )
 
 
-def plain_threshold_action(env, idle_off_s: float, reserve: int) -> int:
-    """The threshold rule (env/node_heuristics.py) computed from the simulator itself, without FleetView."""
+def plain_threshold_action(env, idle_off_s: float, reserve: int, fit: bool = False) -> int:
+    """The threshold rule (env/node_heuristics.py) computed from the simulator itself, without FleetView; `fit`:
+    the jobs that could not start with every node on are left out."""
+    from sim.cluster import Placement
+
     sim = env.sim
     layout = sim.layout
     states = sim.node_power.state
     mask = env.action_masks()
     T = len(layout.type_names)
+
+    def whole(n: int) -> Placement:
+        a, k = layout.node_first_gpu[n], layout.node_num_gpus[n]
+        return Placement(tuple(range(a, a + k)), (n,), FULL, 0, layout.node_type[n], a)
+
     free = sim.free.copy()
+    every_node_on = sim.free.copy()
     for n in range(layout.num_nodes):
         if states[n] == BOOTING:
-            a, k = layout.node_first_gpu[n], layout.node_num_gpus[n]
-            from sim.cluster import Placement
-
-            free.give(Placement(tuple(range(a, a + k)), (n,), FULL, 0, layout.node_type[n], a))
+            free.give(whole(n))
+        if states[n] != ON:  # booting, off or shutting down: no job on it
+            every_node_on.give(whole(n))
     queue = list(sim.queue)[:256]
+    if fit:
+        queue = [i for i in queue if place(every_node_on, *sim.jobs.shape[i]) is not None]
     for i in queue:
         p = place(free, *sim.jobs.shape[i])
         if p is not None:

@@ -277,22 +277,30 @@ def test_no_policy_beats_the_bound_and_heuristics_beat_renting_nothing():
 # ---- reference node managers --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("idle_off_s,reserve", [(0.0, 0), (900.0, 1), (3600.0, 0)])
-def test_threshold_rule_matches_plain_implementation(idle_off_s, reserve):
+@pytest.mark.parametrize(
+    "idle_off_s,reserve,fit",
+    [(0.0, 0, False), (900.0, 1, False), (3600.0, 0, False), (0.0, 0, True), (900.0, 1, True)],
+)
+def test_threshold_rule_matches_plain_implementation(idle_off_s, reserve, fit):
     """Step by step on a power scenario and an autoscaling one, the FleetView rule and the plain rule over the
-    raw simulator pick the same action."""
-    rule = threshold(idle_off_s, reserve)
-    for e, seed in ((GPUClusterPowerEnv(power_config(40)), 3), (GPUClusterAutoscaleEnv("easy"), 1)):
+    raw simulator pick the same action. The power scenario has jobs that cannot start with every node on
+    (their type's GPUs partly held by a running job): fit changes the rule's action on some of its steps."""
+    rule, unfit = threshold(idle_off_s, reserve, fit), threshold(idle_off_s, reserve)
+    differ = 0
+    for e, seed in ((GPUClusterPowerEnv(power_config(80)), 5), (GPUClusterAutoscaleEnv("easy"), 1)):
         e.reset(seed=0, options={"scenario_seed": seed})
         done = truncated = False
         steps = 0
         while not (done or truncated):
-            a = rule(e.fleet_view())
-            assert a == plain_threshold_action(e, idle_off_s, reserve)
+            view = e.fleet_view()
+            a = rule(view)
+            assert a == plain_threshold_action(e, idle_off_s, reserve, fit)
             assert e.action_masks()[a]
+            differ += a != unfit(view)
             _, _, done, truncated, _ = e.step(a)
             steps += 1
         assert steps > 10
+    assert differ > 0 if fit else differ == 0
 
 
 def test_always_on_keeps_every_node_on_and_matches_the_native_run():

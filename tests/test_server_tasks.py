@@ -365,7 +365,7 @@ def test_raw_json_episode_equals_in_process_with_state_and_grade(url, task, tran
     grade = post(url, "/grader", {"session_id": sid}).json()
     expected = GRADERS[task](local)
     assert {k: grade[k] for k in expected.__dict__} == expected.__dict__
-    assert 0.0 < grade["score"] < 1.0  # seed 9 lies between the anchors (power 0.999, autoscaling 0.78)
+    assert 0.0 < grade["score"] < 1.0  # seed 9 lies between the anchors (power 0.48, autoscaling 0.31)
     assert grade["value"] == local.episode_return
     raw.close()
     if transport == "http":
