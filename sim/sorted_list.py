@@ -375,13 +375,7 @@ class NodeSet:
         """The smallest value (the set is not empty)."""
         return self._lists[0][0]
 
-    def __contains__(self, n) -> bool:
-        maxes = self._maxes
-        k = bisect_left(maxes, n)
-        if k == len(maxes):
-            return False
-        b = self._lists[k]
-        return b[bisect_left(b, n)] == n
+    __contains__ = SortedList.__contains__  # the same buckets (_lists, _maxes), the same search
 
     def __len__(self) -> int:
         return self._len
