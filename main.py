@@ -17,7 +17,7 @@ DISPATCH_OPTIONS = (
 """the options only --mode dispatch takes (dispatch/cli.py's parser), refused by the other modes"""
 
 
-SWEEP_OPTIONS = ("study", "workers", "backend", "address")
+SWEEP_OPTIONS = ("study", "workers", "backend", "address", "baseline")
 """the options only --mode sweep takes (sweep/cli.py's parser: there --resume is a flag), refused by the other modes"""
 
 OWN_MODES = (

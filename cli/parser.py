@@ -197,6 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--address", default=None, help="sweep: address of a Ray cluster (default: start a local Ray)"
     )
+    g.add_argument(
+        "--baseline",
+        default=None,
+        help="sweep: the policy the paired differences are taken from (default: the first policy of the study)",
+    )
     add_serve_options(p)
     g = p.add_argument_group("workload")
     g.add_argument("--workload_type", default=w.workload_type, help=" | ".join(WORKLOAD_TYPES))

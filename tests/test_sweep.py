@@ -306,6 +306,8 @@ def test_each_run_is_validated_by_mains_own_checks_before_any_run(tmp_path, caps
 def test_sweep_options_need_mode_sweep_and_run_options_go_in_the_study(tmp_path, capsys):
     assert main(["--mode", "eval", "--study", "x.toml"]) == 2
     assert "options of --mode sweep" in capsys.readouterr().err
+    assert main(["--mode", "compare", "--baseline", "sjf"]) == 2
+    assert "--baseline: options of --mode sweep" in capsys.readouterr().err
     study = _write(tmp_path, TINY)
     assert main(["--mode", "sweep", "--study", str(study), "--seed", "3"]) == 2
     assert "not from the command line: --seed 3" in capsys.readouterr().err
