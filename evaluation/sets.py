@@ -58,7 +58,7 @@ def default_sets(traces_dir: str | None) -> tuple[tuple[str, ...], tuple[str, ..
     if not traces_dir:
         return SYNTHETIC_SETS, ()
     missing = tuple(n for n in TRACES if not Path(trace_source(n, traces_dir).path).exists())
-    return tuple(n for n in ALL_SETS if n not in missing), missing
+    return (*SYNTHETIC_SETS, *(n for n in TRACES if n not in missing)), missing
 
 
 def check_sets(names: tuple[str, ...], traces_dir: str | None, job_types: str | None = None) -> None:

@@ -13,7 +13,7 @@ import torch
 
 from evaluation.paired import paired_relative_difference
 from evaluation.report import find_models
-from evaluation.sets import TEST_SEEDS, cases
+from evaluation.sets import TEST_SEEDS, TRACES, cases, check_sets, default_sets
 from main import main
 from scenario.mixtures import HELD_OUT_CLUSTERS
 from schedulers import POLICIES
@@ -72,6 +72,18 @@ def test_sets_hold_the_documented_cases():
         HELD_OUT_CLUSTERS
     )
     assert [c.window for c in cases("itp", TEST_SEEDS)] == [0, 1, 2]
+
+
+def test_default_sets_are_the_synthetic_and_the_present_traces_never_the_typed_set(tmp_path):
+    """The default list runs without --job_types: the `gavel` set is only named by hand (it needs them)."""
+    assert default_sets(None) == (("medium", "hard", "clusters"), ())
+    names, missing = default_sets(str(tmp_path))  # no trace under an empty folder
+    assert names == ("medium", "hard", "clusters") and missing == tuple(TRACES)
+    shared = Path(__file__).resolve().parents[2] / "shared" / "traces"
+    if shared.is_dir():
+        names, missing = default_sets(str(shared))
+        assert "gavel" not in names and set(names) | set(missing) == {"medium", "hard", "clusters", *TRACES}
+        check_sets(names, str(shared))  # the default list passes the checks without --job_types
 
 
 # ---- the report on a tiny budget --------------------------------------------------------------------------
