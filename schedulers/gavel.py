@@ -44,6 +44,9 @@ ROUND_S = 360.0
 `--interval` default (scheduler/scripts/sweeps/run_sweep_continuous.py)"""
 
 _NEW_JOB_PRIORITY = 1e9  # Gavel: allocation x 1e9 for a job with no time run yet
+_VECTOR_MIN = 24
+"""from this many active jobs on, a round orders them in numpy (below it a Python loop is cheaper; a module
+attribute, so that tests can force either path)"""
 
 
 def gavel(view: View) -> list:
@@ -66,42 +69,20 @@ def _round(view: View, aware: bool) -> list:
     active = sorted([*view.queue, *running])
     if not active:
         return []
-    jt = view.jobs
     layout = view.layout
-    num_types = len(layout.type_names)
     act = _active_set(view, active, aware)
-    x = act.x
-    # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the
-    # type each running job is on (-1: waiting)
-    run_ids = list(running)
-    at = np.searchsorted(act.ids, run_ids)  # rows of the running jobs
-    got = gather(view.attained_gpu_s, active)
-    got[at] += (now - gather(view.run_start_s, run_ids)) * act.demand[at]
-    stay = now - act.arrival
-    stayed = stay > 0
-    fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
-    ran = fraction > 0
-    # x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by 0: those
-    # entries take x x 1e9), and 0 where x is 0; negated for the sort
-    neg_prio = -np.where(
-        x > 1e-9,
-        np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY),
-        0.0,
-    )
     placements = view.placements
-    on_type = np.full(len(active), -1)
-    on_type[at] = [placements[i].type_idx for i in run_ids]
+    if len(active) < _VECTOR_MIN:
+        order = _order_loop(view, act, running)
+    else:
+        order = _order_numpy(view, act, running)
+    # per type in the layout's order, the jobs not yet chosen that fit in what is left of it, by priority
     left = list(layout.type_num_gpus)
-    num_gpus = jt.num_gpus
-    ids = act.ids
+    num_gpus = view.jobs.num_gpus
     chosen: dict[int, int] = {}  # job -> type, in the order chosen
-    for t in range(num_types):
-        # by priority, ties -> larger X, then a job already running on this type, then arrival order (the
-        # index; `active` is sorted so row order is index order)
-        rows = act.rows[t]
-        rows = rows[np.lexsort((on_type[rows] != t, act.neg_x[t], neg_prio[rows, t]))]
+    for t, jobs in enumerate(order):
         lt = left[t]
-        for i in ids[rows].tolist():
+        for i in jobs:
             if lt == 0:
                 break
             if i in chosen or num_gpus[i] > lt:
@@ -126,6 +107,71 @@ def _round(view: View, aware: bool) -> list:
         else:
             no_fit.add(args)
     return [*plan.decisions, next_round]
+
+
+def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
+    """Per type, the active jobs that can run there by priority (ties -> larger X, then a job already running
+    on that type, then arrival order), in numpy (many active jobs)."""
+    now = view.now_s
+    x = act.x
+    # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the
+    # type each running job is on (-1: waiting)
+    run_ids = list(running)
+    at = np.searchsorted(act.ids, run_ids)  # rows of the running jobs
+    got = gather(view.attained_gpu_s, act.active)
+    got[at] += (now - gather(view.run_start_s, run_ids)) * act.demand[at]
+    stay = now - act.arrival
+    stayed = stay > 0
+    fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
+    ran = fraction > 0
+    # x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by 0: those
+    # entries take x x 1e9), and 0 where x is 0; negated for the sort
+    neg_prio = -np.where(
+        x > 1e-9,
+        np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY),
+        0.0,
+    )
+    placements = view.placements
+    on_type = np.full(len(act.active), -1)
+    on_type[at] = [placements[i].type_idx for i in run_ids]
+    order = []
+    for t, rows in enumerate(act.rows):
+        # `active` is sorted, so row order is arrival (index) order, and lexsort is stable
+        rows = rows[np.lexsort((on_type[rows] != t, act.neg_x[t], neg_prio[rows, t]))]
+        order.append(act.ids[rows].tolist())
+    return order
+
+
+def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
+    """`_order_numpy`'s order by a Python loop (few active jobs, where numpy's per-call cost dominates): the same
+    floats, compared the same way."""
+    now = view.now_s
+    attained, run_start, placements = view.attained_gpu_s, view.run_start_s, view.placements
+    x_rows, demand, arrival = act.loop_rows()
+    keys = []  # per row: per type (-priority, -X, not running on that type)
+    for r, i in enumerate(act.active):
+        d = demand[r]
+        got = attained[i]
+        on = -1
+        if i in running:
+            got += (now - run_start[i]) * d
+            on = placements[i].type_idx
+        stay = now - arrival[r]
+        f = got / (d * stay) if stay > 0 else 0.0
+        row = []
+        for t, xv in enumerate(x_rows[r]):
+            if xv > 1e-9:
+                prio = xv / f if f > 0 else xv * _NEW_JOB_PRIORITY
+            else:
+                prio = 0.0
+            row.append((-prio, -xv, on != t))
+        keys.append(row)
+    active = act.active
+    order = []
+    for t, rows in enumerate(act.loop_type_rows()):
+        rows = sorted(rows, key=lambda r: keys[r][t])  # stable: ties keep row (arrival) order
+        order.append([active[r] for r in rows])
+    return order
 
 
 class _Tables:
@@ -155,17 +201,27 @@ class _Tables:
         """equal for jobs of equal throughput row and GPU count, whose LP rows are then equal (gavel_lp's
         `groups_J`)"""
         self._args: list[tuple | None] = [None] * len(jt.shape)
+        self._shape_args: dict[tuple, tuple] = {}
 
     def place_args(self, view: View, i: int) -> tuple:
-        """Per type: the arguments of `place` for job i on that type only."""
+        """Per type: the arguments of `place` for job i on that type only (None on a type it cannot use).
+
+        Equal for the jobs of one shape: the nodes of the job's type t with enough GPU memory are its eligible
+        nodes of type t (`Eligible.type_nodes[t]`, which the shape holds), and the layout gives one Eligible
+        object per node set, so `layout.eligible` returns the same object for every job of the shape."""
         got = self._args[i]
         if got is None:
-            layout = view.layout
-            _, k_gpus, milli, mem_mb, pace = self.jobs.shape[i]
-            mem = gb_to_mb(self.jobs.jobs[i].gpu_mem_gb)
-            got = self._args[i] = tuple(
-                (layout.eligible((name,), mem), k_gpus, milli, mem_mb, pace) for name in layout.type_names
-            )
+            s = self.jobs.shape[i]
+            got = self._shape_args.get(s)
+            if got is None:
+                layout = view.layout
+                elig, k_gpus, milli, mem_mb, pace = s
+                mem = gb_to_mb(self.jobs.jobs[i].gpu_mem_gb)
+                got = self._shape_args[s] = tuple(
+                    (layout.eligible((name,), mem), k_gpus, milli, mem_mb, pace) if t in elig.types else None
+                    for t, name in enumerate(layout.type_names)
+                )
+            self._args[i] = got
         return got
 
 
@@ -185,13 +241,14 @@ class _ActiveSet:
     """What a round needs of one active set (sorted job indices) that does not change while the set does not:
     the allocation X, the row of each job, and per type the rows of the jobs that can run there with their -X."""
 
-    __slots__ = ("tables", "x", "ids", "rows", "neg_x", "demand", "arrival")
+    __slots__ = ("tables", "active", "x", "ids", "rows", "neg_x", "demand", "arrival", "_loop")
 
     def __init__(self, view: View, active: list[int], aware: bool):
         self.tables = tables = _tables(view)
+        self.active = active
         self.ids = ids = np.array(active)
         thr = tables.throughput[ids]
-        scale = np.array([view.jobs.num_gpus[i] for i in active], dtype=float)
+        scale = gather(view.jobs.num_gpus, active)
         gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
         profile = tables.profile[ids]
         if aware:
@@ -202,6 +259,20 @@ class _ActiveSet:
         self.demand = gather(view.jobs.gpu_demand, active)
         self.arrival = gather(view.jobs.arrival_s, active)
         self.neg_x = [-x[r, t] for t, r in enumerate(self.rows)]
+        self._loop: tuple | None = None
+
+    def loop_rows(self) -> tuple[list[list[float]], list[float], list[float]]:
+        """X's rows, the jobs' GPU demands and arrival times as Python floats (for `_order_loop`)."""
+        if self._loop is None:
+            self._loop = (
+                (self.x.tolist(), self.demand.tolist(), self.arrival.tolist()),
+                [r.tolist() for r in self.rows],
+            )
+        return self._loop[0]
+
+    def loop_type_rows(self) -> list[list[int]]:
+        """Per type, the rows of the jobs that can run there, ascending (after `loop_rows`)."""
+        return self._loop[1]
 
 
 _MEMO: dict[tuple, tuple[object, _ActiveSet]] = {}
