@@ -29,6 +29,7 @@ schedulers/gavel_original.py replays all of that.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -111,35 +112,32 @@ def _round(view: View, aware: bool) -> list:
 
 def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
     """Per type, the active jobs that can run there by priority (ties -> larger X, then a job already running
-    on that type, then arrival order), in numpy (many active jobs)."""
+    on that type, then arrival order), in numpy (many active jobs): one sort of every (job, type) entry."""
     now = view.now_s
-    x = act.x
+    f = act.flat()
     # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the
     # type each running job is on (-1: waiting)
     run_ids = list(running)
-    at = np.searchsorted(act.ids, run_ids)  # rows of the running jobs
+    # rows of the running jobs (searchsorted converts a list argument far more slowly than fromiter)
+    at = np.searchsorted(act.ids, np.fromiter(run_ids, np.intp, len(run_ids)))
     got = gather(view.attained_gpu_s, act.active)
     got[at] += (now - gather(view.run_start_s, run_ids)) * act.demand[at]
     stay = now - act.arrival
     stayed = stay > 0
     fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
-    ran = fraction > 0
-    # x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by 0: those
-    # entries take x x 1e9), and 0 where x is 0; negated for the sort
-    neg_prio = -np.where(
-        x > 1e-9,
-        np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY),
-        0.0,
-    )
     placements = view.placements
     on_type = np.full(len(act.active), -1)
     on_type[at] = [placements[i].type_idx for i in run_ids]
-    order = []
-    for t, rows in enumerate(act.rows):
-        # `active` is sorted, so row order is arrival (index) order, and lexsort is stable
-        rows = rows[np.lexsort((on_type[rows] != t, act.neg_x[t], neg_prio[rows, t]))]
-        order.append(act.ids[rows].tolist())
-    return order
+    # per entry: x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by
+    # 0: those entries take x x 1e9), and 0 where x is 0; negated for the sort
+    fraction = fraction[f.rows]
+    ran = fraction > 0
+    neg_prio = -np.where(f.x_pos, np.where(ran, f.x / np.where(ran, fraction, 1.0), f.x_new), 0.0)
+    # by type, then as the docstring says; the entries are in (type, row) order and lexsort is stable, and
+    # `active` is sorted, so row order is arrival (index) order
+    perm = np.lexsort((on_type[f.rows] != f.types, f.neg_x, neg_prio, f.types))
+    jobs = act.ids[f.rows[perm]].tolist()
+    return [jobs[a:b] for a, b in f.blocks]
 
 
 def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
@@ -237,11 +235,28 @@ def _tables(view: View) -> _Tables:
 _TABLES: dict[int, _Tables] = {}
 
 
+class _Flat(NamedTuple):
+    """An active set's (job, type) entries where the job can run on the type, in (type, row) order, for
+    `_order_numpy`: the row, the type, X and the constants derived from it."""
+
+    rows: np.ndarray
+    types: np.ndarray
+    x: np.ndarray
+    neg_x: np.ndarray
+    x_pos: np.ndarray
+    """x > 1e-9"""
+    x_new: np.ndarray
+    """x x _NEW_JOB_PRIORITY: the priority of a job that has not run yet"""
+    blocks: list[tuple[int, int]]
+    """per type, the slice of its entries"""
+
+
 class _ActiveSet:
     """What a round needs of one active set (sorted job indices) that does not change while the set does not:
-    the allocation X, the row of each job, and per type the rows of the jobs that can run there with their -X."""
+    the allocation X, the row of each job, and per type the rows of the jobs that can run there (with the
+    constants each order needs, built for the first round that takes that path)."""
 
-    __slots__ = ("tables", "active", "x", "ids", "rows", "neg_x", "demand", "arrival", "_loop")
+    __slots__ = ("tables", "active", "x", "ids", "runnable", "demand", "arrival", "_loop", "_flat")
 
     def __init__(self, view: View, active: list[int], aware: bool):
         self.tables = tables = _tables(view)
@@ -251,22 +266,39 @@ class _ActiveSet:
         scale = gather(view.jobs.num_gpus, active)
         gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
         profile = tables.profile[ids]
+        self.runnable = runnable = thr > 0
         if aware:
-            self.x = x = aware_allocation(thr, scale, gpus, profile)
+            self.x = aware_allocation(thr, scale, gpus, profile)
         else:
-            self.x = x = agnostic_allocation(thr > 0, scale, gpus, profile)
-        self.rows = [np.flatnonzero(thr[:, t] > 0) for t in range(thr.shape[1])]
+            self.x = agnostic_allocation(runnable, scale, gpus, profile)
         self.demand = gather(view.jobs.gpu_demand, active)
         self.arrival = gather(view.jobs.arrival_s, active)
-        self.neg_x = [-x[r, t] for t, r in enumerate(self.rows)]
         self._loop: tuple | None = None
+        self._flat: _Flat | None = None
+
+    def flat(self) -> _Flat:
+        """The entries `_order_numpy` sorts (built once per active set)."""
+        if self._flat is None:
+            types, rows = np.nonzero(self.runnable.T)  # (type, row) order
+            x = self.x[rows, types]
+            ends = np.searchsorted(types, np.arange(1, self.x.shape[1] + 1)).tolist()
+            self._flat = _Flat(
+                rows,
+                types,
+                x,
+                -x,
+                x > 1e-9,
+                x * _NEW_JOB_PRIORITY,
+                list(zip([0, *ends[:-1]], ends, strict=True)),
+            )
+        return self._flat
 
     def loop_rows(self) -> tuple[list[list[float]], list[float], list[float]]:
         """X's rows, the jobs' GPU demands and arrival times as Python floats (for `_order_loop`)."""
         if self._loop is None:
             self._loop = (
                 (self.x.tolist(), self.demand.tolist(), self.arrival.tolist()),
-                [r.tolist() for r in self.rows],
+                [np.flatnonzero(self.runnable[:, t]).tolist() for t in range(self.x.shape[1])],
             )
         return self._loop[0]
 
