@@ -142,11 +142,13 @@ def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[
 
 def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
     """`_order_numpy`'s order by a Python loop (few active jobs, where numpy's per-call cost dominates): the same
-    floats, compared the same way."""
+    floats, compared the same way (the job last in each key: ties keep arrival order, as the stable sort does)."""
     now = view.now_s
     attained, run_start, placements = view.attained_gpu_s, view.run_start_s, view.placements
-    x_rows, demand, arrival = act.loop_rows()
-    keys = []  # per row: per type (-priority, -X, not running on that type)
+    entries, demand, arrival = act.loop_rows()
+    keys: list[list[tuple]] = [
+        [] for _ in view.layout.type_names
+    ]  # per type: (-priority, -X, not on it, job)
     for r, i in enumerate(act.active):
         d = demand[r]
         got = attained[i]
@@ -156,20 +158,13 @@ def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[l
             on = placements[i].type_idx
         stay = now - arrival[r]
         f = got / (d * stay) if stay > 0 else 0.0
-        row = []
-        for t, xv in enumerate(x_rows[r]):
+        for t, xv in entries[r]:  # the types job r can run on, with its X there
             if xv > 1e-9:
                 prio = xv / f if f > 0 else xv * _NEW_JOB_PRIORITY
             else:
                 prio = 0.0
-            row.append((-prio, -xv, on != t))
-        keys.append(row)
-    active = act.active
-    order = []
-    for t, rows in enumerate(act.loop_type_rows()):
-        rows = sorted(rows, key=lambda r: keys[r][t])  # stable: ties keep row (arrival) order
-        order.append([active[r] for r in rows])
-    return order
+            keys[t].append((-prio, -xv, on != t, i))
+    return [[e[3] for e in sorted(k)] for k in keys]
 
 
 class _Tables:
@@ -293,18 +288,20 @@ class _ActiveSet:
             )
         return self._flat
 
-    def loop_rows(self) -> tuple[list[list[float]], list[float], list[float]]:
-        """X's rows, the jobs' GPU demands and arrival times as Python floats (for `_order_loop`)."""
+    def loop_rows(self) -> tuple[list[list[tuple[int, float]]], list[float], list[float]]:
+        """Per row, (type, X) for each type the job can run on; the jobs' GPU demands and arrival times; as Python
+        values (for `_order_loop`; built once per active set)."""
         if self._loop is None:
+            ok = self.runnable.tolist()
             self._loop = (
-                (self.x.tolist(), self.demand.tolist(), self.arrival.tolist()),
-                [np.flatnonzero(self.runnable[:, t]).tolist() for t in range(self.x.shape[1])],
+                [
+                    [(t, v) for t, v in enumerate(xs) if can[t]]
+                    for xs, can in zip(self.x.tolist(), ok, strict=True)
+                ],
+                self.demand.tolist(),
+                self.arrival.tolist(),
             )
-        return self._loop[0]
-
-    def loop_type_rows(self) -> list[list[int]]:
-        """Per type, the rows of the jobs that can run there, ascending (after `loop_rows`)."""
-        return self._loop[1]
+        return self._loop
 
 
 _MEMO: dict[tuple, tuple[object, _ActiveSet]] = {}
