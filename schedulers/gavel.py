@@ -146,9 +146,8 @@ def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[l
     now = view.now_s
     attained, run_start, placements = view.attained_gpu_s, view.run_start_s, view.placements
     entries, demand, arrival = act.loop_rows()
-    keys: list[list[tuple]] = [
-        [] for _ in view.layout.type_names
-    ]  # per type: (-priority, -X, not on it, job)
+    # per type: (-priority, -X, not running on that type, job) of each job that can run there
+    keys: list[list[tuple]] = [[] for _ in view.layout.type_names]
     for r, i in enumerate(act.active):
         d = demand[r]
         got = attained[i]
