@@ -22,6 +22,10 @@ LPs).
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -276,16 +280,10 @@ def _load_highs_core():
     scipy.optimize is imported already, the extension is loaded from its file, as the import system would load
     it (CPython keeps an extension module per file and name: a later `import scipy.optimize` gets this same
     module object, tests/test_gavel.py checks it)."""
-    import sys  # lazy: only the first LP of a process loads the core
-
     hc = sys.modules.get(_CORE_NAME)
     if hc is not None:
         return hc
     if "scipy.optimize" not in sys.modules:
-        import importlib.machinery
-        import importlib.util
-        from pathlib import Path
-
         scipy_spec = importlib.util.find_spec("scipy")
         if scipy_spec is not None and scipy_spec.origin is not None:
             folder = Path(scipy_spec.origin).parent / "optimize" / "_highspy"
