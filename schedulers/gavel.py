@@ -29,6 +29,7 @@ schedulers/gavel_original.py replays all of that.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,6 +45,9 @@ ROUND_S = 360.0
 `--interval` default (scheduler/scripts/sweeps/run_sweep_continuous.py)"""
 
 _NEW_JOB_PRIORITY = 1e9  # Gavel: allocation x 1e9 for a job with no time run yet
+_VECTOR_MIN = 24
+"""from this many active jobs on, a round orders them in numpy (below it a Python loop is cheaper; a module
+attribute, so that tests can force either path)"""
 
 
 def gavel(view: View) -> list:
@@ -66,42 +70,20 @@ def _round(view: View, aware: bool) -> list:
     active = sorted([*view.queue, *running])
     if not active:
         return []
-    jt = view.jobs
     layout = view.layout
-    num_types = len(layout.type_names)
     act = _active_set(view, active, aware)
-    x = act.x
-    # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the
-    # type each running job is on (-1: waiting)
-    run_ids = list(running)
-    at = np.searchsorted(act.ids, run_ids)  # rows of the running jobs
-    got = gather(view.attained_gpu_s, active)
-    got[at] += (now - gather(view.run_start_s, run_ids)) * act.demand[at]
-    stay = now - act.arrival
-    stayed = stay > 0
-    fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
-    ran = fraction > 0
-    # x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by 0: those
-    # entries take x x 1e9), and 0 where x is 0; negated for the sort
-    neg_prio = -np.where(
-        x > 1e-9,
-        np.where(ran[:, None], x / np.where(ran, fraction, 1.0)[:, None], x * _NEW_JOB_PRIORITY),
-        0.0,
-    )
     placements = view.placements
-    on_type = np.full(len(active), -1)
-    on_type[at] = [placements[i].type_idx for i in run_ids]
+    if len(active) < _VECTOR_MIN:
+        order = _order_loop(view, act, running)
+    else:
+        order = _order_numpy(view, act, running)
+    # per type in the layout's order, the jobs not yet chosen that fit in what is left of it, by priority
     left = list(layout.type_num_gpus)
-    num_gpus = jt.num_gpus
-    ids = act.ids
+    num_gpus = view.jobs.num_gpus
     chosen: dict[int, int] = {}  # job -> type, in the order chosen
-    for t in range(num_types):
-        # by priority, ties -> larger X, then a job already running on this type, then arrival order (the
-        # index; `active` is sorted so row order is index order)
-        rows = act.rows[t]
-        rows = rows[np.lexsort((on_type[rows] != t, act.neg_x[t], neg_prio[rows, t]))]
+    for t, jobs in enumerate(order):
         lt = left[t]
-        for i in ids[rows].tolist():
+        for i in jobs:
             if lt == 0:
                 break
             if i in chosen or num_gpus[i] > lt:
@@ -126,6 +108,62 @@ def _round(view: View, aware: bool) -> list:
         else:
             no_fit.add(args)
     return [*plan.decisions, next_round]
+
+
+def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
+    """Per type, the active jobs that can run there by priority (ties -> larger X, then a job already running
+    on that type, then arrival order), in numpy (many active jobs): one sort of every (job, type) entry."""
+    now = view.now_s
+    f = act.flat()
+    # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the
+    # type each running job is on (-1: waiting)
+    run_ids = list(running)
+    # rows of the running jobs (searchsorted converts a list argument far more slowly than fromiter)
+    at = np.searchsorted(act.ids, np.fromiter(run_ids, np.intp, len(run_ids)))
+    got = gather(view.attained_gpu_s, act.active)
+    got[at] += (now - gather(view.run_start_s, run_ids)) * act.demand[at]
+    stay = now - act.arrival
+    stayed = stay > 0
+    fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
+    placements = view.placements
+    on_type = np.full(len(act.active), -1)
+    on_type[at] = [placements[i].type_idx for i in run_ids]
+    # per entry: x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by
+    # 0: those entries take x x 1e9), and 0 where x is 0; negated for the sort
+    fraction = fraction[f.rows]
+    ran = fraction > 0
+    neg_prio = -np.where(f.x_pos, np.where(ran, f.x / np.where(ran, fraction, 1.0), f.x_new), 0.0)
+    # by type, then as the docstring says; the entries are in (type, row) order and lexsort is stable, and
+    # `active` is sorted, so row order is arrival (index) order
+    perm = np.lexsort((on_type[f.rows] != f.types, f.neg_x, neg_prio, f.types))
+    jobs = act.ids[f.rows[perm]].tolist()
+    return [jobs[a:b] for a, b in f.blocks]
+
+
+def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
+    """`_order_numpy`'s order by a Python loop (few active jobs, where numpy's per-call cost dominates): the same
+    floats, compared the same way (the job last in each key: ties keep arrival order, as the stable sort does)."""
+    now = view.now_s
+    attained, run_start, placements = view.attained_gpu_s, view.run_start_s, view.placements
+    entries, demand, arrival = act.loop_rows()
+    # per type: (-priority, -X, not running on that type, job) of each job that can run there
+    keys: list[list[tuple]] = [[] for _ in view.layout.type_names]
+    for r, i in enumerate(act.active):
+        d = demand[r]
+        got = attained[i]
+        on = -1
+        if i in running:
+            got += (now - run_start[i]) * d
+            on = placements[i].type_idx
+        stay = now - arrival[r]
+        f = got / (d * stay) if stay > 0 else 0.0
+        for t, xv in entries[r]:  # the types job r can run on, with its X there
+            if xv > 1e-9:
+                prio = xv / f if f > 0 else xv * _NEW_JOB_PRIORITY
+            else:
+                prio = 0.0
+            keys[t].append((-prio, -xv, on != t, i))
+    return [[e[3] for e in sorted(k)] for k in keys]
 
 
 class _Tables:
@@ -155,17 +193,27 @@ class _Tables:
         """equal for jobs of equal throughput row and GPU count, whose LP rows are then equal (gavel_lp's
         `groups_J`)"""
         self._args: list[tuple | None] = [None] * len(jt.shape)
+        self._shape_args: dict[tuple, tuple] = {}
 
     def place_args(self, view: View, i: int) -> tuple:
-        """Per type: the arguments of `place` for job i on that type only."""
+        """Per type: the arguments of `place` for job i on that type only (None on a type it cannot use).
+
+        Equal for the jobs of one shape: the nodes of the job's type t with enough GPU memory are its eligible
+        nodes of type t (`Eligible.type_nodes[t]`, which the shape holds), and the layout gives one Eligible
+        object per node set, so `layout.eligible` returns the same object for every job of the shape."""
         got = self._args[i]
         if got is None:
-            layout = view.layout
-            _, k_gpus, milli, mem_mb, pace = self.jobs.shape[i]
-            mem = gb_to_mb(self.jobs.jobs[i].gpu_mem_gb)
-            got = self._args[i] = tuple(
-                (layout.eligible((name,), mem), k_gpus, milli, mem_mb, pace) for name in layout.type_names
-            )
+            s = self.jobs.shape[i]
+            got = self._shape_args.get(s)
+            if got is None:
+                layout = view.layout
+                elig, k_gpus, milli, mem_mb, pace = s
+                mem = gb_to_mb(self.jobs.jobs[i].gpu_mem_gb)
+                got = self._shape_args[s] = tuple(
+                    (layout.eligible((name,), mem), k_gpus, milli, mem_mb, pace) if t in elig.types else None
+                    for t, name in enumerate(layout.type_names)
+                )
+            self._args[i] = got
         return got
 
 
@@ -181,27 +229,78 @@ def _tables(view: View) -> _Tables:
 _TABLES: dict[int, _Tables] = {}
 
 
+class _Flat(NamedTuple):
+    """An active set's (job, type) entries where the job can run on the type, in (type, row) order, for
+    `_order_numpy`: the row, the type, X and the constants derived from it."""
+
+    rows: np.ndarray
+    types: np.ndarray
+    x: np.ndarray
+    neg_x: np.ndarray
+    x_pos: np.ndarray
+    """x > 1e-9"""
+    x_new: np.ndarray
+    """x x _NEW_JOB_PRIORITY: the priority of a job that has not run yet"""
+    blocks: list[tuple[int, int]]
+    """per type, the slice of its entries"""
+
+
 class _ActiveSet:
     """What a round needs of one active set (sorted job indices) that does not change while the set does not:
-    the allocation X, the row of each job, and per type the rows of the jobs that can run there with their -X."""
+    the allocation X, the row of each job, and per type the rows of the jobs that can run there (with the
+    constants each order needs, built for the first round that takes that path)."""
 
-    __slots__ = ("tables", "x", "ids", "rows", "neg_x", "demand", "arrival")
+    __slots__ = ("tables", "active", "x", "ids", "runnable", "demand", "arrival", "_loop", "_flat")
 
     def __init__(self, view: View, active: list[int], aware: bool):
         self.tables = tables = _tables(view)
+        self.active = active
         self.ids = ids = np.array(active)
         thr = tables.throughput[ids]
-        scale = np.array([view.jobs.num_gpus[i] for i in active], dtype=float)
+        scale = gather(view.jobs.num_gpus, active)
         gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
         profile = tables.profile[ids]
+        self.runnable = runnable = thr > 0
         if aware:
-            self.x = x = aware_allocation(thr, scale, gpus, profile)
+            self.x = aware_allocation(thr, scale, gpus, profile)
         else:
-            self.x = x = agnostic_allocation(thr > 0, scale, gpus, profile)
-        self.rows = [np.flatnonzero(thr[:, t] > 0) for t in range(thr.shape[1])]
+            self.x = agnostic_allocation(runnable, scale, gpus, profile)
         self.demand = gather(view.jobs.gpu_demand, active)
         self.arrival = gather(view.jobs.arrival_s, active)
-        self.neg_x = [-x[r, t] for t, r in enumerate(self.rows)]
+        self._loop: tuple | None = None
+        self._flat: _Flat | None = None
+
+    def flat(self) -> _Flat:
+        """The entries `_order_numpy` sorts (built once per active set)."""
+        if self._flat is None:
+            types, rows = np.nonzero(self.runnable.T)  # (type, row) order
+            x = self.x[rows, types]
+            ends = np.searchsorted(types, np.arange(1, self.x.shape[1] + 1)).tolist()
+            self._flat = _Flat(
+                rows,
+                types,
+                x,
+                -x,
+                x > 1e-9,
+                x * _NEW_JOB_PRIORITY,
+                list(zip([0, *ends[:-1]], ends, strict=True)),
+            )
+        return self._flat
+
+    def loop_rows(self) -> tuple[list[list[tuple[int, float]]], list[float], list[float]]:
+        """Per row, (type, X) for each type the job can run on; the jobs' GPU demands and arrival times; as Python
+        values (for `_order_loop`; built once per active set)."""
+        if self._loop is None:
+            ok = self.runnable.tolist()
+            self._loop = (
+                [
+                    [(t, v) for t, v in enumerate(xs) if can[t]]
+                    for xs, can in zip(self.x.tolist(), ok, strict=True)
+                ],
+                self.demand.tolist(),
+                self.arrival.tolist(),
+            )
+        return self._loop
 
 
 _MEMO: dict[tuple, tuple[object, _ActiveSet]] = {}

@@ -18,6 +18,9 @@ from schedulers.preemptive import allocate, lone_start
 from sim.simulator import View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
+_SORT_MAX = 64
+"""below this many waiting jobs the policy sorts them itself rather than read the simulator's by-runtime index
+(see `_by_runtime`; a module attribute, so that tests can force either way)"""
 
 
 def remaining_s(view: View, job: int) -> float:
@@ -59,5 +62,17 @@ def srtf(view: View) -> list:
         rems, jobs = cache
         return jobs[bisect_right(rems, k) :][::-1]  # lowest priority (most work left, later job) first
 
-    queued = (((k, i), i) for k, i in view.queue_by_runtime)
+    by_runtime = view.queue_by_runtime
+    if len(view.queue) < _SORT_MAX and not getattr(by_runtime, "active", True):
+        by_runtime = _by_runtime(view)
+    queued = (((k, i), i) for k, i in by_runtime)
     return allocate(view, queued, lower, lambda v: (remaining_s(view, v), v)).decisions
+
+
+def _by_runtime(view: View) -> list[tuple[float, int]]:
+    """`view.queue_by_runtime`'s entries, sorted here: the simulator keeps that index only once a policy has
+    read it (then for every arrival, start and preemption), which a short queue does not need. A waiting job's
+    key is its known runtime until it is first preempted, then its remaining known runtime as of its last
+    preemption (the simulator's own key: the same floats)."""
+    known, done, preemptions = view.jobs.known_runtime_s, view.progress_s, view.preemptions
+    return sorted((max(known[i] - done[i], 0.0) if preemptions[i] else known[i], i) for i in view.queue)

@@ -159,6 +159,25 @@ def test_srtf_equals_the_plain_reference(spec, workload, seed, noisy, overhead_s
     assert _same(fast, plain)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.integers(0, 2**32 - 1), st.sampled_from([0, 10**9]))
+def test_srtf_sorting_its_queue_or_reading_the_index_equals_the_plain_reference(
+    spec, workload, seed, sort_max
+):
+    """The same with the waiting jobs always taken from the simulator's by-runtime index (sort_max 0) or always
+    sorted by the policy (whatever the queue's length): the same keys, so the same decisions."""
+    layout = ClusterLayout(spec)
+    known = estimates(workload, seed, True)
+    fast = Simulator(workload, layout, known, 1.2, 60.0)
+    plain = Simulator(workload, layout, known, 1.2, 60.0)
+    with patch.object(importlib.import_module("schedulers.srtf"), "_SORT_MAX", sort_max):
+        fast.run(POLICIES["srtf"])
+    plain.run(srtf_reference)
+    assert _same(fast, plain)
+    if sort_max:  # the policy never read the index, so the simulator never kept it
+        assert not fast.queue_by_runtime.active
+
+
 _THRESHOLDS = st.sampled_from([(20.0,), (30.0, 200.0), (3250.0, 7200.0)])
 
 
