@@ -38,9 +38,9 @@ Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-
 - when the estimates are not the true runtimes (a kept schedule would rarely last) a rebuild stops once no job
   left can start now (`_none_can_start`): later reservations only take capacity, so they cannot change this
   instant's starts;
-- within one profile, a search of an option begins at the earliest start an earlier search of it found for a
-  run as short or shorter, or is skipped when that start cannot end before the best option so far
-  (`_Profile.earliest`): capacity only shrinks as reservations are added.
+- within one profile (and a kept one's later instants), a search of an option begins at the earliest start
+  an earlier search of it found for a run as short or shorter, or is skipped when that start cannot end before
+  the best option so far (`_Profile.earliest`): capacity from now on only shrinks as reservations are added.
 The profile's rows are short Python lists walked in Python (numpy's fixed cost per call dominated on them).
 """
 
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from heapq import heapify, heappop, heappush
+from itertools import islice
 from math import nextafter
 from typing import NamedTuple
 from weakref import WeakKeyDictionary
@@ -336,8 +337,10 @@ class _Kept:
     had, which contains its choice (a start at an instant inside a step ranks below that step's start). So
     only the new arrivals get new reservations. Anything else rebuilds (tested against tests/cbf_reference.py).
 
-    Per instant it costs O(log queue) per reservation that starts or is made, plus C-speed list comparisons of
-    the queue and running lists: the future reservations are a dict in queue order and a heap by start time.
+    Per instant it costs O(log queue) per reservation that starts or is made, plus a C-speed comparison of the
+    running list (bounded by the cluster's GPUs): the future reservations are a dict in queue order and a heap
+    by start time, and the simulator's live queue (the same object at every call) is checked by its length and
+    the ends of its kept part, not entry by entry (any other queue is compared whole).
     """
 
     def __init__(
@@ -354,6 +357,7 @@ class _Kept:
         """Remember this instant and the running jobs once its starts apply (a copy of `view.running`: its
         entries are the simulator's own tuples, so the next comparison is mostly identity checks)."""
         self.now = view.now_s
+        self.queue = view.queue
         exp = self.expected = list(view.running)
         for e in started:
             insort(exp, e)
@@ -376,9 +380,21 @@ class _Kept:
         del exp[:k]
         if running != exp:
             return None  # a job ended before its estimate, or the decisions were not applied
-        queue = list(view.queue)
+        queue = view.queue
         res = self.res
         n = len(res)
+        m = len(queue) - n
+        if queue is self.queue and m >= 0:
+            # the simulator's live queue, as at the last call: it changed only by arrivals at its end and by
+            # starts and preemptions, which would have shown in `running` above; so it is the kept
+            # reservations followed by the arrivals (the ends of the kept part are checked all the same)
+            tail = list(islice(reversed(queue), m + 1))
+            if next(iter(queue)) != next(iter(res)) or tail[-1] != next(reversed(res)):
+                return None
+            del tail[-1]
+            tail.reverse()
+            return tail
+        queue = list(queue)
         if queue[:n] != list(res):
             return None
         return queue[n:]
@@ -476,8 +492,9 @@ class _Profile:
         """pools -> their nodes (`_nodes_of`'s cache, filled as asked)"""
         self.earliest: dict[tuple, tuple[list[float], list[float]]] = {}
         """(pools, k, option kind) -> (durations d, earliest starts), both ascending: the searches of that option
-        that found a start. The profile only loses capacity (until `move_to`), and a longer run fits only where a
-        shorter one does, so a later search of the option for a duration >= d cannot start before d's start"""
+        that found a start. The profile only loses capacity at every time from now on (reservations are added;
+        `move_to` only drops the past, so the entries outlive it), and a longer run fits only where a shorter
+        one does, so a later search of the option for a duration >= d cannot start before d's start"""
         shared_until = self.shared_until
         if len(releases) < len(running) + len(started):
             others = [
@@ -530,7 +547,7 @@ class _Profile:
     def move_to(self, view: View) -> None:
         """Move a kept profile (see _Kept) to `view.now_s`: drop the steps that ended by then. Only the rows
         whose second step has begun are touched (`next_steps`); every row's first step is read as starting
-        now, whatever time it holds."""
+        now, whatever time it holds. The capacity from now on is unchanged, so `earliest` stays valid."""
         now = view.now_s
         self.view = view
         rt, rf = self.t, self.free
@@ -546,7 +563,6 @@ class _Profile:
                 del fl[:j]
                 if len(tl) > 1:
                     heappush(pending, (tl[1], n))
-        self.earliest = {}
 
     # -- the profile -------------------------------------------------------------------------------------
 
@@ -709,7 +725,7 @@ class _Profile:
                 hit = self._one_node(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, n = hit
-                    _found(earliest, key, d, a)
+                    _found(earliest, key, d, a, now)
                     bound = a + d
                     best = (bound, a, -1, n, layout.node_type[n], d)
                     if a == now and self.whole_only:
@@ -718,7 +734,7 @@ class _Profile:
                 hit = self._spread(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, avail = hit
-                    _found(earliest, key, d, a)
+                    _found(earliest, key, d, a, now)
                     bound = a + d
                     best = (bound, a, o.multi_type, (nodes, avail), o.multi_type, d)
         if milli < FULL:
@@ -798,13 +814,13 @@ class _Profile:
                 self.shared_until[g] = end
 
 
-def _found(earliest: dict, key: tuple, dur_s: float, start_s: float) -> None:
+def _found(earliest: dict, key: tuple, dur_s: float, start_s: float, now_s: float) -> None:
     """Record in `_Profile.earliest` that a search of option `key` for `dur_s` found `start_s`: it replaces the
-    entries it makes useless (a duration as long or longer with a start as early or earlier)."""
+    entries it makes useless (a duration as long or longer with a start as early or earlier, or a start by
+    `now_s`, which bounds nothing)."""
     low = earliest.get(key)
     if low is None:
-        earliest[key] = ([dur_s], [start_s])
-        return
+        low = earliest[key] = ([], [])
     ds, starts = low
     x = bisect_right(ds, dur_s)
     if x and ds[x - 1] == dur_s:
@@ -814,6 +830,10 @@ def _found(earliest: dict, key: tuple, dur_s: float, start_s: float) -> None:
         y += 1
     ds[x:y] = [dur_s]
     starts[x:y] = [start_s]
+    if starts[0] <= now_s:  # the starts ascend: drop the prefix up to now
+        x = bisect_right(starts, now_s)
+        del ds[:x]
+        del starts[:x]
 
 
 def _after(t: float) -> float:

@@ -464,26 +464,36 @@ def test_a_search_after_capacity_is_taken_starts_no_earlier(case, data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([1.0, 2.0, 2.5, 4.0, 8.0])), max_size=12))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from([1.0, 2.0, 2.5, 4.0, 8.0]), st.integers(0, 4)),
+        max_size=12,
+    )
+)
 def test_earliest_memo_answers_the_latest_start_found_for_a_run_as_short_or_shorter(records):
     """`_found` keeps `_Profile.earliest`'s pairs so that a look-up for duration d (the entry of the longest
     duration <= d) gives the largest start recorded for any duration <= d, as long as the records come from a
-    profile that only loses capacity: there the earliest start grows with time and with the duration. Modelled
-    here as start = (sum of the delays so far) + duration / 2."""
+    profile that only loses capacity from now on: there the earliest start grows with time and with the
+    duration. Modelled here as start = max(now, (sum of the delays so far) + duration / 2), with now advancing
+    too (a kept profile's later instants). Starts by now bound nothing (a search begins now anyway) and may be
+    dropped: the look-up must give the same bound, max(entry, now)."""
     earliest: dict = {}
     delay = 0
+    now_s = 0.0
     found: list[tuple[float, float]] = []
-    for step, dur_s in records:
+    for step, dur_s, advance in records:
         delay += step
-        start_s = delay + dur_s / 2
-        cbf_module._found(earliest, "option", dur_s, start_s)
+        now_s += advance
+        start_s = max(now_s, delay + dur_s / 2)
+        cbf_module._found(earliest, "option", dur_s, start_s, now_s)
         found.append((dur_s, start_s))
     ds, starts = earliest.get("option", ([], []))
     assert ds == sorted(set(ds)) and starts == sorted(starts)
+    assert all(a > now_s for a in starts)  # the ones by now were dropped
     for d in (0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 8.0, 9.0):
         x = bisect.bisect_right(ds, d) - 1
-        want = max((a for dur, a in found if dur <= d), default=None)
-        assert (starts[x] if x >= 0 else None) == want, d
+        want = max((a for dur, a in found if dur <= d), default=-np.inf)
+        assert max(starts[x] if x >= 0 else -np.inf, now_s) == max(want, now_s), d
 
 
 def test_cbf_shortcut_keeps_the_option_order_when_an_overrun_makes_equal_speeds_tie():
