@@ -402,12 +402,20 @@ class _Kept:
     def go_on(self, view: View, arrivals: list[int]) -> list[Decision]:
         jt = view.jobs
         now = view.now_s
+        starts = self.starts
+        if not arrivals and starts[0][0] > now:
+            # nothing arrives and no reservation starts (an instant where jobs only ended, as expected): the
+            # schedule stands as it is, and `expected` is the running list already (`arrivals_if_valid`); the
+            # profile moves to the next instant that needs it
+            self.now = now
+            _KEPT.clear()
+            _KEPT[id(jt)] = self
+            return []
         prof = self.prof
         prof.move_to(view)
-        plan = Plan(view.free)
+        plan = _NowStarts(view.free)
         started: list[tuple[float, int]] = []
         res = self.res
-        starts = self.starts
         if starts[0][0] == now:
             due = []
             while starts and starts[0][0] == now:
@@ -438,6 +446,38 @@ class _Kept:
             _KEPT.clear()
             _KEPT[id(jt)] = self
         return plan.decisions
+
+
+class _NowStarts:
+    """A kept schedule's starts this instant (whole-GPU jobs only: see _Kept) and the free whole GPUs of each
+    node they leave: the part of a `Plan` and of its FreeState that `go_on`, `_Profile.reserve`, `_on_node` and
+    `_spread_placement` read (`free` is the object itself). Two short per-node lists are copied instead of the
+    cluster's FreeState (whose per-pool node sets cost about 16 µs to copy on the typed cluster), picking the
+    same GPUs."""
+
+    __slots__ = ("layout", "node_whole", "node_free_bits", "decisions")
+
+    free_gpus_on = FreeState.free_gpus_on
+
+    def __init__(self, free: FreeState):
+        self.layout = free.layout
+        self.node_whole = list(free.node_whole)
+        self.node_free_bits = list(free.node_free_bits)
+        self.decisions: list[Decision] = []
+
+    @property
+    def free(self) -> _NowStarts:
+        return self
+
+    def add(self, job: int, p: Placement) -> None:
+        """Start `job` on whole-GPU placement `p` (as `FreeState.take` counts it)."""
+        self.decisions.append(Decision(job, p))
+        layout = self.layout
+        gpu_node, gpu_bit, bits, whole = layout.gpu_node, layout.gpu_bit, self.node_free_bits, self.node_whole
+        for g in p.gpus:
+            n = gpu_node[g]
+            bits[n] &= ~gpu_bit[g]
+            whole[n] -= 1
 
 
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
@@ -693,7 +733,7 @@ class _Profile:
 
     # -- reservations ------------------------------------------------------------------------------------
 
-    def reserve(self, i: int, plan: Plan) -> tuple[Reservation | None, Placement | None]:
+    def reserve(self, i: int, plan: Plan | _NowStarts) -> tuple[Reservation | None, Placement | None]:
         """Job i's reservation (taken from the profile) and its placement if it starts now; (None, None) when no
         option of the job ever frees in the profile (nodes that are powered off hold their GPUs out)."""
         view = self.view
