@@ -47,6 +47,7 @@ The profile's rows are short Python lists walked in Python (numpy's fixed cost p
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from collections import OrderedDict
 from heapq import heapify, heappop, heappush
 from itertools import islice
 from math import nextafter
@@ -63,6 +64,7 @@ from sim.placement import _gpus_on_node, _options, effective_speed
 from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
+_tuple_new = tuple.__new__  # a NamedTuple of all its fields without its constructor's extra call
 _INF = float("inf")
 
 
@@ -80,6 +82,15 @@ class Reservation(NamedTuple):
 
 
 def cbf(view: View) -> list[Decision]:
+    # in a run of whole-GPU jobs a kept schedule is taken up here, as `_from_scratch` would take it up (its
+    # `whole_run` is the run's fact, fixed per run, read when it was kept), without the checks on the way there
+    jt = view.jobs
+    kept = _KEPT.get(id(jt))
+    if kept is not None and kept.whole_run and kept.jobs is jt:
+        del _KEPT[id(jt)]
+        arrivals = kept.arrivals_if_valid(view)
+        if arrivals is not None:
+            return kept.go_on(view, arrivals)
     return cbf_schedule(view)[0]
 
 
@@ -246,7 +257,7 @@ def _from_scratch(view: View, want_reservations: bool) -> tuple[list[Decision], 
             reservations.append(r)
     if stateful and later and not unreservable and not cut:
         _KEPT.clear()  # one run at a time is kept
-        _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs)
+        _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs, not any_fractional)
     return plan.decisions, reservations
 
 
@@ -344,11 +355,20 @@ class _Kept:
     """
 
     def __init__(
-        self, view: View, prof: _Profile, later: list[Reservation], started: list[tuple[float, int]]
+        self,
+        view: View,
+        prof: _Profile,
+        later: list[Reservation],
+        started: list[tuple[float, int]],
+        whole_run: bool,
     ):
         self.jobs = view.jobs
+        self.whole_run = whole_run
+        """no job of the run is fractional (`cbf` then takes the schedule up directly)"""
         self.prof = prof
-        self.res = {r.job: r for r in later}  # future reservations, in queue order
+        # future reservations, in queue order (an OrderedDict: its first and last keys are read at every
+        # instant, and a dict's first key is found by walking over the slots of every reservation that started)
+        self.res = OrderedDict((r.job, r) for r in later)
         self.starts = [(r.start_s, r.job) for r in later]  # a heap: the next reservation to start first
         heapify(self.starts)
         self._expect(view, started)
@@ -371,13 +391,16 @@ class _Kept:
         exp = self.expected
         # while jobs wait the policy is called at every completion, so every job estimated to end since the
         # last call must have ended right now, and nothing else may have changed
-        if exp and exp[0][0] < now:
-            return None  # it ended off its estimate (an early end would have called us before)
-        k = bisect_right(exp, (now, _AFTER_ALL))
+        k = 0
+        if exp and exp[0][0] <= now:
+            if exp[0][0] < now:
+                return None  # it ended off its estimate (an early end would have called us before)
+            k = bisect_right(exp, (now, _AFTER_ALL))
         running = view.running
         if len(running) != len(exp) - k:
             return None
-        del exp[:k]
+        if k:
+            del exp[:k]
         if running != exp:
             return None  # a job ended before its estimate, or the decisions were not applied
         queue = view.queue
@@ -471,7 +494,7 @@ class _NowStarts:
 
     def add(self, job: int, p: Placement) -> None:
         """Start `job` on whole-GPU placement `p` (as `FreeState.take` counts it)."""
-        self.decisions.append(Decision(job, p))
+        self.decisions.append(_tuple_new(Decision, (job, p)))
         layout = self.layout
         gpu_node, gpu_bit, bits, whole = layout.gpu_node, layout.gpu_bit, self.node_free_bits, self.node_whole
         for g in p.gpus:
@@ -811,7 +834,7 @@ class _Profile:
             nodes = tuple(take_n)
             counts = tuple(take_c)
             p = _spread_placement(plan.free, take_n, take_c, kind) if start == now else None
-        return Reservation(i, start, float(end), t, nodes, p is not None, counts), p
+        return _tuple_new(Reservation, (i, start, float(end), t, nodes, p is not None, counts)), p
 
     def _shared_now(self, i: int, free: FreeState, before_s: float) -> tuple[Placement, float] | None:
         """A fractional job's start now on a shared GPU where it ends by the GPU's last resident's end and by
