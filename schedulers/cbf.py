@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections import OrderedDict
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, merge
 from itertools import islice
 from math import nextafter
 from typing import NamedTuple
@@ -371,6 +371,8 @@ class _Kept:
         self.res = OrderedDict((r.job, r) for r in later)
         self.starts = [(r.start_s, r.job) for r in later]  # a heap: the next reservation to start first
         heapify(self.starts)
+        self.seen = max(view.queue, default=-1)
+        """the highest job index seen in the queue (the jobs above it that are in the queue arrived since)"""
         self._expect(view, started)
 
     def _expect(self, view: View, started: list[tuple[float, int]]) -> None:
@@ -407,16 +409,24 @@ class _Kept:
         res = self.res
         n = len(res)
         m = len(queue) - n
-        if queue is self.queue and m >= 0:
+        if queue is self.queue:
             # the simulator's live queue, as at the last call: it changed only by arrivals at its end and by
             # starts and preemptions, which would have shown in `running` above; so it is the kept
-            # reservations followed by the arrivals (the ends of the kept part are checked all the same)
-            tail = list(islice(reversed(queue), m + 1))
-            if next(iter(queue)) != next(iter(res)) or tail[-1] != next(reversed(res)):
-                return None
-            del tail[-1]
-            tail.reverse()
-            return tail
+            # reservations followed by the m jobs that arrived since. Job indices follow arrival order, so
+            # those are the first m indices above the last one seen that are in the queue (a job refused at
+            # arrival never enters it)
+            if m <= 0:
+                return [] if m == 0 else None
+            arrivals = []
+            i = self.seen
+            last = len(self.jobs) - 1
+            while i < last:
+                i += 1
+                if i in queue:
+                    arrivals.append(i)
+                    if len(arrivals) == m:
+                        return arrivals
+            return None
         queue = list(queue)
         if queue[:n] != list(res):
             return None
@@ -466,6 +476,8 @@ class _Kept:
                 heappush(starts, (r.start_s, i))
         if res:
             self._expect(view, started)
+            if arrivals:
+                self.seen = arrivals[-1]
             _KEPT.clear()
             _KEPT[id(jt)] = self
         return plan.decisions
@@ -686,9 +698,15 @@ class _Profile:
         A caller that knows no run starts before `from_s` skips the earlier steps."""
         rows = [(self.t[n], self.free[n]) for n in nodes]
         now = self.view.now_s  # every row's first step starts now (whatever time it holds: `move_to`)
-        for s in sorted(set().union(*[tl for tl, _ in rows], (now,))):
-            if s < from_s or s < now:
+        # the candidate starts, ascending and merged lazily (the search mostly ends soon after from_s): now, and
+        # every step of the rows from max(from_s, now) on
+        lo = max(from_s, now)
+        tails = [islice(tl, bisect_left(tl, lo), None) for tl, _ in rows]
+        prev = None
+        for s in merge((now,) if now >= from_s else (), *tails):
+            if s == prev:
                 continue
+            prev = s
             end = s + dur_s
             if end >= before_s:
                 return None
