@@ -349,9 +349,10 @@ class _Kept:
     only the new arrivals get new reservations. Anything else rebuilds (tested against tests/cbf_reference.py).
 
     Per instant it costs O(log queue) per reservation that starts or is made, plus a C-speed comparison of the
-    running list (bounded by the cluster's GPUs): the future reservations are a dict in queue order and a heap
-    by start time, and the simulator's live queue (the same object at every call) is checked by its length and
-    the ends of its kept part, not entry by entry (any other queue is compared whole).
+    running list (bounded by the cluster's GPUs): the future reservations are an OrderedDict in queue order and
+    a heap by start time, and the simulator's live queue (the same object at every call) is checked by its
+    length, its arrivals found by index (`arrivals_if_valid`), not compared entry by entry (any other queue is
+    compared whole).
     """
 
     def __init__(
