@@ -476,7 +476,11 @@ class _Kept:
                 res[i] = r
                 heappush(starts, (r.start_s, i))
         if res:
-            self._expect(view, started)
+            if started:
+                self._expect(view, started)
+            else:  # `expected` is the running list already (`arrivals_if_valid`)
+                self.now = now
+                self.queue = view.queue
             if arrivals:
                 self.seen = arrivals[-1]
             _KEPT.clear()
