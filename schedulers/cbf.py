@@ -47,7 +47,6 @@ The profile's rows are short Python lists walked in Python (numpy's fixed cost p
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections import OrderedDict
 from heapq import heapify, heappop, heappush, merge
 from itertools import islice
 from math import nextafter
@@ -349,8 +348,8 @@ class _Kept:
     only the new arrivals get new reservations. Anything else rebuilds (tested against tests/cbf_reference.py).
 
     Per instant it costs O(log queue) per reservation that starts or is made, plus a C-speed comparison of the
-    running list (bounded by the cluster's GPUs): the future reservations are an OrderedDict in queue order and
-    a heap by start time, and the simulator's live queue (the same object at every call) is checked by its
+    running list (bounded by the cluster's GPUs): the future reservations are a dict in queue order and a heap
+    by start time, and the simulator's live queue (the same object at every call) is checked by its
     length, its arrivals found by index (`arrivals_if_valid`), not compared entry by entry (any other queue is
     compared whole).
     """
@@ -367,9 +366,7 @@ class _Kept:
         self.whole_run = whole_run
         """no job of the run is fractional (`cbf` then takes the schedule up directly)"""
         self.prof = prof
-        # future reservations, in queue order (an OrderedDict: its first and last keys are read at every
-        # instant, and a dict's first key is found by walking over the slots of every reservation that started)
-        self.res = OrderedDict((r.job, r) for r in later)
+        self.res = {r.job: r for r in later}  # future reservations, in queue order
         self.starts = [(r.start_s, r.job) for r in later]  # a heap: the next reservation to start first
         heapify(self.starts)
         self.seen = max(view.queue, default=-1)
