@@ -38,16 +38,17 @@ Shortcuts (same decisions; tests/cbf_reference.py has none, and the tests cross-
 - when the estimates are not the true runtimes (a kept schedule would rarely last) a rebuild stops once no job
   left can start now (`_none_can_start`): later reservations only take capacity, so they cannot change this
   instant's starts;
-- within one profile, a search of an option begins at the earliest start an earlier search of it found for a
-  run as short or shorter, or is skipped when that start cannot end before the best option so far
-  (`_Profile.earliest`): capacity only shrinks as reservations are added.
+- within one profile (and a kept one's later instants), a search of an option begins at the earliest start
+  an earlier search of it found for a run as short or shorter, or is skipped when that start cannot end before
+  the best option so far (`_Profile.earliest`): capacity from now on only shrinks as reservations are added.
 The profile's rows are short Python lists walked in Python (numpy's fixed cost per call dominated on them).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, merge
+from itertools import islice
 from math import nextafter
 from typing import NamedTuple
 from weakref import WeakKeyDictionary
@@ -62,6 +63,7 @@ from sim.placement import _gpus_on_node, _options, effective_speed
 from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
+_tuple_new = tuple.__new__  # a NamedTuple of all its fields without its constructor's extra call
 _INF = float("inf")
 
 
@@ -79,6 +81,15 @@ class Reservation(NamedTuple):
 
 
 def cbf(view: View) -> list[Decision]:
+    # in a run of whole-GPU jobs a kept schedule is taken up here, as `_from_scratch` would take it up (its
+    # `whole_run` is the run's fact, fixed per run, read when it was kept), without the checks on the way there
+    jt = view.jobs
+    kept = _KEPT.get(id(jt))
+    if kept is not None and kept.whole_run and kept.jobs is jt:
+        del _KEPT[id(jt)]
+        arrivals = kept.arrivals_if_valid(view)
+        if arrivals is not None:
+            return kept.go_on(view, arrivals)
     return cbf_schedule(view)[0]
 
 
@@ -245,7 +256,7 @@ def _from_scratch(view: View, want_reservations: bool) -> tuple[list[Decision], 
             reservations.append(r)
     if stateful and later and not unreservable and not cut:
         _KEPT.clear()  # one run at a time is kept
-        _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs)
+        _KEPT[id(jt)] = _Kept(view, prof, later, started_jobs, not any_fractional)
     return plan.decisions, reservations
 
 
@@ -336,24 +347,37 @@ class _Kept:
     had, which contains its choice (a start at an instant inside a step ranks below that step's start). So
     only the new arrivals get new reservations. Anything else rebuilds (tested against tests/cbf_reference.py).
 
-    Per instant it costs O(log queue) per reservation that starts or is made, plus C-speed list comparisons of
-    the queue and running lists: the future reservations are a dict in queue order and a heap by start time.
+    Per instant it costs O(log queue) per reservation that starts or is made, plus a C-speed comparison of the
+    running list (bounded by the cluster's GPUs): the future reservations are a dict in queue order and a heap
+    by start time, and the simulator's live queue (the same object at every call) is checked by its
+    length, its arrivals found by index (`arrivals_if_valid`), not compared entry by entry (any other queue is
+    compared whole).
     """
 
     def __init__(
-        self, view: View, prof: _Profile, later: list[Reservation], started: list[tuple[float, int]]
+        self,
+        view: View,
+        prof: _Profile,
+        later: list[Reservation],
+        started: list[tuple[float, int]],
+        whole_run: bool,
     ):
         self.jobs = view.jobs
+        self.whole_run = whole_run
+        """no job of the run is fractional (`cbf` then takes the schedule up directly)"""
         self.prof = prof
         self.res = {r.job: r for r in later}  # future reservations, in queue order
         self.starts = [(r.start_s, r.job) for r in later]  # a heap: the next reservation to start first
         heapify(self.starts)
+        self.seen = max(view.queue, default=-1)
+        """the highest job index seen in the queue (the jobs above it that are in the queue arrived since)"""
         self._expect(view, started)
 
     def _expect(self, view: View, started: list[tuple[float, int]]) -> None:
         """Remember this instant and the running jobs once its starts apply (a copy of `view.running`: its
         entries are the simulator's own tuples, so the next comparison is mostly identity checks)."""
         self.now = view.now_s
+        self.queue = view.queue
         exp = self.expected = list(view.running)
         for e in started:
             insort(exp, e)
@@ -367,18 +391,41 @@ class _Kept:
         exp = self.expected
         # while jobs wait the policy is called at every completion, so every job estimated to end since the
         # last call must have ended right now, and nothing else may have changed
-        if exp and exp[0][0] < now:
-            return None  # it ended off its estimate (an early end would have called us before)
-        k = bisect_right(exp, (now, _AFTER_ALL))
+        k = 0
+        if exp and exp[0][0] <= now:
+            if exp[0][0] < now:
+                return None  # it ended off its estimate (an early end would have called us before)
+            k = bisect_right(exp, (now, _AFTER_ALL))
         running = view.running
         if len(running) != len(exp) - k:
             return None
-        del exp[:k]
+        if k:
+            del exp[:k]
         if running != exp:
             return None  # a job ended before its estimate, or the decisions were not applied
-        queue = list(view.queue)
+        queue = view.queue
         res = self.res
         n = len(res)
+        m = len(queue) - n
+        if queue is self.queue:
+            # the simulator's live queue, as at the last call: it changed only by arrivals at its end and by
+            # starts and preemptions, which would have shown in `running` above; so it is the kept
+            # reservations followed by the m jobs that arrived since. Job indices follow arrival order, so
+            # those are the first m indices above the last one seen that are in the queue (a job refused at
+            # arrival never enters it)
+            if m <= 0:
+                return [] if m == 0 else None
+            arrivals = []
+            i = self.seen
+            last = len(self.jobs) - 1
+            while i < last:
+                i += 1
+                if i in queue:
+                    arrivals.append(i)
+                    if len(arrivals) == m:
+                        return arrivals
+            return None
+        queue = list(queue)
         if queue[:n] != list(res):
             return None
         return queue[n:]
@@ -386,12 +433,20 @@ class _Kept:
     def go_on(self, view: View, arrivals: list[int]) -> list[Decision]:
         jt = view.jobs
         now = view.now_s
+        starts = self.starts
+        if not arrivals and starts[0][0] > now:
+            # nothing arrives and no reservation starts (an instant where jobs only ended, as expected): the
+            # schedule stands as it is, and `expected` is the running list already (`arrivals_if_valid`); the
+            # profile moves to the next instant that needs it
+            self.now = now
+            _KEPT.clear()
+            _KEPT[id(jt)] = self
+            return []
         prof = self.prof
         prof.move_to(view)
-        plan = Plan(view.free)
+        plan = _NowStarts(view.free)
         started: list[tuple[float, int]] = []
         res = self.res
-        starts = self.starts
         if starts[0][0] == now:
             due = []
             while starts and starts[0][0] == now:
@@ -418,10 +473,48 @@ class _Kept:
                 res[i] = r
                 heappush(starts, (r.start_s, i))
         if res:
-            self._expect(view, started)
+            if started:
+                self._expect(view, started)
+            else:  # `expected` is the running list already (`arrivals_if_valid`)
+                self.now = now
+                self.queue = view.queue
+            if arrivals:
+                self.seen = arrivals[-1]
             _KEPT.clear()
             _KEPT[id(jt)] = self
         return plan.decisions
+
+
+class _NowStarts:
+    """A kept schedule's starts this instant (whole-GPU jobs only: see _Kept) and the free whole GPUs of each
+    node they leave: the part of a `Plan` and of its FreeState that `go_on`, `_Profile.reserve`, `_on_node` and
+    `_spread_placement` read (`free` is the object itself). Two short per-node lists are copied instead of the
+    cluster's FreeState (whose per-pool node sets cost about 16 µs to copy on the typed cluster), picking the
+    same GPUs."""
+
+    __slots__ = ("layout", "node_whole", "node_free_bits", "decisions")
+
+    free_gpus_on = FreeState.free_gpus_on
+
+    def __init__(self, free: FreeState):
+        self.layout = free.layout
+        self.node_whole = list(free.node_whole)
+        self.node_free_bits = list(free.node_free_bits)
+        self.decisions: list[Decision] = []
+
+    @property
+    def free(self) -> _NowStarts:
+        return self
+
+    def add(self, job: int, p: Placement) -> None:
+        """Start `job` on whole-GPU placement `p` (as `FreeState.take` counts it)."""
+        self.decisions.append(_tuple_new(Decision, (job, p)))
+        layout = self.layout
+        gpu_node, gpu_bit, bits, whole = layout.gpu_node, layout.gpu_bit, self.node_free_bits, self.node_whole
+        for g in p.gpus:
+            n = gpu_node[g]
+            bits[n] &= ~gpu_bit[g]
+            whole[n] -= 1
 
 
 _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
@@ -476,8 +569,9 @@ class _Profile:
         """pools -> their nodes (`_nodes_of`'s cache, filled as asked)"""
         self.earliest: dict[tuple, tuple[list[float], list[float]]] = {}
         """(pools, k, option kind) -> (durations d, earliest starts), both ascending: the searches of that option
-        that found a start. The profile only loses capacity (until `move_to`), and a longer run fits only where a
-        shorter one does, so a later search of the option for a duration >= d cannot start before d's start"""
+        that found a start. The profile only loses capacity at every time from now on (reservations are added;
+        `move_to` only drops the past, so the entries outlive it), and a longer run fits only where a shorter
+        one does, so a later search of the option for a duration >= d cannot start before d's start"""
         shared_until = self.shared_until
         if len(releases) < len(running) + len(started):
             others = [
@@ -530,7 +624,7 @@ class _Profile:
     def move_to(self, view: View) -> None:
         """Move a kept profile (see _Kept) to `view.now_s`: drop the steps that ended by then. Only the rows
         whose second step has begun are touched (`next_steps`); every row's first step is read as starting
-        now, whatever time it holds."""
+        now, whatever time it holds. The capacity from now on is unchanged, so `earliest` stays valid."""
         now = view.now_s
         self.view = view
         rt, rf = self.t, self.free
@@ -546,7 +640,6 @@ class _Profile:
                 del fl[:j]
                 if len(tl) > 1:
                     heappush(pending, (tl[1], n))
-        self.earliest = {}
 
     # -- the profile -------------------------------------------------------------------------------------
 
@@ -607,9 +700,15 @@ class _Profile:
         A caller that knows no run starts before `from_s` skips the earlier steps."""
         rows = [(self.t[n], self.free[n]) for n in nodes]
         now = self.view.now_s  # every row's first step starts now (whatever time it holds: `move_to`)
-        for s in sorted(set().union(*[tl for tl, _ in rows], (now,))):
-            if s < from_s or s < now:
+        # the candidate starts, ascending and merged lazily (the search mostly ends soon after from_s): now, and
+        # every step of the rows from max(from_s, now) on
+        lo = max(from_s, now)
+        tails = [islice(tl, bisect_left(tl, lo), None) for tl, _ in rows]
+        prev = None
+        for s in merge((now,) if now >= from_s else (), *tails):
+            if s == prev:
                 continue
+            prev = s
             end = s + dur_s
             if end >= before_s:
                 return None
@@ -677,7 +776,7 @@ class _Profile:
 
     # -- reservations ------------------------------------------------------------------------------------
 
-    def reserve(self, i: int, plan: Plan) -> tuple[Reservation | None, Placement | None]:
+    def reserve(self, i: int, plan: Plan | _NowStarts) -> tuple[Reservation | None, Placement | None]:
         """Job i's reservation (taken from the profile) and its placement if it starts now; (None, None) when no
         option of the job ever frees in the profile (nodes that are powered off hold their GPUs out)."""
         view = self.view
@@ -709,7 +808,7 @@ class _Profile:
                 hit = self._one_node(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, n = hit
-                    _found(earliest, key, d, a)
+                    _found(earliest, key, d, a, now)
                     bound = a + d
                     best = (bound, a, -1, n, layout.node_type[n], d)
                     if a == now and self.whole_only:
@@ -718,7 +817,7 @@ class _Profile:
                 hit = self._spread(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, avail = hit
-                    _found(earliest, key, d, a)
+                    _found(earliest, key, d, a, now)
                     bound = a + d
                     best = (bound, a, o.multi_type, (nodes, avail), o.multi_type, d)
         if milli < FULL:
@@ -755,7 +854,7 @@ class _Profile:
             nodes = tuple(take_n)
             counts = tuple(take_c)
             p = _spread_placement(plan.free, take_n, take_c, kind) if start == now else None
-        return Reservation(i, start, float(end), t, nodes, p is not None, counts), p
+        return _tuple_new(Reservation, (i, start, float(end), t, nodes, p is not None, counts)), p
 
     def _shared_now(self, i: int, free: FreeState, before_s: float) -> tuple[Placement, float] | None:
         """A fractional job's start now on a shared GPU where it ends by the GPU's last resident's end and by
@@ -798,13 +897,13 @@ class _Profile:
                 self.shared_until[g] = end
 
 
-def _found(earliest: dict, key: tuple, dur_s: float, start_s: float) -> None:
+def _found(earliest: dict, key: tuple, dur_s: float, start_s: float, now_s: float) -> None:
     """Record in `_Profile.earliest` that a search of option `key` for `dur_s` found `start_s`: it replaces the
-    entries it makes useless (a duration as long or longer with a start as early or earlier)."""
+    entries it makes useless (a duration as long or longer with a start as early or earlier, or a start by
+    `now_s`, which bounds nothing)."""
     low = earliest.get(key)
     if low is None:
-        earliest[key] = ([dur_s], [start_s])
-        return
+        low = earliest[key] = ([], [])
     ds, starts = low
     x = bisect_right(ds, dur_s)
     if x and ds[x - 1] == dur_s:
@@ -814,6 +913,10 @@ def _found(earliest: dict, key: tuple, dur_s: float, start_s: float) -> None:
         y += 1
     ds[x:y] = [dur_s]
     starts[x:y] = [start_s]
+    if starts[0] <= now_s:  # the starts ascend: drop the prefix up to now
+        x = bisect_right(starts, now_s)
+        del ds[:x]
+        del starts[:x]
 
 
 def _after(t: float) -> float:

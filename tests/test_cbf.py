@@ -198,6 +198,33 @@ def test_cbf_equals_the_plain_scan_on_a_synthetic_scenario(profile, runtime_info
     assert _same_schedule(fast, plain)
 
 
+@pytest.mark.parametrize("noisy", [False, True])
+def test_cbf_equals_the_plain_scan_on_a_long_type_constrained_queue(noisy):
+    """A queue far longer than Hypothesis draws (overloaded, 50-70 waiting), on four types with jobs accepting one
+    to three of them and spreads (16-GPU jobs on 8-GPU types): with exact runtimes the kept schedule goes on
+    across hundreds of instants (its arrivals found by index, its earliest-start memo kept across instants);
+    with noisy estimates it is rebuilt. Same decisions as the plain scan either way."""
+    rng = np.random.default_rng(7)
+    types = ("H100", "A100-80GB", "V100-32GB", "T4")
+    jobs = []
+    t = 0.0
+    for i in range(180):
+        t += float(rng.exponential(40.0))
+        k = int(rng.choice([1, 2, 4, 8, 16], p=[0.5, 0.2, 0.15, 0.1, 0.05]))
+        accept = (
+            () if rng.random() < 0.25 else tuple(sorted(rng.choice(types, rng.integers(1, 4), replace=False)))
+        )
+        jobs.append(job(i, t, float(np.clip(rng.lognormal(7.0, 1.2), 60, 40000)), k, gpu_types=accept))
+    workload = Workload("typed", tuple(jobs))
+    layout = ClusterLayout(parse_cluster_spec("2xH100:8,1xA100-80GB:16,1xA100-80GB:8,2xV100-32GB:8,1xT4:16"))
+    known = estimates(workload, 3, noisy)
+    fast, plain = Simulator(workload, layout, known, 1.2), Simulator(workload, layout, known, 1.2)
+    fast.run(POLICIES["cbf"])
+    plain.run(cbf_reference)
+    assert max(fast._timeline[3::4]) >= 50  # the queue did grow long
+    assert _same_schedule(fast, plain)
+
+
 def _at_instant(cluster: str, jobs, t_s: float, started: tuple[int, ...]) -> Simulator:
     """A simulator advanced to instant `t_s`, with jobs `started` (indices) started at their arrival."""
     layout = ClusterLayout(parse_cluster_spec(cluster))
@@ -464,26 +491,36 @@ def test_a_search_after_capacity_is_taken_starts_no_earlier(case, data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([1.0, 2.0, 2.5, 4.0, 8.0])), max_size=12))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from([1.0, 2.0, 2.5, 4.0, 8.0]), st.integers(0, 4)),
+        max_size=12,
+    )
+)
 def test_earliest_memo_answers_the_latest_start_found_for_a_run_as_short_or_shorter(records):
     """`_found` keeps `_Profile.earliest`'s pairs so that a look-up for duration d (the entry of the longest
     duration <= d) gives the largest start recorded for any duration <= d, as long as the records come from a
-    profile that only loses capacity: there the earliest start grows with time and with the duration. Modelled
-    here as start = (sum of the delays so far) + duration / 2."""
+    profile that only loses capacity from now on: there the earliest start grows with time and with the
+    duration. Modelled here as start = max(now, (sum of the delays so far) + duration / 2), with now advancing
+    too (a kept profile's later instants). Starts by now bound nothing (a search begins now anyway) and may be
+    dropped: the look-up must give the same bound, max(entry, now)."""
     earliest: dict = {}
     delay = 0
+    now_s = 0.0
     found: list[tuple[float, float]] = []
-    for step, dur_s in records:
+    for step, dur_s, advance in records:
         delay += step
-        start_s = delay + dur_s / 2
-        cbf_module._found(earliest, "option", dur_s, start_s)
+        now_s += advance
+        start_s = max(now_s, delay + dur_s / 2)
+        cbf_module._found(earliest, "option", dur_s, start_s, now_s)
         found.append((dur_s, start_s))
     ds, starts = earliest.get("option", ([], []))
     assert ds == sorted(set(ds)) and starts == sorted(starts)
+    assert all(a > now_s for a in starts)  # the ones by now were dropped
     for d in (0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 8.0, 9.0):
         x = bisect.bisect_right(ds, d) - 1
-        want = max((a for dur, a in found if dur <= d), default=None)
-        assert (starts[x] if x >= 0 else None) == want, d
+        want = max((a for dur, a in found if dur <= d), default=-np.inf)
+        assert max(starts[x] if x >= 0 else -np.inf, now_s) == max(want, now_s), d
 
 
 def test_cbf_shortcut_keeps_the_option_order_when_an_overrun_makes_equal_speeds_tie():
