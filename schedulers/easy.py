@@ -84,8 +84,7 @@ def easy_backfill(view: View) -> list[Decision]:
     pos = head
     while not plan.exhausted():
         best, best_s, best_p = _AFTER_ALL, None, None
-        free = plan.free
-        whole_left = sum(free.type_whole)  # no whole-GPU shape larger than this can fit
+        whole_left = plan.whole_left()  # no whole-GPU shape larger than this can fit
         for s, members, failing in groups:
             if s[1] > whole_left and s[2] == FULL:
                 continue
@@ -157,11 +156,13 @@ class _Memo:
     tests/test_invariants.py checks the decisions against the plain scan (tests/easy_reference.py).
     """
 
-    __slots__ = ("jobs", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
+    __slots__ = ("jobs", "allowed", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
                  "shadow_s", "shadow", "taken", "ending_s", "ending", "spreads_stale", "shapes")  # fmt: skip
 
     def __init__(self, jt):
         self.jobs = ref(jt)
+        fractional, exact = run_facts(jt)
+        self.allowed = exact and not fractional  # whether the run allows it (see above)
         self.armed = False  # whether the fields below describe the last call
         self.shapes = _Shapes()
 
@@ -242,8 +243,7 @@ class _Memo:
         self, view: View, head, last_job, decisions, shadow_s, shadow, taken, scanned_all: bool, stale: bool
     ) -> None:
         """Keep this call's facts for the next call (see above), when the run allows it."""
-        fractional, exact = run_facts(view.jobs)
-        if fractional or not exact:
+        if not self.allowed:
             self.armed = False
             return
         free = view.free
