@@ -85,15 +85,23 @@ def easy_backfill(view: View) -> list[Decision]:
     while not plan.exhausted():
         best, best_s, best_p = _AFTER_ALL, None, None
         whole_left = plan.whole_left()  # no whole-GPU shape larger than this can fit
-        for s, members, failing in groups:
+        # the groups worth scanning after this round's start: a shape that does not fit, or has no job after
+        # `pos`, has none for the rest of the call (capacity only shrinks, `pos` only grows)
+        live = []
+        for g in groups:
+            s, members, failing = g
             if s[1] > whole_left and s[2] == FULL:
                 continue
             lo = pos if pos > failing else failing
             first = members.first_after(lo, _AFTER_ALL)
+            if first == _AFTER_ALL:
+                continue
+            live.append(g)
             if first >= best:
                 continue
             t = plan.fit_type(s)
             if t < 0:
+                live.pop()
                 continue
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
@@ -116,6 +124,7 @@ def easy_backfill(view: View) -> list[Decision]:
             j = _earliest_passing(members, first, shape_runtime[s], lo, best, known, now, speed, shadow_s)
             if j < best:
                 best, best_s, best_p = j, s, None
+        groups = live
         if best_s is None:
             break
         if best_p is None:
@@ -228,13 +237,17 @@ class _Memo:
                 picked[key] = (s, -1)
             else:
                 gone.append(s)
-        type_whole = free.type_whole
+        type_whole, pool_type = free.type_whole, view.layout.pool_type
         for q, c in dirty.items():
-            for key, (k, t, s) in reg.by_pool.get(q, {}).items():
-                if s not in by_shape:
-                    gone.append(s)
-                elif k <= c if t < 0 else k <= type_whole[t]:
-                    picked[key] = (s, -1)
+            type_free = type_whole[pool_type[q]]  # (>= c)
+            for k, registered in reg.by_pool.get(q, {}).items():
+                if k > type_free:
+                    continue
+                for key, (spread, s) in registered.items():
+                    if s not in by_shape:
+                        gone.append(s)
+                    elif spread or k <= c:
+                        picked[key] = (s, -1)
         for s in gone:
             reg.drop(s)
         return [(s, by_shape[s], floor) for s, floor in picked.values()]
@@ -278,18 +291,18 @@ class _Memo:
 class _Shapes:
     """The waiting shapes an EASY run has registered, by what makes their jobs scanned again (see
     `_Memo.groups`): `always` (fractional shapes), `spreads` (whole-GPU shapes with a spread option) and
-    `by_pool` (pool -> id(shape) -> (k, t, shape)): a whole-GPU shape of k GPUs may use the pool on one node
-    (t = -1), or spread over the pool's type t. A shape no longer waiting is dropped when next met, and
-    registered again when a job of it arrives."""
+    `by_pool` (pool -> k -> id(shape) -> (spread, shape)): a whole-GPU shape of k GPUs may use the pool on one
+    node, or spread over the pool's type. A shape no longer waiting is dropped when next met, and registered
+    again when a job of it arrives."""
 
     __slots__ = ("live", "entries", "always", "spreads", "by_pool")
 
     def __init__(self):
         self.live: set[int] = set()  # id(shape) of the shapes registered now
-        self.entries: dict[int, list[tuple[int, tuple]]] = {}  # id(shape) -> (pool, by_pool entry) per pool
+        self.entries: dict[int, list[tuple[int, bool]]] = {}  # id(shape) -> (pool, spread there?) per pool
         self.always: dict[int, tuple] = {}
         self.spreads: dict[int, tuple] = {}
-        self.by_pool: dict[int, dict[int, tuple[int, int, tuple]]] = {}
+        self.by_pool: dict[int, dict[int, dict[int, tuple[bool, tuple]]]] = {}
 
     def add(self, s: tuple) -> None:
         key = id(s)
@@ -300,26 +313,26 @@ class _Shapes:
         if entries is None:
             elig, k, milli, _, pace = s
             if milli < FULL:
-                entries = [(-1, (0, -1, s))]
+                entries = [(-1, False)]
             else:
                 spread_types = {o.multi_type for o in _options(elig, k, pace) if o.multi_type >= 0}
-                entries = [(-2, (k, -1, s))] if spread_types else []  # (`_has_spread`)
-                entries += [
-                    (q, (k, t if t in spread_types else -1, s))
-                    for t in elig.types
-                    for q in elig.type_pools[t]
-                ]
+                entries = [(-2, True)] if spread_types else []  # (`_has_spread`)
+                entries += [(q, t in spread_types) for t in elig.types for q in elig.type_pools[t]]
             self.entries[key] = entries
-        for q, entry in entries:
+        k = s[1]
+        for q, spread in entries:
             if q == -1:
                 self.always[key] = s
             elif q == -2:
                 self.spreads[key] = s
             else:
-                reg = self.by_pool.get(q)
-                if reg is None:
-                    reg = self.by_pool[q] = {}
-                reg[key] = entry
+                by_k = self.by_pool.get(q)
+                if by_k is None:
+                    by_k = self.by_pool[q] = {}
+                registered = by_k.get(k)
+                if registered is None:
+                    registered = by_k[k] = {}
+                registered[key] = (spread, s)
 
     def drop(self, s: tuple) -> None:
         key = id(s)
@@ -330,7 +343,7 @@ class _Shapes:
             elif q == -2:
                 self.spreads.pop(key, None)
             else:
-                self.by_pool[q].pop(key, None)
+                self.by_pool[q][s[1]].pop(key, None)
 
 
 # the memo of the last run that called EASY (one slot: runs called in turn only lose their memos' speed-up)
