@@ -24,7 +24,7 @@ import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate, islice
-from weakref import WeakKeyDictionary, ref
+from weakref import ref
 
 from schedulers.plan import Plan
 from schedulers.run_facts import run_facts
@@ -49,17 +49,21 @@ def easy_backfill(view: View) -> list[Decision]:
             head = i
             break
         plan.add(i, p)
-    memo = _MEMO.pop(jt, None)
+    memo = _last[0]
+    if memo is None or memo.jobs() is not jt:
+        memo = _last[0] = _Memo(jt)
     if head < 0:
+        memo.armed = False
         return plan.decisions
     last_job = next(reversed(view.queue))
-    kept = None if plan.decisions or memo is None else memo.still_valid(view, head)
+    kept = None if plan.decisions else memo.still_valid(view, head)
     if plan.exhausted():  # nothing can start: every waiting job fails
         if kept is None:
-            _remember(view, head, last_job, plan.decisions, -1.0, None, [], memo, True)
+            memo.remember(view, head, last_job, plan.decisions, -1.0, None, [], True, False)
         else:
             memo.groups(view, kept)  # registers the shapes of the jobs that arrived since
-            _remember(view, head, last_job, plan.decisions, memo.shadow_s, memo.shadow, [], memo, False)
+            stale = memo.spreads_stale  # (no spread was scanned again)
+            memo.remember(view, head, last_job, plan.decisions, memo.shadow_s, memo.shadow, [], False, stale)
         return plan.decisions
     shape_runtime = view.queue_by_shape_runtime
     known = jt.known_runtime_s
@@ -76,20 +80,28 @@ def easy_backfill(view: View) -> list[Decision]:
         shadow_s, shadow = memo.shadow_s, memo.shadow
         groups = memo.groups(view, kept)
     first_after_snapshot = 0  # plan.decisions from here on were taken after the shadow's base was
+    spread_refused_at = _AFTER_ALL  # plan.decisions when (b) first refused a shape with a spread option
     pos = head
     while not plan.exhausted():
         best, best_s, best_p = _AFTER_ALL, None, None
-        free = plan.free
-        whole_left = sum(free.type_whole)  # no whole-GPU shape larger than this can fit
-        for s, members, failing in groups:
+        whole_left = plan.whole_left()  # no whole-GPU shape larger than this can fit
+        # the groups worth scanning after this round's start: a shape that does not fit, or has no job after
+        # `pos`, has none for the rest of the call (capacity only shrinks, `pos` only grows)
+        live = []
+        for g in groups:
+            s, members, failing = g
             if s[1] > whole_left and s[2] == FULL:
                 continue
             lo = pos if pos > failing else failing
             first = members.first_after(lo, _AFTER_ALL)
+            if first == _AFTER_ALL:
+                continue
+            live.append(g)
             if first >= best:
                 continue
             t = plan.fit_type(s)
             if t < 0:
+                live.pop()
                 continue
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
@@ -106,10 +118,13 @@ def easy_backfill(view: View) -> list[Decision]:
             if harmless is not None:  # (b) leaves room for the head at the shadow time
                 best, best_s, best_p = first, s, harmless
                 continue
+            if spread_refused_at == _AFTER_ALL and _has_spread(s):
+                spread_refused_at = len(plan.decisions)
             # later jobs of the shape can only pass (a), and those that do are its shortest
             j = _earliest_passing(members, first, shape_runtime[s], lo, best, known, now, speed, shadow_s)
             if j < best:
                 best, best_s, best_p = j, s, None
+        groups = live
         if best_s is None:
             break
         if best_p is None:
@@ -120,7 +135,9 @@ def easy_backfill(view: View) -> list[Decision]:
             shadow.take(p)
         pos = best
     taken = [d.placement for d in plan.decisions[first_after_snapshot:]] if shadow is not None else []
-    _remember(view, head, last_job, plan.decisions, shadow_s, shadow, taken, memo, kept is None)
+    # a spread refused under (b) before a later start may pass at the next instant (its placement moved)
+    stale = len(plan.decisions) > spread_refused_at
+    memo.remember(view, head, last_job, plan.decisions, shadow_s, shadow, taken, kept is None, stale)
     return plan.decisions
 
 
@@ -129,8 +146,9 @@ class _Memo:
 
     At the end of a call every waiting job up to `last_job` (the last one waiting then) was found unable to
     start: it did not fit, or failed both (a) and (b) (a job that fails at some point of the scan fails at
-    every later one: capacity and the shadow only shrink, and `now` only grows). In a run whose jobs are all
-    whole-GPU and whose estimates are exact, if the next call finds the same head blocked and exactly this
+    every later one: capacity and the shadow only shrink, and `now` only grows; except a job with a spread
+    option: a later start can move its spread off the nodes that delayed the head). In a run whose jobs are
+    all whole-GPU and whose estimates are exact, if the next call finds the same head blocked and exactly this
     call's decisions applied since, plus the completions of the jobs estimated to end first (`ending`, if that
     is now; jobs end exactly at their estimates), then:
     - the reservation is the same: every job released into the shadow (ending by the shadow time) that
@@ -138,20 +156,28 @@ class _Memo:
       shadow time, so the rebuilt walk releases it where this call's plan still held its GPUs free; every job
       started by (b) ends after it, and the shadow took its GPUs. The shadow is only rebased (`rebase`) on the
       live free state;
-    - a job up to `last_job` still cannot start if its shape is whole-GPU without a spread option and no job
-      ended since on a pool it may use: its capacity did not grow, so it does not fit, or its preferred
-      placement is no faster and (a) fails, or its one-node alternatives are fewer with unchanged verdicts and
-      (b) fails. (A spread's placement changes with the capacity of its type's nodes, so its verdict may
-      change: such shapes are always scanned.)
+    - a job up to `last_job` still cannot start if no job ended since where it could now go on one node (a
+      node of a pool it may use on one node with as many whole GPUs free as it needs) and no job ended since
+      on a type it may spread over that now has as many whole GPUs free as it needs: it does not fit, or its
+      preferred placement is no faster and (a) fails, or its alternatives are fewer with unchanged verdicts
+      and (b) fails. A job with a spread option is scanned again after a call that started a job after
+      refusing it (`spreads_stale`), unless the shadow decides (b) from counts alone.
     tests/test_invariants.py checks the decisions against the plain scan (tests/easy_reference.py).
     """
 
-    __slots__ = ("jobs", "free", "by_shape", "version", "now", "head", "last_job", "decisions", "shadow_s",
-                 "shadow", "taken", "ending_s", "ending", "shapes")  # fmt: skip
+    __slots__ = ("jobs", "allowed", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
+                 "shadow_s", "shadow", "taken", "ending_s", "ending", "spreads_stale", "shapes")  # fmt: skip
+
+    def __init__(self, jt):
+        self.jobs = ref(jt)
+        fractional, exact = run_facts(jt)
+        self.allowed = exact and not fractional  # whether the run allows it (see above)
+        self.armed = False  # whether the fields below describe the last call
+        self.shapes = _Shapes()
 
     def still_valid(self, view: View, head: int) -> list[Placement] | None:
         """The placements of the jobs that completed since, if this memo holds for `view` (see above)."""
-        if self.jobs() is not view.jobs or self.free is not view.free or head != self.head:
+        if not self.armed or self.free is not view.free or head != self.head:
             return None
         if self.by_shape is not view.queue_by_shape:
             return None  # not the simulator's own queue (a view with some jobs held back, e.g.)
@@ -181,9 +207,10 @@ class _Memo:
         shape = view.jobs.shape
         reg = self.shapes
         known = self.last_job
+        free = view.free
         # per pool where jobs completed: the most whole GPUs one of those nodes has free now (a one-node
         # placement on any other node of the pool was free before)
-        node_pool, whole = view.layout.node_pool, view.free.node_whole
+        node_pool, whole = view.layout.node_pool, free.node_whole
         dirty: dict[int, int] = {}
         for p in completed:
             for n in p.nodes:
@@ -198,88 +225,134 @@ class _Memo:
             if id(s) not in picked:
                 picked[id(s)] = (s, known)
                 reg.add(s)
+        again = list(reg.always.items())
         sh = self.shadow
         # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
         # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
-        spreads_monotone = sh is None or (sh.full is None and sh.whole_type)
-        again = list(reg.always)
-        if not spreads_monotone:
-            again += reg.spreads
-        for q, c in dirty.items():
-            for k, s in reg.by_pool.get(q, ()):
-                if k <= c:
-                    again.append(s)
-        for s in again:
+        if self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type)):
+            again += reg.spreads.items()
+        gone = []
+        for key, s in again:
             if s in by_shape:
-                picked[id(s)] = (s, -1)
+                picked[key] = (s, -1)
+            else:
+                gone.append(s)
+        type_whole, pool_type = free.type_whole, view.layout.pool_type
+        for q, c in dirty.items():
+            type_free = type_whole[pool_type[q]]  # (>= c)
+            for k, registered in reg.by_pool.get(q, {}).items():
+                if k > type_free:
+                    continue
+                for key, (spread, s) in registered.items():
+                    if s not in by_shape:
+                        gone.append(s)
+                    elif spread or k <= c:
+                        picked[key] = (s, -1)
+        for s in gone:
+            reg.drop(s)
         return [(s, by_shape[s], floor) for s, floor in picked.values()]
+
+    def remember(
+        self, view: View, head, last_job, decisions, shadow_s, shadow, taken, scanned_all: bool, stale: bool
+    ) -> None:
+        """Keep this call's facts for the next call (see above), when the run allows it."""
+        if not self.allowed:
+            self.armed = False
+            return
+        free = view.free
+        self.armed = True
+        self.free = free
+        self.by_shape = view.queue_by_shape
+        self.version = free.version + len(decisions)
+        self.now = now = view.now_s
+        self.head, self.last_job, self.decisions = head, last_job, decisions
+        self.shadow_s, self.shadow, self.taken = shadow_s, shadow, taken
+        self.spreads_stale = stale
+        # the jobs estimated to end first, once the decisions apply
+        running = view.running
+        first = running[0][0] if running else _INF
+        ending = []
+        if decisions:
+            ends = [(now + view.duration_on(i, p), p) for i, p in decisions]
+            first = min(first, *[e for e, _ in ends])
+            ending = [p for end, p in ends if end == first]
+        placements = view.placements
+        self.ending_s = first
+        for end, j in running:
+            if end != first:
+                break
+            ending.append(placements[j])
+        self.ending = ending
+        if scanned_all:  # every shape waiting may be asked for next time
+            for s in view.queue_by_shape:
+                self.shapes.add(s)
 
 
 class _Shapes:
-    """The shapes an EASY run has seen, by what makes their jobs scanned again (see `_Memo.groups`):
-    `always` (fractional shapes), `spreads` (whole-GPU shapes with a spread option) and `by_pool` (pool ->
-    (k, shape): a whole-GPU shape of k GPUs may use the pool; k is 1 for a spread, whose capacity is the
-    type's sum)."""
+    """The waiting shapes an EASY run has registered, by what makes their jobs scanned again (see
+    `_Memo.groups`): `always` (fractional shapes), `spreads` (whole-GPU shapes with a spread option) and
+    `by_pool` (pool -> k -> id(shape) -> (spread, shape)): a whole-GPU shape of k GPUs may use the pool on one
+    node, or spread over the pool's type. A shape no longer waiting is dropped when next met, and registered
+    again when a job of it arrives."""
 
-    __slots__ = ("seen", "always", "spreads", "by_pool")
+    __slots__ = ("live", "entries", "always", "spreads", "by_pool")
 
     def __init__(self):
-        self.seen: set[int] = set()
-        self.always: list[tuple] = []
-        self.spreads: list[tuple] = []
-        self.by_pool: dict[int, list[tuple[int, tuple]]] = {}
+        self.live: set[int] = set()  # id(shape) of the shapes registered now
+        self.entries: dict[int, list[tuple[int, bool]]] = {}  # id(shape) -> (pool, spread there?) per pool
+        self.always: dict[int, tuple] = {}
+        self.spreads: dict[int, tuple] = {}
+        self.by_pool: dict[int, dict[int, dict[int, tuple[bool, tuple]]]] = {}
 
     def add(self, s: tuple) -> None:
-        if id(s) in self.seen:
+        key = id(s)
+        if key in self.live:
             return
-        self.seen.add(id(s))
-        elig, k, milli, _, pace = s
-        if milli < FULL:
-            self.always.append(s)
-            return
-        spread = any(o.multi_type >= 0 for o in _options(elig, k, pace))
-        if spread:
-            self.spreads.append(s)
-        for t in elig.types:
-            for q in elig.type_pools[t]:
-                self.by_pool.setdefault(q, []).append((1 if spread else k, s))
+        self.live.add(key)
+        entries = self.entries.get(key)
+        if entries is None:
+            elig, k, milli, _, pace = s
+            if milli < FULL:
+                entries = [(-1, False)]
+            else:
+                spread_types = {o.multi_type for o in _options(elig, k, pace) if o.multi_type >= 0}
+                entries = [(-2, True)] if spread_types else []  # (`_has_spread`)
+                entries += [(q, t in spread_types) for t in elig.types for q in elig.type_pools[t]]
+            self.entries[key] = entries
+        k = s[1]
+        for q, spread in entries:
+            if q == -1:
+                self.always[key] = s
+            elif q == -2:
+                self.spreads[key] = s
+            else:
+                by_k = self.by_pool.get(q)
+                if by_k is None:
+                    by_k = self.by_pool[q] = {}
+                registered = by_k.get(k)
+                if registered is None:
+                    registered = by_k[k] = {}
+                registered[key] = (spread, s)
+
+    def drop(self, s: tuple) -> None:
+        key = id(s)
+        self.live.discard(key)
+        for q, _ in self.entries[key]:
+            if q == -1:
+                self.always.pop(key, None)
+            elif q == -2:
+                self.spreads.pop(key, None)
+            else:
+                self.by_pool[q][s[1]].pop(key, None)
 
 
-_MEMO: WeakKeyDictionary = WeakKeyDictionary()  # JobTable -> _Memo of the run's last call
+# the memo of the last run that called EASY (one slot: runs called in turn only lose their memos' speed-up)
+_last: list[_Memo | None] = [None]
 
 
-def _remember(
-    view: View, head, last_job, decisions, shadow_s, shadow, taken, old: _Memo | None, scanned_all: bool
-) -> None:
-    """Keep this call's facts for the next call (see _Memo), when the run allows it."""
-    jt = view.jobs
-    fractional, exact = run_facts(jt)
-    if fractional or not exact:
-        return
-    m = _Memo()
-    m.jobs = ref(jt)
-    m.free = view.free
-    m.by_shape = view.queue_by_shape
-    m.version = view.free.version + len(decisions)
-    m.now = now = view.now_s
-    m.head, m.last_job, m.decisions = head, last_job, decisions
-    m.shadow_s, m.shadow, m.taken = shadow_s, shadow, taken
-    # the jobs estimated to end first, once the decisions apply
-    ends = [(now + view.duration_on(i, p), p) for i, p in decisions]
-    running = view.running
-    first = min(min([e for e, _ in ends], default=_INF), running[0][0] if running else _INF)
-    placements = view.placements
-    m.ending_s = first
-    m.ending = [p for end, p in ends if end == first]
-    for end, j in running:
-        if end != first:
-            break
-        m.ending.append(placements[j])
-    m.shapes = _Shapes() if old is None else old.shapes
-    if scanned_all:  # every shape waiting may be asked for next time
-        for s in view.queue_by_shape:
-            m.shapes.add(s)
-    _MEMO[jt] = m
+def _has_spread(s: tuple) -> bool:
+    """Whether whole-GPU shape s has a spread option."""
+    return any(o.multi_type >= 0 for o in _options(s[0], s[1], s[4]))
 
 
 def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placement] | None:

@@ -6,7 +6,7 @@ one start per instant costs no copy.
 
 from __future__ import annotations
 
-from sim.cluster import FreeState, Placement
+from sim.cluster import FULL, FreeState, Placement
 from sim.placement import alternative_slots, alternatives, fit_type, place
 from sim.simulator import Decision, Preempt
 
@@ -84,6 +84,15 @@ class Plan:
         free.give(p)
         self._no_fit.clear()  # capacity grew: a shape that did not fit may fit now
         self.decisions.append(Preempt(job))
+
+    def whole_left(self) -> int:
+        """Whole GPUs left free (at most: a pending fractional decision may take one), without copying the
+        live state."""
+        left = sum(self._free.type_whole)
+        p = self._pending
+        if p is not None and p.milli == FULL:
+            left -= len(p.gpus)
+        return left
 
     def exhausted(self) -> bool:
         """No GPU share at all is left."""

@@ -10,14 +10,15 @@ shapes), whatever the queue's length, instead of one placement test per waiting 
 
 Between instants (`_Memo`): when a scan ends, no shape left waiting fits. If the next call finds exactly its
 decisions applied since, capacity grew only where jobs released GPUs, so only the shapes that may use those
-pools (and, for a shape placed on one node, that need no more GPUs than some node of the pool has free), and
-the shapes of jobs that arrived since, can fit: the scan starts from those alone.
+pools (a shape placed on one node there: that needs no more GPUs than some node of the pool has free; one
+spread over the pool's type: no more than the type has free), and the shapes of jobs that arrived since, can
+fit: the scan starts from those alone.
 """
 
 from __future__ import annotations
 
 from heapq import heapify, heappop, heapreplace
-from weakref import WeakKeyDictionary, ref
+from weakref import ref
 
 from schedulers.plan import Plan
 from sim.cluster import FULL
@@ -28,8 +29,10 @@ from sim.simulator import Decision, View
 def sjf(view: View) -> list[Decision]:
     plan = Plan(view.free)
     by_shape_runtime = view.queue_by_shape_runtime
-    memo = _MEMO.pop(view.jobs, None)
-    candidates = None if memo is None else memo.candidates(view)
+    memo = _last[0]
+    if memo is None or memo.jobs() is not view.jobs:
+        memo = _last[0] = _Memo(view)
+    candidates = memo.candidates(view)
     scan_all = candidates is None
     if scan_all:
         candidates = by_shape_runtime.keys()
@@ -51,21 +54,48 @@ def sjf(view: View) -> list[Decision]:
             heapreplace(heads, (entries[pos], pos, entries))
         else:
             heappop(heads)
-    _remember(view, plan.decisions, memo, scan_all)
+    memo.remember(view, plan.decisions, scan_all)
     return plan.decisions
 
 
 class _Memo:
-    """The end of one SJF call: every shape still waiting then did not fit on the capacity left."""
+    """One run's memory between SJF calls: the shapes seen, by the pools they may use (`_add`), and the end of
+    the last call (`remember`): every shape still waiting then did not fit on the capacity left."""
 
-    __slots__ = ("jobs", "free", "by_shape", "takes", "pool_gives", "decisions", "last_job", "queued", "by_pool",
-                 "seen")  # fmt: skip
+    __slots__ = ("jobs", "armed", "free", "by_shape", "takes", "gives", "pool_gives", "decisions", "last_job",
+                 "queued", "by_pool", "entries")  # fmt: skip
+
+    def __init__(self, view: View):
+        self.jobs = ref(view.jobs)
+        self.armed = False  # whether the fields below describe the last call's end
+        self.by_pool: dict[int, dict[int, tuple[int, bool, tuple]]] = {}  # pool -> id(shape) -> its entry
+        self.entries: dict[int, list[tuple[int, tuple]]] = {}  # id(shape) -> (pool, entry) of each pool
+
+    def remember(self, view: View, decisions: list[Decision], scanned_all: bool) -> None:
+        """Keep this call's end for the next call."""
+        by_shape = view.queue_by_shape
+        if not by_shape:
+            self.armed = False  # the next call scans only the jobs that arrive meanwhile
+            return
+        free = view.free
+        self.armed = True
+        self.free = free
+        self.by_shape = by_shape
+        self.takes = free.version - free.gives + len(decisions)
+        self.gives = free.gives
+        self.pool_gives = list(free.pool_gives)
+        self.decisions = decisions
+        self.last_job = next(reversed(view.queue))
+        self.queued = len(view.queue) - len(decisions)
+        if scanned_all:  # every shape waiting may have to be scanned again (a full scan registers each)
+            for s in by_shape:
+                self._add(s)
 
     def candidates(self, view: View) -> list[tuple] | None:
-        """The shapes that may fit now, if exactly this call's decisions were applied since (and nothing but
-        completions and arrivals happened); else None (scan every shape)."""
+        """The shapes that may fit now, if exactly the last call's decisions were applied since (and nothing
+        but completions and arrivals happened); else None (scan every shape)."""
         free = view.free
-        if self.jobs() is not view.jobs or self.free is not free or free.version - free.gives != self.takes:
+        if not self.armed or self.free is not free or free.version - free.gives != self.takes:
             return None
         if self.by_shape is not view.queue_by_shape:
             return None  # not the simulator's own queue (a view with some jobs held back, e.g.)
@@ -75,60 +105,67 @@ class _Memo:
                 return None
         by_shape = view.queue_by_shape
         shape = view.jobs.shape
+        last_job = self.last_job
         out: dict[int, tuple] = {}
         arrived = 0
         for i in reversed(view.queue):
-            if i <= self.last_job:
+            if i <= last_job:
                 break
             arrived += 1
             s = shape[i]
-            if by_shape[s][0] > self.last_job:  # none of its jobs waited then: a shape not known not to fit
+            if by_shape[s][0] > last_job:  # none of its jobs waited then: a shape not known not to fit
                 out[id(s)] = s
                 self._add(s)
         if len(view.queue) != self.queued + arrived:
             return None  # a job came back to the queue (preempted)
+        if free.gives == self.gives:
+            return list(out.values())
+        pool_type = free.layout.pool_type
         for q, (now, then) in enumerate(zip(free.pool_gives, self.pool_gives, strict=True)):
             if now != then:
                 # a shape placed on one node that needs more GPUs than any node of the pool has free now did
-                # not fit before either (no node of the pool had them: it would have fitted)
+                # not fit before either (no node of the pool had them: it would have fitted); likewise a shape
+                # spread over the pool's type that needs more GPUs than the type has free
                 by_c = free.pool_free[q]
                 most = next((c for c in range(len(by_c) - 1, 0, -1) if by_c[c]), 0)
-                for k, s in self.by_pool.get(q, ()):
-                    if k <= most and s in by_shape:
-                        out[id(s)] = s
+                type_free = free.type_whole[pool_type[q]]
+                registered = self.by_pool.get(q)
+                if not registered:
+                    continue
+                gone = []
+                for key, (k, spread, s) in registered.items():
+                    if s not in by_shape:
+                        gone.append(key)  # registered again (`_add`) when a job of it arrives
+                    elif k <= type_free if spread else k <= most:
+                        out[key] = s
+                for key in gone:
+                    del registered[key]
         return list(out.values())
 
     def _add(self, s: tuple) -> None:
-        """Register shape s under each pool it may use, with the GPUs one node of the pool must have free for
-        it to fit there (0 when that does not decide: fractional shapes and shapes with a spread option)."""
-        if id(s) not in self.seen:
-            self.seen.add(id(s))
+        """Register waiting shape s under each pool it may use, as (GPUs, spread, s): a whole-GPU shape of k
+        GPUs placed on one node of the pool's type needs a node of the pool with k whole GPUs free, (k, False);
+        one spread over the pool's type needs k whole GPUs free on that type, (k, True); a fractional shape may
+        fit wherever capacity was released, (0, False). A pool's shapes that no longer wait are dropped when
+        it is next looked at."""
+        key = id(s)
+        entries = self.entries.get(key)
+        if entries is None:
             elig, k, milli, _, pace = s
-            one_node = milli == FULL and all(o.multi_type < 0 for o in _options(elig, k, pace))
-            for t in elig.types:
-                for q in elig.type_pools[t]:
-                    self.by_pool.setdefault(q, []).append((k if one_node else 0, s))
+            whole = milli == FULL
+            spread_types = {o.multi_type for o in _options(elig, k, pace)} if whole else ()
+            entries = self.entries[key] = [
+                (q, (k, t in spread_types, s) if whole else (0, False, s))
+                for t in elig.types
+                for q in elig.type_pools[t]
+            ]
+        by_pool = self.by_pool
+        for q, entry in entries:
+            registered = by_pool.get(q)
+            if registered is None:
+                registered = by_pool[q] = {}
+            registered[key] = entry
 
 
-_MEMO: WeakKeyDictionary = WeakKeyDictionary()  # JobTable -> _Memo of the run's last call
-
-
-def _remember(view: View, decisions: list[Decision], old: _Memo | None, scanned_all: bool) -> None:
-    """Keep this call's end for the next call (see _Memo)."""
-    if not view.queue_by_shape:
-        return
-    free = view.free
-    m = _Memo()
-    m.jobs = ref(view.jobs)
-    m.free = free
-    m.by_shape = view.queue_by_shape
-    m.takes = free.version - free.gives + len(decisions)
-    m.pool_gives = list(free.pool_gives)
-    m.decisions = decisions
-    m.last_job = next(reversed(view.queue))
-    m.queued = len(view.queue) - len(decisions)
-    m.by_pool, m.seen = ({}, set()) if old is None else (old.by_pool, old.seen)
-    if scanned_all:  # every shape waiting may have to be scanned again (a full scan registers each)
-        for s in view.queue_by_shape:
-            m._add(s)
-    _MEMO[view.jobs] = m
+# the memo of the last run that called sjf (one slot: runs called in turn only lose their memos' speed-up)
+_last: list[_Memo | None] = [None]

@@ -176,6 +176,14 @@ def alternative_slots(
     pool_free = free.pool_free
     for o in _options(elig, k, pace):
         if o.multi_type < 0:
+            if len(o.pools) == 1:  # (most options: one pool, whose empty counts are skipped here)
+                q = o.pools[0]
+                by_c = pool_free[q]
+                for c in range(k, len(by_c)):
+                    if by_c[c]:
+                        for n in free.nodes_ascending(q, c):
+                            yield o, n, c
+                continue
             for c in range(k, max(len(pool_free[q]) for q in o.pools)):
                 for n in _nodes_with(free, o.pools, c):
                     yield o, n, c

@@ -14,6 +14,7 @@ from sim.job import Workload
 from sim.simulator import Decision, Simulator
 from tests.easy_reference import easy_reference
 from tests.helpers import job, run, times
+from tests.sjf_reference import sjf_reference
 
 
 def _refuse_case():
@@ -409,3 +410,35 @@ def test_easy_backfills_a_spread_that_leaves_the_head_its_node_with_a_kept_shado
     assert plain.start_s[6:9] == [100.0, 0.5, 0.5]  # H at its reservation, S and X at once
     assert (plain.placements[7].nodes, plain.placements[7].node_counts) == ((1, 2, 3, 4), (3, 3, 3, 1))
     assert fast.start_s == plain.start_s and fast.placements == plain.placements
+
+
+@pytest.mark.parametrize("algo", ["sjf", "easy"])
+def test_a_spread_waits_until_its_type_has_its_gpus_and_starts_then(algo):
+    """Three A100 nodes of 4 GPUs and one V100 node of 8 (half the speed). At 0: a, b, c fill the A100 nodes
+    (until 10, 20 and 1,000), v the V100 node (500 s: until 1,000). H (8 V100s) waits for v; S (8 A100s: a
+    spread, every A100 node being smaller) and d (2 A100s) arrive. At 10 (a ends: 4 A100s free) d starts on
+    n0, S does not fit; at 15 (d ends: 4 free) S still does not; at 20 (b ends: 8 free) S spreads over n0 and
+    n1 (100 x 1.2 s; under EASY it ends by H's reservation at 1,000). Between instants SJF and EASY look again
+    only at shapes that may fit where GPUs were released, a spread when its type has its GPUs free: S must be
+    among them at 20."""
+    a100 = {"gpu_types": ("A100-80GB",)}
+    jobs = [
+        job("a", 0, 10, 4, **a100),
+        job("b", 0, 20, 4, **a100),
+        job("c", 0, 1000, 4, **a100),
+        job("v", 0, 500, 8, gpu_types=("V100-32GB",)),
+        job("H", 1, 10, 8, gpu_types=("V100-32GB",)),
+        job("S", 1.5, 100, 8, **a100),
+        job("d", 2, 5, 2, **a100),
+    ]
+    cluster = "3xA100-80GB:4,1xV100-32GB:8"
+    _, r = run(cluster, jobs, algo)
+    got = times(r)
+    assert got["d"] == (10, 15) and got["S"] == (20, 140) and got["H"] == (1000, 1020)
+    reference = easy_reference if algo == "easy" else sjf_reference
+    layout = ClusterLayout(parse_cluster_spec(cluster))
+    fast, plain = (Simulator(Workload("t", tuple(jobs)), layout) for _ in range(2))
+    fast.run(POLICIES[algo])
+    plain.run(reference)
+    assert fast.start_s == plain.start_s and fast.placements == plain.placements
+    assert fast.placements[5].nodes == (0, 1)
