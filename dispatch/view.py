@@ -174,6 +174,7 @@ def build_view(
         run_speed,
         [float("nan")] * n,
         0.0,
+        known,
         None,
     )
     return view, order

@@ -71,8 +71,6 @@ def srtf(view: View) -> list:
 
 def _by_runtime(view: View) -> list[tuple[float, int]]:
     """`view.queue_by_runtime`'s entries, sorted here: the simulator keeps that index only once a policy has
-    read it (then for every arrival, start and preemption), which a short queue does not need. A waiting job's
-    key is its known runtime until it is first preempted, then its remaining known runtime as of its last
-    preemption (the simulator's own key: the same floats)."""
-    known, done, preemptions = view.jobs.known_runtime_s, view.progress_s, view.preemptions
-    return sorted((max(known[i] - done[i], 0.0) if preemptions[i] else known[i], i) for i in view.queue)
+    read it (then for every arrival, start and preemption), which a short queue does not need."""
+    key = view.queue_key_s
+    return sorted((key[i], i) for i in view.queue)

@@ -254,6 +254,9 @@ class View(NamedTuple):
     run_speed: Sequence[float]
     preempted_at_s: Sequence[float]
     restore_overhead_s: float
+    queue_key_s: Sequence[float]
+    """each job's key in `queue_by_runtime` and `queue_by_shape_runtime` while it waits: its known runtime, after
+    a preemption its remaining known runtime as of that preemption"""
 
     def progress_now(self, job: int) -> float:
         """Reference seconds of work `job` has done by now (counting its current run if it is running)."""
@@ -320,7 +323,7 @@ class Simulator:
         self.queue: OrderedDict[int, None] = OrderedDict()
         # of (known runtime, job), built and kept up to date only once a policy reads it (few do: most read
         # the per-shape lists, and keeping the largest index sorted costs every job two updates)
-        self.queue_by_runtime = OnDemandSortedList(lambda: ((self._qkey[i], i) for i in self.queue))
+        self.queue_by_runtime = OnDemandSortedList(lambda: ((self.queue_key_s[i], i) for i in self.queue))
         self.queue_by_shape: dict[tuple, SortedList] = {}  # of jobs
         # of (known runtime, job), per shape; built (from queue_by_shape, whose key order it shares) and kept up
         # to date only once a policy reads it (FCFS and CBF never do: it would cost every job two sorted updates)
@@ -338,7 +341,9 @@ class Simulator:
             raise ValueError(f"restore_overhead_s must be >= 0, got {restore_overhead_s}")
         self.restore_overhead_s = float(restore_overhead_s)
         # preemption state (View's last fields); a job that is never preempted only writes run_* once
-        self._qkey = list(self.jobs.known_runtime_s)  # its key in queue_by_runtime: remaining known runtime
+        self.queue_key_s = list(
+            self.jobs.known_runtime_s
+        )  # its key in queue_by_runtime: remaining known runtime
         self._event: list[simpy.Event | None] = [None] * n  # the completion timeout of its current run
         self.progress_s = [0.0] * n
         self.attained_gpu_s = [0.0] * n
@@ -380,7 +385,7 @@ class Simulator:
     def _build_shape_runtime(self) -> list[tuple[tuple, SortedList]]:
         """queue_by_shape_runtime's items now (it is read for the first time): from now on it is kept up to date."""
         self._shape_runtime_live = True
-        key = self._qkey
+        key = self.queue_key_s
         return [(s, SortedList([(key[i], i) for i in members])) for s, members in self.queue_by_shape.items()]
 
     # -- SimPy processes and callbacks -------------------------------------------------------------------
@@ -438,7 +443,7 @@ class Simulator:
 
     def _enqueue_indexed(self, jobs: list[int]) -> None:
         """_on_arrival's work when the by-runtime indexes are live (a policy reads them)."""
-        known = self._qkey
+        known = self.queue_key_s
         queue = self.queue
         qbr = self.queue_by_runtime
         by_shape = self.queue_by_shape
@@ -676,6 +681,7 @@ class Simulator:
             self.run_speed,
             self.preempted_at_s,
             self.restore_overhead_s,
+            self.queue_key_s,
             self.node_power,
         )
 
@@ -699,7 +705,7 @@ class Simulator:
             raise ValueError(f"placement {p} is not free or does not match job {i}'s request")
         free.take(p)
         del queue[i]
-        known = self._qkey[i]
+        known = self.queue_key_s[i]
         entry = (known, i)
         if self.queue_by_runtime.active:
             self.queue_by_runtime.remove(entry)
@@ -765,7 +771,7 @@ class Simulator:
         self.preempted_at_s[i] = now
         self._closed_runs.append((i, self.run_start_s[i], now, p))
         # back in the queue, in arrival order, keyed by its remaining known runtime
-        key = self._qkey[i] = max(jt.known_runtime_s[i] - self.progress_s[i], 0.0)
+        key = self.queue_key_s[i] = max(jt.known_runtime_s[i] - self.progress_s[i], 0.0)
         queue = self.queue
         if queue and next(reversed(queue)) > i:
             self._queue_unsorted = True

@@ -201,6 +201,7 @@ def test_view_reports_progress_attained_service_and_remaining_runtime_keys():
     assert checks == {"progress_20": 20.0, "attained_20": 40.0}
     assert list(v.queue) == [0, 1, 2]
     assert list(v.queue_by_runtime) == [(60.0, 1), (75.0, 0), (90.0, 2)]
+    assert [v.queue_key_s[i] for i in range(3)] == [75.0, 60.0, 90.0]  # job 0: 100 s known - 25 s done
     assert (v.progress_s[0], v.attained_gpu_s[0], v.preemptions[0]) == (25.0, 50.0, 1)
     assert v.progress_now(0) == 25.0 and v.attained_now(0) == 50.0
     assert v.restore_overhead_s == 7.0
