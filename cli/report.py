@@ -113,7 +113,7 @@ def mode_report(cfg: RunConfig) -> Path:
             if cfg.plots == "png":
                 plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
                 note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
-        text = markdown(cfg, table, models, note)
+        text = markdown(cfg, table, rows, models, note)
         if missing:
             text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
         (out / "report.md").write_text(text)
