@@ -125,6 +125,7 @@ class _Run:
         # outran its estimated runtime): the next instant here is an iteration even when nothing ran
         self.blocked = False
         self.now = -np.inf
+        self.speeds = _speeds(view)  # job x type: fixed by the run's jobs and layout
         jt = view.jobs  # the last arrival of a job the simulator accepts (the original's trace has no other)
         self.last_arrival_s = max(
             (jt.arrival_s[i] for i in range(len(jt.jobs)) if jt.reject_reason(i) is None), default=0.0
@@ -152,7 +153,7 @@ def make_gavel_original(policy: str, seed: int = 0, matrix: ThroughputMatrix | N
         elif not st.blocked and not any(i not in st.added for i in view.queue):
             return []  # idle, and no job arrived: not an iteration of the original
         st.now = now
-        speeds = _speeds(view)
+        speeds = st.speeds
         plan = _iteration(view, st, policy, speeds)
         if not st.round and now >= st.last_arrival_s:
             # trace mode: every job arrived (the finished ones too: the original's `queued_jobs` of the trace is
