@@ -14,6 +14,7 @@ run of a job owns its own timeout object).
 from __future__ import annotations
 
 import bisect
+import gc
 from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -841,7 +842,23 @@ class Simulator:
     def run(self, policy, progress=None, manager=None) -> None:
         """Run to the end under `policy(view) -> list of decisions` (applied in order); `progress(num_completed)`
         is called now and then. `manager(view) -> decisions` (a power manager, schedulers/power_managers.py) is
-        consulted after the policy's decisions are applied, at every decision instant."""
+        consulted after the policy's decisions are applied, at every decision instant.
+
+        The objects that exist when the run starts (the workload, the job table, imported modules: most of the
+        process) are frozen out of the cyclic garbage collector's full collections until it ends (`gc.freeze`):
+        a run allocates several containers per job, which triggers full collections that would otherwise walk
+        them all again each time (6 % of a 10,000-job FCFS run's instructions). Nothing is frozen if something
+        else already froze objects (its `gc.unfreeze` is its own to call)."""
+        freeze = gc.get_freeze_count() == 0
+        if freeze:
+            gc.freeze()
+        try:
+            self._run(policy, progress, manager)
+        finally:
+            if freeze:
+                gc.unfreeze()
+
+    def _run(self, policy, progress, manager) -> None:
         n = 0
         start, apply = self.start, self.apply
         self.wake_on_idle = manager is not None
