@@ -233,12 +233,18 @@ class FreeState:
     completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes): a set, or for a pool
     of more than BIG_POOL nodes a NodeSet (ascending; copied in O(buckets), so a copy of the state costs little
     more than its per-node lists whatever the number of nodes).
+
+    `free_milli` / `free_mem_mb` (numpy, per GPU) are brought up to date when read: a whole-GPU take or give only
+    notes which GPUs it changed (`_stale`, node -> bit mask); their bits then say what the arrays must hold
+    (a completely free GPU: its whole share and memory, else 0 and 0). Most runs have no fractional job and
+    read neither array: they never pay a numpy store per GPU.
     """
 
     __slots__ = (
         "layout",
-        "free_milli",
-        "free_mem_mb",
+        "_free_milli",
+        "_free_mem_mb",
+        "_stale",
         "node_whole",
         "node_free_bits",
         "type_whole",
@@ -259,8 +265,9 @@ class FreeState:
         self.gives = 0 if _copy_from is None else _copy_from.gives
         self.pool_gives = [0] * len(layout.pool_type) if _copy_from is None else list(_copy_from.pool_gives)
         if _copy_from is None:
-            self.free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
-            self.free_mem_mb = layout.gpu_mem_mb_np.copy()
+            self._free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
+            self._free_mem_mb = layout.gpu_mem_mb_np.copy()
+            self._stale: dict[int, int] = {}
             self.node_whole = list(layout.node_num_gpus)
             self.node_free_bits = [(1 << k) - 1 for k in layout.node_num_gpus]
             self.type_whole = list(layout.type_num_gpus)
@@ -272,8 +279,9 @@ class FreeState:
             for n in range(layout.num_nodes):  # (ascending: a NodeSet appends)
                 self.pool_free[layout.node_pool[n]][layout.node_num_gpus[n]].add(n)
         else:
-            self.free_milli = _copy_from.free_milli.copy()
-            self.free_mem_mb = _copy_from.free_mem_mb.copy()
+            self._free_milli = _copy_from._free_milli.copy()
+            self._free_mem_mb = _copy_from._free_mem_mb.copy()
+            self._stale = dict(_copy_from._stale)
             self.node_whole = list(_copy_from.node_whole)
             self.node_free_bits = list(_copy_from.node_free_bits)
             self.type_whole = list(_copy_from.type_whole)
@@ -282,6 +290,44 @@ class FreeState:
 
     def copy(self) -> FreeState:
         return FreeState(self.layout, self)
+
+    @property
+    def free_milli(self) -> np.ndarray:
+        """Each GPU's free share (milli-GPU); callers may update it in place."""
+        if self._stale:
+            self._refresh()
+        return self._free_milli
+
+    @property
+    def free_mem_mb(self) -> np.ndarray:
+        """Each GPU's free memory (MB); callers may update it in place."""
+        if self._stale:
+            self._refresh()
+        return self._free_mem_mb
+
+    def _refresh(self) -> None:
+        """Write the GPUs that whole-GPU takes and gives changed since the last refresh into the arrays."""
+        first, gpu_mem_mb, bits = self.layout.node_first_gpu, self.layout.gpu_mem_mb, self.node_free_bits
+        idx: list[int] = []
+        milli: list[int] = []
+        mem: list[int] = []
+        for n, m in self._stale.items():
+            a = first[n]
+            b = bits[n]
+            while m:
+                low = m & -m
+                g = a + low.bit_length() - 1
+                idx.append(g)
+                if b & low:
+                    milli.append(FULL)
+                    mem.append(gpu_mem_mb[g])
+                else:
+                    milli.append(0)
+                    mem.append(0)
+                m ^= low
+        self._stale = {}
+        self._free_milli[idx] = milli
+        self._free_mem_mb[idx] = mem
 
     def _add_whole(self, n: int, delta: int) -> None:
         old = self.node_whole[n]
@@ -334,26 +380,16 @@ class FreeState:
     def take(self, p: Placement) -> None:
         """Allocate `p` (caller has checked that it fits)."""
         self.version += 1
-        fm = self.free_milli
         layout = self.layout
         gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
         k = len(p.gpus)
         if p.milli == FULL:
-            mem = self.free_mem_mb
-            gpus = range(p.first, p.first + k) if p.first >= 0 else p.gpus
-            if k <= _SCALAR_MAX:
-                for g in gpus:
-                    fm[g] = 0
-                    mem[g] = 0
-                    bits[gpu_node[g]] &= ~gpu_bit[g]
-            else:
-                idx = slice(p.first, p.first + k) if p.first >= 0 else list(gpus)
-                fm[idx] = 0
-                mem[idx] = 0
-                for g in gpus:
-                    bits[gpu_node[g]] &= ~gpu_bit[g]
             if len(p.nodes) == 1:
                 n = p.nodes[0]
+                mask = self._mask_on(n, p)
+                bits[n] &= ~mask
+                stale = self._stale
+                stale[n] = stale.get(n, 0) | mask
                 old = self.node_whole[n]
                 q = layout.node_pool[n]
                 by_c = self.pool_free[q]
@@ -361,10 +397,12 @@ class FreeState:
                 by_c[old - k].add(n)
                 self.node_whole[n] = old - k
             else:
+                self._mark_gpus(p.gpus, False)
                 self._add_whole_on(p.nodes, p.node_counts, -1)
             self.type_whole[p.type_idx] -= k
             self.free_milli_total -= FULL * k
         else:
+            fm = self.free_milli
             g = p.gpus[0]
             before = int(fm[g])
             fm[g] = before - p.milli
@@ -379,7 +417,6 @@ class FreeState:
         """Release `p`."""
         self.version += 1
         self.gives += 1
-        fm = self.free_milli
         layout = self.layout
         pool_gives, node_pool = self.pool_gives, layout.node_pool
         for n in p.nodes:
@@ -387,22 +424,12 @@ class FreeState:
         gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
         k = len(p.gpus)
         if p.milli == FULL:
-            mem = self.free_mem_mb
-            gpus = range(p.first, p.first + k) if p.first >= 0 else p.gpus
-            if k <= _SCALAR_MAX:
-                gpu_mem_mb = layout.gpu_mem_mb
-                for g in gpus:
-                    fm[g] = FULL
-                    mem[g] = gpu_mem_mb[g]
-                    bits[gpu_node[g]] |= gpu_bit[g]
-            else:
-                idx = slice(p.first, p.first + k) if p.first >= 0 else list(gpus)
-                fm[idx] = FULL
-                mem[idx] = layout.gpu_mem_mb_np[idx]
-                for g in gpus:
-                    bits[gpu_node[g]] |= gpu_bit[g]
             if len(p.nodes) == 1:
                 n = p.nodes[0]
+                mask = self._mask_on(n, p)
+                bits[n] |= mask
+                stale = self._stale
+                stale[n] = stale.get(n, 0) | mask
                 old = self.node_whole[n]
                 q = layout.node_pool[n]
                 by_c = self.pool_free[q]
@@ -410,10 +437,12 @@ class FreeState:
                 by_c[old + k].add(n)
                 self.node_whole[n] = old + k
             else:
+                self._mark_gpus(p.gpus, True)
                 self._add_whole_on(p.nodes, p.node_counts, 1)
             self.type_whole[p.type_idx] += k
             self.free_milli_total += FULL * k
         else:
+            fm = self.free_milli
             g = p.gpus[0]
             after = int(fm[g]) + p.milli
             fm[g] = after
@@ -435,5 +464,26 @@ class FreeState:
         g = p.gpus[0]
         return self.free_milli[g] >= p.milli and self.free_mem_mb[g] >= p.mem_mb
 
+    def _mask_on(self, n: int, p: Placement) -> int:
+        """The bits (`layout.gpu_bit`) of one-node placement p's GPUs on its node n."""
+        if p.first >= 0:
+            return ((1 << len(p.gpus)) - 1) << (p.first - self.layout.node_first_gpu[n])
+        gpu_bit = self.layout.gpu_bit
+        mask = 0
+        for g in p.gpus:
+            mask |= gpu_bit[g]
+        return mask
 
-_SCALAR_MAX = 4  # placements of up to this many GPUs update the numpy arrays GPU by GPU
+    def _mark_gpus(self, gpus: tuple[int, ...], free: bool) -> None:
+        """Set (free) or clear each GPU's bit and note it for `_refresh` (a multi-node placement)."""
+        gpu_node, gpu_bit, bits, stale = (
+            self.layout.gpu_node,
+            self.layout.gpu_bit,
+            self.node_free_bits,
+            self._stale,
+        )
+        for g in gpus:
+            n = gpu_node[g]
+            b = gpu_bit[g]
+            bits[n] = bits[n] | b if free else bits[n] & ~b
+            stale[n] = stale.get(n, 0) | b
