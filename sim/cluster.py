@@ -225,14 +225,19 @@ class Eligible:
         return f"needs {num_gpus} GPUs but at most {max(self.type_total.values())} acceptable GPUs of one type exist"
 
 
+# every empty count of a small pool in FreeState.pool_free: one immutable set (a copy need not copy it)
+_EMPTY: frozenset[int] = frozenset()
+
+
 class FreeState:
     """Free capacity per GPU plus counters that make placement fast; copy() gives a scratch version.
 
     `node_whole[n]` counts node n's completely free GPUs and `node_free_bits[n]` says which they are (bit j:
     the node's j-th GPU, `layout.gpu_bit`); `pool_free[q][c]` is the set of nodes of pool q with exactly c
-    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes): a set, or for a pool
-    of more than BIG_POOL nodes a NodeSet (ascending; copied in O(buckets), so a copy of the state costs little
-    more than its per-node lists whatever the number of nodes).
+    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes): a set (when empty,
+    one shared frozenset: read them, never mutate them), or for a pool of more than BIG_POOL nodes a NodeSet
+    (ascending; copied in O(buckets), so a copy of the state costs little more than its per-node lists whatever
+    the number of nodes).
 
     `free_milli` / `free_mem_mb` (numpy, per GPU) are brought up to date when read: a whole-GPU take or give only
     notes which GPUs it changed (`_stale`, node -> bit mask); their bits then say what the arrays must hold
@@ -273,11 +278,15 @@ class FreeState:
             self.type_whole = list(layout.type_num_gpus)
             self.free_milli_total = FULL * layout.num_gpus
             self.pool_free = [
-                [NodeSet() if big else set() for _ in range(m + 1)]
+                [NodeSet() if big else _EMPTY for _ in range(m + 1)]
                 for m, big in zip(layout.pool_max_gpus, layout.pool_big, strict=True)
             ]
             for n in range(layout.num_nodes):  # (ascending: a NodeSet appends)
-                self.pool_free[layout.node_pool[n]][layout.node_num_gpus[n]].add(n)
+                by_c = self.pool_free[layout.node_pool[n]]
+                c = layout.node_num_gpus[n]
+                if by_c[c] is _EMPTY:
+                    by_c[c] = set()
+                by_c[c].add(n)
         else:
             self._free_milli = _copy_from._free_milli.copy()
             self._free_mem_mb = _copy_from._free_mem_mb.copy()
@@ -286,7 +295,11 @@ class FreeState:
             self.node_free_bits = list(_copy_from.node_free_bits)
             self.type_whole = list(_copy_from.type_whole)
             self.free_milli_total = _copy_from.free_milli_total
-            self.pool_free = [[s.copy() for s in by_c] for by_c in _copy_from.pool_free]
+            # a small pool's empty counts share the immutable _EMPTY: only its non-empty sets are copied
+            self.pool_free = [
+                [s.copy() for s in by_c] if big else [s.copy() if s else s for s in by_c]
+                for by_c, big in zip(_copy_from.pool_free, layout.pool_big, strict=True)
+            ]
 
     def copy(self) -> FreeState:
         return FreeState(self.layout, self)
@@ -330,23 +343,30 @@ class FreeState:
         self._free_mem_mb[idx] = mem
 
     def _add_whole(self, n: int, delta: int) -> None:
+        """Node n gains `delta` (< 0: loses) completely free GPUs."""
         old = self.node_whole[n]
         q = self.layout.node_pool[n]
         by_c = self.pool_free[q]
-        by_c[old].discard(n)
-        by_c[old + delta].add(n)
+        if self.layout.pool_big[q]:
+            by_c[old].discard(n)
+            by_c[old + delta].add(n)
+        else:  # (take and give inline this)
+            s = by_c[old]
+            if len(s) == 1:
+                by_c[old] = _EMPTY
+            else:
+                s.discard(n)
+            s = by_c[old + delta]
+            if s:
+                s.add(n)
+            else:
+                by_c[old + delta] = {n}
         self.node_whole[n] = old + delta
 
     def _add_whole_on(self, nodes: tuple[int, ...], counts: tuple[int, ...], sign: int) -> None:
         """`_add_whole(n, sign * c)` for each node n and count c (a multi-node placement)."""
-        node_whole, node_pool, pool_free = self.node_whole, self.layout.node_pool, self.pool_free
         for n, c in zip(nodes, counts, strict=True):
-            old = node_whole[n]
-            new = old + sign * c
-            by_c = pool_free[node_pool[n]]
-            by_c[old].discard(n)
-            by_c[new].add(n)
-            node_whole[n] = new
+            self._add_whole(n, sign * c)
 
     def min_node(self, q: int, c: int) -> int:
         """The lowest-indexed node of pool q with exactly c whole free GPUs (there is one)."""
@@ -386,16 +406,30 @@ class FreeState:
         if p.milli == FULL:
             if len(p.nodes) == 1:
                 n = p.nodes[0]
-                mask = self._mask_on(n, p)
+                f = p.first
+                mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
                 bits[n] &= ~mask
                 stale = self._stale
                 stale[n] = stale.get(n, 0) | mask
                 old = self.node_whole[n]
+                new = old - k
                 q = layout.node_pool[n]
                 by_c = self.pool_free[q]
-                by_c[old].discard(n)
-                by_c[old - k].add(n)
-                self.node_whole[n] = old - k
+                if layout.pool_big[q]:
+                    by_c[old].discard(n)
+                    by_c[new].add(n)
+                else:  # (_add_whole's moves, inline: the hot path)
+                    s = by_c[old]
+                    if len(s) == 1:
+                        by_c[old] = _EMPTY
+                    else:
+                        s.discard(n)
+                    s = by_c[new]
+                    if s:
+                        s.add(n)
+                    else:
+                        by_c[new] = {n}
+                self.node_whole[n] = new
             else:
                 self._mark_gpus(p.gpus, False)
                 self._add_whole_on(p.nodes, p.node_counts, -1)
@@ -426,16 +460,30 @@ class FreeState:
         if p.milli == FULL:
             if len(p.nodes) == 1:
                 n = p.nodes[0]
-                mask = self._mask_on(n, p)
+                f = p.first
+                mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
                 bits[n] |= mask
                 stale = self._stale
                 stale[n] = stale.get(n, 0) | mask
                 old = self.node_whole[n]
+                new = old + k
                 q = layout.node_pool[n]
                 by_c = self.pool_free[q]
-                by_c[old].discard(n)
-                by_c[old + k].add(n)
-                self.node_whole[n] = old + k
+                if layout.pool_big[q]:
+                    by_c[old].discard(n)
+                    by_c[new].add(n)
+                else:  # (_add_whole's moves, inline: the hot path)
+                    s = by_c[old]
+                    if len(s) == 1:
+                        by_c[old] = _EMPTY
+                    else:
+                        s.discard(n)
+                    s = by_c[new]
+                    if s:
+                        s.add(n)
+                    else:
+                        by_c[new] = {n}
+                self.node_whole[n] = new
             else:
                 self._mark_gpus(p.gpus, True)
                 self._add_whole_on(p.nodes, p.node_counts, 1)
@@ -456,6 +504,15 @@ class FreeState:
     def fits(self, p: Placement) -> bool:
         """Whether `p` can be taken now."""
         if p.milli == FULL:  # every GPU completely free: its bit is set
+            f = p.first
+            if f >= 0 and len(p.nodes) == 1:  # a range of GPUs on one node: its mask
+                n = p.nodes[0]
+                k = len(p.gpus)
+                off = f - self.layout.node_first_gpu[n]
+                if off < 0 or off + k > self.layout.node_num_gpus[n]:
+                    return False  # (GPUs outside the node it names)
+                mask = ((1 << k) - 1) << off
+                return self.node_free_bits[n] & mask == mask
             bits, gpu_node, gpu_bit = self.node_free_bits, self.layout.gpu_node, self.layout.gpu_bit
             for g in range(p.first, p.first + len(p.gpus)) if p.first >= 0 else p.gpus:
                 if not bits[gpu_node[g]] & gpu_bit[g]:
@@ -464,10 +521,9 @@ class FreeState:
         g = p.gpus[0]
         return self.free_milli[g] >= p.milli and self.free_mem_mb[g] >= p.mem_mb
 
-    def _mask_on(self, n: int, p: Placement) -> int:
-        """The bits (`layout.gpu_bit`) of one-node placement p's GPUs on its node n."""
-        if p.first >= 0:
-            return ((1 << len(p.gpus)) - 1) << (p.first - self.layout.node_first_gpu[n])
+    def _mask_on(self, p: Placement) -> int:
+        """The bits (`layout.gpu_bit`) of one-node placement p's GPUs on its node (listed GPUs; for a range
+        `first`..: ((1 << k) - 1) << (first - the node's first GPU))."""
         gpu_bit = self.layout.gpu_bit
         mask = 0
         for g in p.gpus:

@@ -101,7 +101,7 @@ def test_free_state_per_gpu_arrays_match_a_plain_per_gpu_model_through_takes_giv
     # FreeState brings its per-GPU arrays up to date only when read (whole-GPU takes and gives note the GPUs
     # they changed); a plain model writes each GPU at once. Steps: take a placement (whole GPUs on one node,
     # listed or as a range, or a spread over nodes; or a share of one GPU), give back a held one, or read the
-    # arrays of a copy; the arrays, whenever read, equal the model's.
+    # arrays of a copy; the arrays, whenever read, equal the model's, and so do the per-node counts and sets.
     layout = ClusterLayout(spec)
     mem = layout.gpu_mem_mb
     free = FreeState(layout)
@@ -156,6 +156,18 @@ def test_free_state_per_gpu_arrays_match_a_plain_per_gpu_model_through_takes_giv
             held.append(p)
             for g in gpus:
                 milli_left[g] = mem_left[g] = 0
+        whole = [
+            sum(milli_left[g] == FULL for g in range(layout.num_gpus) if layout.gpu_node[g] == n)
+            for n in range(layout.num_nodes)
+        ]
+        assert free.node_whole == whole
+        assert [[set(s) for s in by_c] for by_c in free.pool_free] == [
+            [
+                {n for n in range(layout.num_nodes) if layout.node_pool[n] == q and whole[n] == c}
+                for c in range(m + 1)
+            ]
+            for q, m in enumerate(layout.pool_max_gpus)
+        ]
         assert free.node_free_bits == [
             sum(
                 layout.gpu_bit[g]
