@@ -229,6 +229,21 @@ class Eligible:
 _EMPTY: frozenset[int] = frozenset()
 
 
+def _move(by_c: list, n: int, old: int, new: int) -> None:
+    """Move node n from count `old` to count `new` in a small pool's sets (FreeState.pool_free[q]): a count's
+    last node leaves it the shared _EMPTY, a count's first node gets a new set."""
+    s = by_c[old]
+    if len(s) == 1:
+        by_c[old] = _EMPTY
+    else:
+        s.discard(n)
+    s = by_c[new]
+    if s:
+        s.add(n)
+    else:
+        by_c[new] = {n}
+
+
 class FreeState:
     """Free capacity per GPU plus counters that make placement fast; copy() gives a scratch version.
 
@@ -350,17 +365,8 @@ class FreeState:
         if self.layout.pool_big[q]:
             by_c[old].discard(n)
             by_c[old + delta].add(n)
-        else:  # (take and give inline this)
-            s = by_c[old]
-            if len(s) == 1:
-                by_c[old] = _EMPTY
-            else:
-                s.discard(n)
-            s = by_c[old + delta]
-            if s:
-                s.add(n)
-            else:
-                by_c[old + delta] = {n}
+        else:
+            _move(by_c, n, old, old + delta)
         self.node_whole[n] = old + delta
 
     def _add_whole_on(self, nodes: tuple[int, ...], counts: tuple[int, ...], sign: int) -> None:
@@ -418,17 +424,8 @@ class FreeState:
                 if layout.pool_big[q]:
                     by_c[old].discard(n)
                     by_c[new].add(n)
-                else:  # (_add_whole's moves, inline: the hot path)
-                    s = by_c[old]
-                    if len(s) == 1:
-                        by_c[old] = _EMPTY
-                    else:
-                        s.discard(n)
-                    s = by_c[new]
-                    if s:
-                        s.add(n)
-                    else:
-                        by_c[new] = {n}
+                else:
+                    _move(by_c, n, old, new)
                 self.node_whole[n] = new
             else:
                 self._mark_gpus(p.gpus, False)
@@ -472,17 +469,8 @@ class FreeState:
                 if layout.pool_big[q]:
                     by_c[old].discard(n)
                     by_c[new].add(n)
-                else:  # (_add_whole's moves, inline: the hot path)
-                    s = by_c[old]
-                    if len(s) == 1:
-                        by_c[old] = _EMPTY
-                    else:
-                        s.discard(n)
-                    s = by_c[new]
-                    if s:
-                        s.add(n)
-                    else:
-                        by_c[new] = {n}
+                else:
+                    _move(by_c, n, old, new)
                 self.node_whole[n] = new
             else:
                 self._mark_gpus(p.gpus, True)
