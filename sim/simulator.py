@@ -160,7 +160,8 @@ class JobTable:
             self.shape_slot.append(k)
         self.shape = [self.shape_of_slot[k] for k in self.shape_slot]
         # what Simulator.start reads per job, in one tuple: (milli, GPUs, memory, eligible node set, shape,
-        # runtime, effective speeds by 2 * type index + spans nodes); the speeds are effective_speed's, per Pace
+        # runtime, effective speeds by 2 * type index + spans nodes, shape slot); the speeds are
+        # effective_speed's, per Pace
         speeds: dict[int, tuple[float, ...]] = {}
         for pc in self.pace:
             if id(pc) not in speeds:
@@ -168,8 +169,8 @@ class JobTable:
                     effective_speed(v, spans, pc) for v in layout.type_speed for spans in (False, True)
                 )
         self.start_row = [
-            (m, k, mem, e._node_set, s, r, speeds[id(pc)])
-            for m, k, mem, e, s, r, pc in zip(
+            (m, k, mem, e._node_set, s, r, speeds[id(pc)], slot)
+            for m, k, mem, e, s, r, pc, slot in zip(
                 self.milli,
                 self.num_gpus,
                 self.mem_mb,
@@ -177,6 +178,7 @@ class JobTable:
                 self.shape,
                 self.runtime_s,
                 self.pace,
+                self.shape_slot,
                 strict=True,
             )
         ]
@@ -372,6 +374,8 @@ class Simulator:
         self._queue_unsorted = False  # preemptions appended jobs out of arrival order (see preempt)
         self._busy_milli = 0
         self._busy_tflops_x10k = 0
+        self._type_tflops_x10 = layout.type_tflops_x10
+        self._start_row = self.jobs.start_row  # (hot-path reads: one attribute, not two)
         # (t, busy milli, busy TFLOPS x 10^4, queue) per instant, flat: four values a row (no tuple per instant)
         self._timeline: list[float | int] = []
         self.num_completed = 0
@@ -494,7 +498,7 @@ class Simulator:
         del self.running_whole_gpus[k]
         share = p.milli * len(p.gpus)
         self._busy_milli -= share
-        self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
+        self._busy_tflops_x10k -= share * self._type_tflops_x10[p.type_idx]
         now = self.env._now
         self.end_s[i] = now
         self.num_completed += 1
@@ -702,7 +706,7 @@ class Simulator:
         queue = self.queue
         if i not in queue:
             raise ValueError(f"job {i} is not waiting")
-        milli, k, mem_mb, node_set, s, runtime_s, speeds = self.jobs.start_row[i]
+        milli, k, mem_mb, node_set, s, runtime_s, speeds, slot = self._start_row[i]
         gpus = p.gpus
         nodes = p.nodes
         free = self.free
@@ -717,10 +721,8 @@ class Simulator:
         free.take(p)
         del queue[i]
         known = self._qkey[i]
-        entry = (known, i)
         if self.queue_by_runtime.active:
-            self.queue_by_runtime.remove(entry)
-        slot = self.jobs.shape_slot[i]
+            self.queue_by_runtime.remove((known, i))
         members = self._members[slot]
         if len(members) == 1:
             del self.queue_by_shape[s]
@@ -730,7 +732,7 @@ class Simulator:
         else:
             members.remove(i)
             if self._shape_runtime_live:
-                self.queue_by_shape_runtime[s].remove(entry)
+                self.queue_by_shape_runtime[s].remove((known, i))
         env = self.env
         now = env._now
         t = p.type_idx
@@ -758,7 +760,7 @@ class Simulator:
         self.running_whole_gpus.insert(k, len(gpus) if milli == FULL else 0)
         share = milli * len(gpus)
         self._busy_milli += share
-        self._busy_tflops_x10k += share * self.layout.type_tflops_x10[t]
+        self._busy_tflops_x10k += share * self._type_tflops_x10[t]
         if duration < 0:
             raise ValueError(f"Negative delay {duration}")
         self._event[i] = _Timer(env, now + duration, i, self._complete_cbs)
@@ -863,8 +865,9 @@ class Simulator:
         start, apply = self.start, self.apply
         self.wake_on_idle = manager is not None
         preempt = self.preempt
+        env, tail = self.env, self._view_tail
         while self.advance():
-            decisions = policy(self.view())
+            decisions = policy(_tuple_new(View, (env._now, *tail)))  # self.view(), inline
             batch = type(decisions) is list  # all decided before any is applied: order the queue once, after
             for d in decisions:
                 kind = type(d)
