@@ -225,6 +225,8 @@ class Eligible:
         return f"needs {num_gpus} GPUs but at most {max(self.type_total.values())} acceptable GPUs of one type exist"
 
 
+_SCALAR_MAX = 8  # FreeState._refresh writes up to this many GPUs one by one
+
 # every empty count of a small pool in FreeState.pool_free: one immutable set (a copy need not copy it)
 _EMPTY: frozenset[int] = frozenset()
 
@@ -254,10 +256,12 @@ class FreeState:
     (ascending; copied in O(buckets), so a copy of the state costs little more than its per-node lists whatever
     the number of nodes).
 
-    `free_milli` / `free_mem_mb` (numpy, per GPU) are brought up to date when read: a whole-GPU take or give only
-    notes which GPUs it changed (`_stale`, node -> bit mask); their bits then say what the arrays must hold
-    (a completely free GPU: its whole share and memory, else 0 and 0). Most runs have no fractional job and
-    read neither array: they never pay a numpy store per GPU.
+    `free_milli` / `free_mem_mb` (numpy, per GPU) are brought up to date when read: until they are read for the
+    first time by a state or any copy in its line (`_read`, shared between them), a whole-GPU take or give only
+    notes which GPUs it changed (`_stale`, node -> bit mask), and their bits then say what the arrays must hold
+    (a completely free GPU: its whole share and memory, else 0 and 0). Most runs have no fractional job and read
+    neither array: they never pay a numpy store per GPU. Once they are read (fractional jobs, CBF), takes and
+    gives store at once again and a copy starts up to date, so that copies do not refresh the same GPUs again.
     """
 
     __slots__ = (
@@ -265,6 +269,7 @@ class FreeState:
         "_free_milli",
         "_free_mem_mb",
         "_stale",
+        "_read",
         "node_whole",
         "node_free_bits",
         "type_whole",
@@ -288,6 +293,7 @@ class FreeState:
             self._free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
             self._free_mem_mb = layout.gpu_mem_mb_np.copy()
             self._stale: dict[int, int] = {}
+            self._read = [False]
             self.node_whole = list(layout.node_num_gpus)
             self.node_free_bits = [(1 << k) - 1 for k in layout.node_num_gpus]
             self.type_whole = list(layout.type_num_gpus)
@@ -303,6 +309,9 @@ class FreeState:
                     by_c[c] = set()
                 by_c[c].add(n)
         else:
+            self._read = _copy_from._read
+            if _copy_from._stale and self._read[0]:
+                _copy_from._refresh()
             self._free_milli = _copy_from._free_milli.copy()
             self._free_mem_mb = _copy_from._free_mem_mb.copy()
             self._stale = dict(_copy_from._stale)
@@ -322,6 +331,7 @@ class FreeState:
     @property
     def free_milli(self) -> np.ndarray:
         """Each GPU's free share (milli-GPU); callers may update it in place."""
+        self._read[0] = True
         if self._stale:
             self._refresh()
         return self._free_milli
@@ -329,9 +339,21 @@ class FreeState:
     @property
     def free_mem_mb(self) -> np.ndarray:
         """Each GPU's free memory (MB); callers may update it in place."""
+        self._read[0] = True
         if self._stale:
             self._refresh()
         return self._free_mem_mb
+
+    def _write(self, n: int, mask: int, free: bool) -> None:
+        """Store node n's GPUs of `mask` into the per-GPU arrays as completely free (`free`) or wholly taken."""
+        a = self.layout.node_first_gpu[n]
+        fm, fmem, gpu_mem_mb = self._free_milli, self._free_mem_mb, self.layout.gpu_mem_mb
+        while mask:
+            low = mask & -mask
+            g = a + low.bit_length() - 1
+            fm[g] = FULL if free else 0
+            fmem[g] = gpu_mem_mb[g] if free else 0
+            mask ^= low
 
     def _refresh(self) -> None:
         """Write the GPUs that whole-GPU takes and gives changed since the last refresh into the arrays."""
@@ -354,8 +376,14 @@ class FreeState:
                     mem.append(0)
                 m ^= low
         self._stale = {}
-        self._free_milli[idx] = milli
-        self._free_mem_mb[idx] = mem
+        fm, fmem = self._free_milli, self._free_mem_mb
+        if len(idx) <= _SCALAR_MAX:  # (a numpy store by index list costs as much as about eight scalar ones)
+            for g, v, w in zip(idx, milli, mem, strict=True):
+                fm[g] = v
+                fmem[g] = w
+        else:
+            fm[idx] = milli
+            fmem[idx] = mem
 
     def _add_whole(self, n: int, delta: int) -> None:
         """Node n gains `delta` (< 0: loses) completely free GPUs."""
@@ -415,8 +443,11 @@ class FreeState:
                 f = p.first
                 mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
                 bits[n] &= ~mask
-                stale = self._stale
-                stale[n] = stale.get(n, 0) | mask
+                if self._read[0]:
+                    self._write(n, mask, False)
+                else:
+                    stale = self._stale
+                    stale[n] = stale.get(n, 0) | mask
                 old = self.node_whole[n]
                 new = old - k
                 q = layout.node_pool[n]
@@ -460,8 +491,11 @@ class FreeState:
                 f = p.first
                 mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
                 bits[n] |= mask
-                stale = self._stale
-                stale[n] = stale.get(n, 0) | mask
+                if self._read[0]:
+                    self._write(n, mask, True)
+                else:
+                    stale = self._stale
+                    stale[n] = stale.get(n, 0) | mask
                 old = self.node_whole[n]
                 new = old + k
                 q = layout.node_pool[n]
