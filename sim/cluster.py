@@ -225,20 +225,51 @@ class Eligible:
         return f"needs {num_gpus} GPUs but at most {max(self.type_total.values())} acceptable GPUs of one type exist"
 
 
+_SCALAR_MAX = 8  # FreeState._refresh writes up to this many GPUs one by one
+
+# every empty count of a small pool in FreeState.pool_free: one immutable set (a copy need not copy it)
+_EMPTY: frozenset[int] = frozenset()
+
+
+def _move(by_c: list, n: int, old: int, new: int) -> None:
+    """Move node n from count `old` to count `new` in a small pool's sets (FreeState.pool_free[q]): a count's
+    last node leaves it the shared _EMPTY, a count's first node gets a new set."""
+    s = by_c[old]
+    if len(s) == 1:
+        by_c[old] = _EMPTY
+    else:
+        s.discard(n)
+    s = by_c[new]
+    if s:
+        s.add(n)
+    else:
+        by_c[new] = {n}
+
+
 class FreeState:
     """Free capacity per GPU plus counters that make placement fast; copy() gives a scratch version.
 
     `node_whole[n]` counts node n's completely free GPUs and `node_free_bits[n]` says which they are (bit j:
     the node's j-th GPU, `layout.gpu_bit`); `pool_free[q][c]` is the set of nodes of pool q with exactly c
-    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes): a set, or for a pool
-    of more than BIG_POOL nodes a NodeSet (ascending; copied in O(buckets), so a copy of the state costs little
-    more than its per-node lists whatever the number of nodes).
+    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes): a set (when empty,
+    one shared frozenset: read them, never mutate them), or for a pool of more than BIG_POOL nodes a NodeSet
+    (ascending; copied in O(buckets), so a copy of the state costs little more than its per-node lists whatever
+    the number of nodes).
+
+    `free_milli` / `free_mem_mb` (numpy, per GPU) are brought up to date when read: until they are read for the
+    first time by a state or any copy in its line (`_read`, shared between them), a whole-GPU take or give only
+    notes which GPUs it changed (`_stale`, node -> bit mask), and their bits then say what the arrays must hold
+    (a completely free GPU: its whole share and memory, else 0 and 0). Most runs have no fractional job and read
+    neither array: they never pay a numpy store per GPU. Once they are read (fractional jobs, CBF), takes and
+    gives store at once again and a copy starts up to date, so that copies do not refresh the same GPUs again.
     """
 
     __slots__ = (
         "layout",
-        "free_milli",
-        "free_mem_mb",
+        "_free_milli",
+        "_free_mem_mb",
+        "_stale",
+        "_read",
         "node_whole",
         "node_free_bits",
         "type_whole",
@@ -259,48 +290,117 @@ class FreeState:
         self.gives = 0 if _copy_from is None else _copy_from.gives
         self.pool_gives = [0] * len(layout.pool_type) if _copy_from is None else list(_copy_from.pool_gives)
         if _copy_from is None:
-            self.free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
-            self.free_mem_mb = layout.gpu_mem_mb_np.copy()
+            self._free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
+            self._free_mem_mb = layout.gpu_mem_mb_np.copy()
+            self._stale: dict[int, int] = {}
+            self._read = [False]
             self.node_whole = list(layout.node_num_gpus)
             self.node_free_bits = [(1 << k) - 1 for k in layout.node_num_gpus]
             self.type_whole = list(layout.type_num_gpus)
             self.free_milli_total = FULL * layout.num_gpus
             self.pool_free = [
-                [NodeSet() if big else set() for _ in range(m + 1)]
+                [NodeSet() if big else _EMPTY for _ in range(m + 1)]
                 for m, big in zip(layout.pool_max_gpus, layout.pool_big, strict=True)
             ]
             for n in range(layout.num_nodes):  # (ascending: a NodeSet appends)
-                self.pool_free[layout.node_pool[n]][layout.node_num_gpus[n]].add(n)
+                by_c = self.pool_free[layout.node_pool[n]]
+                c = layout.node_num_gpus[n]
+                if by_c[c] is _EMPTY:
+                    by_c[c] = set()
+                by_c[c].add(n)
         else:
-            self.free_milli = _copy_from.free_milli.copy()
-            self.free_mem_mb = _copy_from.free_mem_mb.copy()
+            self._read = _copy_from._read
+            if _copy_from._stale and self._read[0]:
+                _copy_from._refresh()
+            self._free_milli = _copy_from._free_milli.copy()
+            self._free_mem_mb = _copy_from._free_mem_mb.copy()
+            self._stale = dict(_copy_from._stale)
             self.node_whole = list(_copy_from.node_whole)
             self.node_free_bits = list(_copy_from.node_free_bits)
             self.type_whole = list(_copy_from.type_whole)
             self.free_milli_total = _copy_from.free_milli_total
-            self.pool_free = [[s.copy() for s in by_c] for by_c in _copy_from.pool_free]
+            # a small pool's empty counts share the immutable _EMPTY: only its non-empty sets are copied
+            self.pool_free = [
+                [s.copy() for s in by_c] if big else [s.copy() if s else s for s in by_c]
+                for by_c, big in zip(_copy_from.pool_free, layout.pool_big, strict=True)
+            ]
 
     def copy(self) -> FreeState:
         return FreeState(self.layout, self)
 
+    @property
+    def free_milli(self) -> np.ndarray:
+        """Each GPU's free share (milli-GPU); callers may update it in place."""
+        self._read[0] = True
+        if self._stale:
+            self._refresh()
+        return self._free_milli
+
+    @property
+    def free_mem_mb(self) -> np.ndarray:
+        """Each GPU's free memory (MB); callers may update it in place."""
+        self._read[0] = True
+        if self._stale:
+            self._refresh()
+        return self._free_mem_mb
+
+    def _write(self, n: int, mask: int, free: bool) -> None:
+        """Store node n's GPUs of `mask` into the per-GPU arrays as completely free (`free`) or wholly taken."""
+        a = self.layout.node_first_gpu[n]
+        fm, fmem, gpu_mem_mb = self._free_milli, self._free_mem_mb, self.layout.gpu_mem_mb
+        while mask:
+            low = mask & -mask
+            g = a + low.bit_length() - 1
+            fm[g] = FULL if free else 0
+            fmem[g] = gpu_mem_mb[g] if free else 0
+            mask ^= low
+
+    def _refresh(self) -> None:
+        """Write the GPUs that whole-GPU takes and gives changed since the last refresh into the arrays."""
+        first, gpu_mem_mb, bits = self.layout.node_first_gpu, self.layout.gpu_mem_mb, self.node_free_bits
+        idx: list[int] = []
+        milli: list[int] = []
+        mem: list[int] = []
+        for n, m in self._stale.items():
+            a = first[n]
+            b = bits[n]
+            while m:
+                low = m & -m
+                g = a + low.bit_length() - 1
+                idx.append(g)
+                if b & low:
+                    milli.append(FULL)
+                    mem.append(gpu_mem_mb[g])
+                else:
+                    milli.append(0)
+                    mem.append(0)
+                m ^= low
+        self._stale = {}
+        fm, fmem = self._free_milli, self._free_mem_mb
+        if len(idx) <= _SCALAR_MAX:  # (a numpy store by index list costs as much as about eight scalar ones)
+            for g, v, w in zip(idx, milli, mem, strict=True):
+                fm[g] = v
+                fmem[g] = w
+        else:
+            fm[idx] = milli
+            fmem[idx] = mem
+
     def _add_whole(self, n: int, delta: int) -> None:
+        """Node n gains `delta` (< 0: loses) completely free GPUs."""
         old = self.node_whole[n]
         q = self.layout.node_pool[n]
         by_c = self.pool_free[q]
-        by_c[old].discard(n)
-        by_c[old + delta].add(n)
+        if self.layout.pool_big[q]:
+            by_c[old].discard(n)
+            by_c[old + delta].add(n)
+        else:
+            _move(by_c, n, old, old + delta)
         self.node_whole[n] = old + delta
 
     def _add_whole_on(self, nodes: tuple[int, ...], counts: tuple[int, ...], sign: int) -> None:
         """`_add_whole(n, sign * c)` for each node n and count c (a multi-node placement)."""
-        node_whole, node_pool, pool_free = self.node_whole, self.layout.node_pool, self.pool_free
         for n, c in zip(nodes, counts, strict=True):
-            old = node_whole[n]
-            new = old + sign * c
-            by_c = pool_free[node_pool[n]]
-            by_c[old].discard(n)
-            by_c[new].add(n)
-            node_whole[n] = new
+            self._add_whole(n, sign * c)
 
     def min_node(self, q: int, c: int) -> int:
         """The lowest-indexed node of pool q with exactly c whole free GPUs (there is one)."""
@@ -334,37 +434,37 @@ class FreeState:
     def take(self, p: Placement) -> None:
         """Allocate `p` (caller has checked that it fits)."""
         self.version += 1
-        fm = self.free_milli
         layout = self.layout
         gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
         k = len(p.gpus)
         if p.milli == FULL:
-            mem = self.free_mem_mb
-            gpus = range(p.first, p.first + k) if p.first >= 0 else p.gpus
-            if k <= _SCALAR_MAX:
-                for g in gpus:
-                    fm[g] = 0
-                    mem[g] = 0
-                    bits[gpu_node[g]] &= ~gpu_bit[g]
-            else:
-                idx = slice(p.first, p.first + k) if p.first >= 0 else list(gpus)
-                fm[idx] = 0
-                mem[idx] = 0
-                for g in gpus:
-                    bits[gpu_node[g]] &= ~gpu_bit[g]
             if len(p.nodes) == 1:
                 n = p.nodes[0]
+                f = p.first
+                mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
+                bits[n] &= ~mask
+                if self._read[0]:
+                    self._write(n, mask, False)
+                else:
+                    stale = self._stale
+                    stale[n] = stale.get(n, 0) | mask
                 old = self.node_whole[n]
+                new = old - k
                 q = layout.node_pool[n]
                 by_c = self.pool_free[q]
-                by_c[old].discard(n)
-                by_c[old - k].add(n)
-                self.node_whole[n] = old - k
+                if layout.pool_big[q]:
+                    by_c[old].discard(n)
+                    by_c[new].add(n)
+                else:
+                    _move(by_c, n, old, new)
+                self.node_whole[n] = new
             else:
+                self._mark_gpus(p.gpus, False)
                 self._add_whole_on(p.nodes, p.node_counts, -1)
             self.type_whole[p.type_idx] -= k
             self.free_milli_total -= FULL * k
         else:
+            fm = self.free_milli
             g = p.gpus[0]
             before = int(fm[g])
             fm[g] = before - p.milli
@@ -379,7 +479,6 @@ class FreeState:
         """Release `p`."""
         self.version += 1
         self.gives += 1
-        fm = self.free_milli
         layout = self.layout
         pool_gives, node_pool = self.pool_gives, layout.node_pool
         for n in p.nodes:
@@ -387,33 +486,33 @@ class FreeState:
         gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
         k = len(p.gpus)
         if p.milli == FULL:
-            mem = self.free_mem_mb
-            gpus = range(p.first, p.first + k) if p.first >= 0 else p.gpus
-            if k <= _SCALAR_MAX:
-                gpu_mem_mb = layout.gpu_mem_mb
-                for g in gpus:
-                    fm[g] = FULL
-                    mem[g] = gpu_mem_mb[g]
-                    bits[gpu_node[g]] |= gpu_bit[g]
-            else:
-                idx = slice(p.first, p.first + k) if p.first >= 0 else list(gpus)
-                fm[idx] = FULL
-                mem[idx] = layout.gpu_mem_mb_np[idx]
-                for g in gpus:
-                    bits[gpu_node[g]] |= gpu_bit[g]
             if len(p.nodes) == 1:
                 n = p.nodes[0]
+                f = p.first
+                mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
+                bits[n] |= mask
+                if self._read[0]:
+                    self._write(n, mask, True)
+                else:
+                    stale = self._stale
+                    stale[n] = stale.get(n, 0) | mask
                 old = self.node_whole[n]
+                new = old + k
                 q = layout.node_pool[n]
                 by_c = self.pool_free[q]
-                by_c[old].discard(n)
-                by_c[old + k].add(n)
-                self.node_whole[n] = old + k
+                if layout.pool_big[q]:
+                    by_c[old].discard(n)
+                    by_c[new].add(n)
+                else:
+                    _move(by_c, n, old, new)
+                self.node_whole[n] = new
             else:
+                self._mark_gpus(p.gpus, True)
                 self._add_whole_on(p.nodes, p.node_counts, 1)
             self.type_whole[p.type_idx] += k
             self.free_milli_total += FULL * k
         else:
+            fm = self.free_milli
             g = p.gpus[0]
             after = int(fm[g]) + p.milli
             fm[g] = after
@@ -427,6 +526,15 @@ class FreeState:
     def fits(self, p: Placement) -> bool:
         """Whether `p` can be taken now."""
         if p.milli == FULL:  # every GPU completely free: its bit is set
+            f = p.first
+            if f >= 0 and len(p.nodes) == 1:  # a range of GPUs on one node: its mask
+                n = p.nodes[0]
+                k = len(p.gpus)
+                off = f - self.layout.node_first_gpu[n]
+                if off < 0 or off + k > self.layout.node_num_gpus[n]:
+                    return False  # (GPUs outside the node it names)
+                mask = ((1 << k) - 1) << off
+                return self.node_free_bits[n] & mask == mask
             bits, gpu_node, gpu_bit = self.node_free_bits, self.layout.gpu_node, self.layout.gpu_bit
             for g in range(p.first, p.first + len(p.gpus)) if p.first >= 0 else p.gpus:
                 if not bits[gpu_node[g]] & gpu_bit[g]:
@@ -435,5 +543,25 @@ class FreeState:
         g = p.gpus[0]
         return self.free_milli[g] >= p.milli and self.free_mem_mb[g] >= p.mem_mb
 
+    def _mask_on(self, p: Placement) -> int:
+        """The bits (`layout.gpu_bit`) of one-node placement p's GPUs on its node (listed GPUs; for a range
+        `first`..: ((1 << k) - 1) << (first - the node's first GPU))."""
+        gpu_bit = self.layout.gpu_bit
+        mask = 0
+        for g in p.gpus:
+            mask |= gpu_bit[g]
+        return mask
 
-_SCALAR_MAX = 4  # placements of up to this many GPUs update the numpy arrays GPU by GPU
+    def _mark_gpus(self, gpus: tuple[int, ...], free: bool) -> None:
+        """Set (free) or clear each GPU's bit and note it for `_refresh` (a multi-node placement)."""
+        gpu_node, gpu_bit, bits, stale = (
+            self.layout.gpu_node,
+            self.layout.gpu_bit,
+            self.node_free_bits,
+            self._stale,
+        )
+        for g in gpus:
+            n = gpu_node[g]
+            b = gpu_bit[g]
+            bits[n] = bits[n] | b if free else bits[n] & ~b
+            stale[n] = stale.get(n, 0) | b

@@ -86,6 +86,17 @@ class SortedList:
 
     def remove(self, v) -> None:
         """Remove one value equal to v; ValueError if there is none."""
+        lists = self._lists
+        if (
+            lists and lists[0][0] == v
+        ):  # the smallest (the simulator starting the longest-waiting job of a shape)
+            bucket = lists[0]
+            del bucket[0]
+            self._len -= 1
+            if not bucket:
+                del lists[0]
+                del self._maxes[0]
+            return
         maxes = self._maxes
         k = bisect_left(maxes, v)
         if k < len(maxes):

@@ -90,3 +90,90 @@ def test_place_takes_the_earliest_completing_free_option(spec, busy, k, types, m
         for a in alts
     ] == [w for _, w in options]
     assert alts[0] == p
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    clusters(),
+    st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([FULL, FULL, 250, 500])), max_size=40),
+)
+def test_free_state_per_gpu_arrays_match_a_plain_per_gpu_model_through_takes_gives_and_copies(spec, steps):
+    # FreeState brings its per-GPU arrays up to date only when read (whole-GPU takes and gives note the GPUs
+    # they changed); a plain model writes each GPU at once. Steps: take a placement (whole GPUs on one node,
+    # listed or as a range, or a spread over nodes; or a share of one GPU), give back a held one, or read the
+    # arrays of a copy; the arrays, whenever read, equal the model's, and so do the per-node counts and sets.
+    layout = ClusterLayout(spec)
+    mem = layout.gpu_mem_mb
+    free = FreeState(layout)
+    milli_left, mem_left = [FULL] * layout.num_gpus, list(mem)
+    held: list[Placement] = []
+
+    def check(state: FreeState) -> None:
+        assert state.free_milli.tolist() == milli_left and state.free_mem_mb.tolist() == mem_left
+
+    for r, share in steps:
+        if r % 5 == 4 and held:  # give one back
+            p = held.pop(r // 5 % len(held))
+            free.give(p)
+            for g in p.gpus:
+                milli_left[g] += p.milli
+                mem_left[g] = mem[g] if milli_left[g] == FULL else mem_left[g] + p.mem_mb
+        elif r % 5 == 3:
+            check(free.copy() if r % 2 else free)
+            continue
+        elif share < FULL:
+            ok = [g for g in range(layout.num_gpus) if milli_left[g] >= share and mem_left[g] >= 1000]
+            if not ok:
+                continue
+            g = ok[r % len(ok)]
+            n = layout.gpu_node[g]
+            p = Placement((g,), (n,), share, 1000, layout.node_type[n])
+            free.take(p)
+            held.append(p)
+            milli_left[g] -= share
+            mem_left[g] -= 1000
+        else:
+            whole = [g for g in range(layout.num_gpus) if milli_left[g] == FULL]
+            if not whole:
+                continue
+            n = layout.gpu_node[whole[r % len(whole)]]
+            own = [g for g in whole if layout.gpu_node[g] == n]
+            other = [
+                g
+                for g in whole
+                if layout.gpu_node[g] != n and layout.node_type[layout.gpu_node[g]] == layout.node_type[n]
+            ]
+            if r % 3 == 2 and other:  # a spread: all of n's free GPUs and one of another node of its type
+                m = layout.gpu_node[other[0]]
+                gpus = tuple(own) + (other[0],)
+                p = Placement(gpus, (n, m), FULL, 0, layout.node_type[n], -1, (len(own), 1))
+            else:
+                gpus = tuple(own[: 1 + r % len(own)])
+                run_ = gpus == tuple(range(gpus[0], gpus[0] + len(gpus)))
+                p = Placement(gpus, (n,), FULL, 0, layout.node_type[n], gpus[0] if run_ and r % 2 else -1)
+            assert free.fits(p)
+            free.take(p)
+            held.append(p)
+            for g in gpus:
+                milli_left[g] = mem_left[g] = 0
+        whole = [
+            sum(milli_left[g] == FULL for g in range(layout.num_gpus) if layout.gpu_node[g] == n)
+            for n in range(layout.num_nodes)
+        ]
+        assert free.node_whole == whole
+        assert [[set(s) for s in by_c] for by_c in free.pool_free] == [
+            [
+                {n for n in range(layout.num_nodes) if layout.node_pool[n] == q and whole[n] == c}
+                for c in range(m + 1)
+            ]
+            for q, m in enumerate(layout.pool_max_gpus)
+        ]
+        assert free.node_free_bits == [
+            sum(
+                layout.gpu_bit[g]
+                for g in range(layout.num_gpus)
+                if layout.gpu_node[g] == n and milli_left[g] == FULL
+            )
+            for n in range(layout.num_nodes)
+        ]
+    check(free)

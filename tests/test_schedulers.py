@@ -442,3 +442,41 @@ def test_a_spread_waits_until_its_type_has_its_gpus_and_starts_then(algo):
     plain.run(reference)
     assert fast.start_s == plain.start_s and fast.placements == plain.placements
     assert fast.placements[5].nodes == (0, 1)
+
+
+def test_run_freezes_objects_only_while_it_runs_and_never_unfreezes_someone_elses():
+    # run() moves the objects that exist when it starts out of the cyclic GC's full collections and back when
+    # it ends, also when the policy raises; objects frozen by someone else before the run stay frozen
+    import gc
+
+    jobs = [job("a", 0, 10, 2), job("b", 1, 10, 8)]
+    layout = ClusterLayout(parse_cluster_spec("1xA100:8"))
+    seen = []
+
+    def fcfs_noting_freeze(view):
+        seen.append(gc.get_freeze_count())
+        return POLICIES["fcfs"](view)
+
+    assert gc.get_freeze_count() == 0
+    Simulator(Workload("t", tuple(jobs)), layout).run(fcfs_noting_freeze)
+    assert min(seen) > 0 and gc.get_freeze_count() == 0
+
+    def failing(view):
+        raise RuntimeError("policy failed")
+
+    with pytest.raises(RuntimeError, match="policy failed"):
+        Simulator(Workload("t", tuple(jobs)), layout).run(failing)
+    assert gc.get_freeze_count() == 0
+
+    marker = [object()]  # frozen below: it must still be when the run is over
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        seen.clear()
+        Simulator(Workload("t", tuple(jobs)), layout).run(fcfs_noting_freeze)
+        # (frozen objects that die leave the count: it can only have shrunk)
+        assert 0 < max(seen) <= before and 0 < gc.get_freeze_count() <= before
+        assert not any(o is marker for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+    assert any(o is marker for o in gc.get_objects())
