@@ -45,6 +45,7 @@ ROUND_S = 360.0
 """round length (s): Gavel's default `time_per_iteration` (scheduler/scheduler.py) and its simulation sweeps'
 `--interval` default (scheduler/scripts/sweeps/run_sweep_continuous.py)"""
 
+_tuple_new = tuple.__new__
 _TYPE_IDX = itemgetter(Placement._fields.index("type_idx"))  # a Placement's type (C-level, for map)
 _NEW_JOB_PRIORITY = 1e9  # Gavel: allocation x 1e9 for a job with no time run yet
 _VECTOR_MIN = 24
@@ -54,18 +55,18 @@ attribute, so that tests can force either path)"""
 
 def gavel(view: View) -> list:
     """Heterogeneity-aware max-min fairness (Gavel's `max_min_fairness_perf`)."""
-    return _round(view, aware=True)
+    return _round(view, True)
 
 
 def gavel_agnostic(view: View) -> list:
     """The heterogeneity-agnostic baseline (Gavel's `max_min_fairness`): equal GPU time, any type."""
-    return _round(view, aware=False)
+    return _round(view, False)
 
 
 def _round(view: View, aware: bool) -> list:
     now = view.now_s
     k = math.floor(now / ROUND_S)
-    next_round = WakeUp((k + 1) * ROUND_S)
+    next_round = _tuple_new(WakeUp, ((k + 1) * ROUND_S,))  # WakeUp(...) without its constructor's extra call
     if k * ROUND_S != now:
         return [next_round]  # mid-round: the round's jobs keep running until the boundary
     if not view.queue:
