@@ -20,7 +20,8 @@ speed with --job_types, else the catalog type speed), 0 on a type it cannot use.
 
 Deviations (docs/schedulers.md): the fraction of time run is over the job's whole stay and all types (View's
 attained service), where Gavel keeps it per type since the last reset; no space sharing (packing)
-of jobs on a GPU. X is solved only for an active set not solved before in the run (memoised). Gavel's simulator
+of jobs on a GPU. X is solved only for an active set not solved before in the run (memoised), and not looked
+up in a round that provably keeps every job where it is (`_all_stay`). Gavel's simulator
 recomputes less often (only at resets: an arrival or completion since the last one and 1,920 s passed), ends a
 round when its last micro-task ends and shuffles the types every round for the agnostic policy;
 schedulers/gavel_original.py replays all of that.
