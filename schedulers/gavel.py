@@ -223,6 +223,10 @@ class _Tables:
         self.first_type: list[int] = np.where(can.any(axis=1), can.argmax(axis=1), -1).tolist()
         """per job, the first type in the layout's order it can run on (-1: none)"""
         self.min_type_gpus = min(layout.type_num_gpus, default=0)
+        # the JobTable's per-job lists as float arrays (an active set takes its rows by fancy indexing)
+        self.scale = np.asarray(jt.num_gpus, dtype=float)
+        self.demand = np.asarray(jt.gpu_demand, dtype=float)
+        self.arrival = np.asarray(jt.arrival_s, dtype=float)
         self._args: list[tuple | None] = [None] * len(jt.shape)
         self._shape_args: dict[tuple, tuple] = {}
 
@@ -289,9 +293,9 @@ class _ActiveSet:
     def __init__(self, view: View, active: list[int], aware: bool):
         self.tables = tables = _tables(view)
         self.active = active
-        self.ids = ids = np.array(active)
+        self.ids = ids = np.fromiter(active, np.intp, len(active))
         thr = tables.throughput[ids]
-        scale = gather(view.jobs.num_gpus, active)
+        scale = tables.scale[ids]
         gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
         profile = tables.profile[ids]
         self.runnable = runnable = thr > 0
@@ -299,8 +303,8 @@ class _ActiveSet:
             self.x = aware_allocation(thr, scale, gpus, profile)
         else:
             self.x = agnostic_allocation(runnable, scale, gpus, profile)
-        self.demand = gather(view.jobs.gpu_demand, active)
-        self.arrival = gather(view.jobs.arrival_s, active)
+        self.demand = tables.demand[ids]
+        self.arrival = tables.arrival[ids]
         self._loop: tuple | None = None
         self._flat: _Flat | None = None
 
