@@ -47,6 +47,7 @@ ROUND_S = 360.0
 `--interval` default (scheduler/scripts/sweeps/run_sweep_continuous.py)"""
 
 _tuple_new = tuple.__new__
+_JOB = itemgetter(1)
 _TYPE_IDX = itemgetter(Placement._fields.index("type_idx"))  # a Placement's type (C-level, for map)
 _NEW_JOB_PRIORITY = 1e9  # Gavel: allocation x 1e9 for a job with no time run yet
 _VECTOR_MIN = 24
@@ -75,7 +76,7 @@ def _round(view: View, aware: bool) -> list:
             return []
         if _all_stay(view):
             return [next_round]
-    running = {j: None for _, j in view.running}
+    running = dict.fromkeys(map(_JOB, view.running))  # (end estimate, job) -> job, in the view's order
     active = sorted([*view.queue, *running])
     layout = view.layout
     act = _active_set(view, active, aware)
