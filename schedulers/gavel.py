@@ -137,7 +137,7 @@ def _all_stay(view: View) -> bool:
 
 def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
     """Per type, the active jobs that can run there by priority (ties -> larger X, then a job already running
-    on that type, then arrival order), in numpy (many active jobs): one sort of every (job, type) entry."""
+    on that type, then arrival order), in numpy (many active jobs): one sort per type of its (job, type) entries."""
     now = view.now_s
     f = act.flat()
     # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the

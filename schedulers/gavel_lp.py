@@ -92,7 +92,7 @@ def _classes(
 def _groups(groups_J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first job of each group, in order of first job; each job's group number in that order) for integer
     labels, by each label's smallest job index (np.minimum.at over a table of labels: no sort of the jobs)."""
-    if groups_J.dtype.kind not in "iu" or groups_J.min() < 0:
+    if groups_J.dtype.kind not in "iu" or groups_J.min() < 0 or groups_J.max() > 4 * len(groups_J) + 1024:
         groups_J = np.unique(groups_J, return_inverse=True)[1].ravel()  # labels 0, 1, ... (same groups)
     num_jobs = len(groups_J)
     first = np.full(int(groups_J.max()) + 1, num_jobs)
