@@ -20,7 +20,8 @@ speed with --job_types, else the catalog type speed), 0 on a type it cannot use.
 
 Deviations (docs/schedulers.md): the fraction of time run is over the job's whole stay and all types (View's
 attained service), where Gavel keeps it per type since the last reset; no space sharing (packing)
-of jobs on a GPU. X is solved only for an active set not solved before in the run (memoised). Gavel's simulator
+of jobs on a GPU. X is solved only for an active set not solved before in the run (memoised), and not looked
+up in a round that provably keeps every job where it is (`_all_stay`). Gavel's simulator
 recomputes less often (only at resets: an arrival or completion since the last one and 1,920 s passed), ends a
 round when its last micro-task ends and shuffles the types every round for the agnostic policy;
 schedulers/gavel_original.py replays all of that.
@@ -29,6 +30,7 @@ schedulers/gavel_original.py replays all of that.
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -36,7 +38,7 @@ import numpy as np
 from schedulers.gather import gather
 from schedulers.gavel_lp import agnostic_allocation, aware_allocation
 from schedulers.plan import Plan
-from sim.cluster import gb_to_mb
+from sim.cluster import Placement, gb_to_mb
 from sim.placement import effective_speed, place, spans_nodes_on
 from sim.simulator import View, WakeUp
 
@@ -44,6 +46,9 @@ ROUND_S = 360.0
 """round length (s): Gavel's default `time_per_iteration` (scheduler/scheduler.py) and its simulation sweeps'
 `--interval` default (scheduler/scripts/sweeps/run_sweep_continuous.py)"""
 
+_tuple_new = tuple.__new__
+_JOB = itemgetter(1)
+_TYPE_IDX = itemgetter(Placement._fields.index("type_idx"))  # a Placement's type (C-level, for map)
 _NEW_JOB_PRIORITY = 1e9  # Gavel: allocation x 1e9 for a job with no time run yet
 _VECTOR_MIN = 24
 """from this many active jobs on, a round orders them in numpy (below it a Python loop is cheaper; a module
@@ -52,24 +57,27 @@ attribute, so that tests can force either path)"""
 
 def gavel(view: View) -> list:
     """Heterogeneity-aware max-min fairness (Gavel's `max_min_fairness_perf`)."""
-    return _round(view, aware=True)
+    return _round(view, True)
 
 
 def gavel_agnostic(view: View) -> list:
     """The heterogeneity-agnostic baseline (Gavel's `max_min_fairness`): equal GPU time, any type."""
-    return _round(view, aware=False)
+    return _round(view, False)
 
 
 def _round(view: View, aware: bool) -> list:
     now = view.now_s
     k = math.floor(now / ROUND_S)
-    next_round = WakeUp((k + 1) * ROUND_S)
+    next_round = _tuple_new(WakeUp, ((k + 1) * ROUND_S,))  # WakeUp(...) without its constructor's extra call
     if k * ROUND_S != now:
         return [next_round]  # mid-round: the round's jobs keep running until the boundary
-    running = {j: None for _, j in view.running}
+    if not view.queue:
+        if not view.running:
+            return []
+        if _all_stay(view):
+            return [next_round]
+    running = dict.fromkeys(map(_JOB, view.running))  # (end estimate, job) -> job, in the view's order
     active = sorted([*view.queue, *running])
-    if not active:
-        return []
     layout = view.layout
     act = _active_set(view, active, aware)
     placements = view.placements
@@ -110,9 +118,26 @@ def _round(view: View, aware: bool) -> list:
     return [*plan.decisions, next_round]
 
 
+def _all_stay(view: View) -> bool:
+    """Whether, with no job waiting, the round keeps every running job where it is without computing X: true
+    where each runs on the first type (in the layout's order) it can run on and all of them together hold fewer
+    GPUs than the smallest type has. Then the round's choice does not depend on the order: on each type, in the
+    layout's order, every job not yet chosen that can run there fits in what is left (the type's GPUs exceed
+    the GPUs of all active jobs), so each job is chosen for the first type it can run on, whatever the
+    priorities, and nothing is preempted or started."""
+    tables = _tables(view)
+    first, num_gpus, placements = tables.first_type, view.jobs.num_gpus, view.placements
+    held = 0
+    for _, i in view.running:
+        if first[i] != placements[i].type_idx:
+            return False
+        held += num_gpus[i]
+    return held < tables.min_type_gpus
+
+
 def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
     """Per type, the active jobs that can run there by priority (ties -> larger X, then a job already running
-    on that type, then arrival order), in numpy (many active jobs): one sort of every (job, type) entry."""
+    on that type, then arrival order), in numpy (many active jobs): one sort per type of its (job, type) entries."""
     now = view.now_s
     f = act.flat()
     # the fraction of its stay each job has run (View.attained_now's service, in numpy: the same floats) and the
@@ -125,19 +150,22 @@ def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[
     stay = now - act.arrival
     stayed = stay > 0
     fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
-    placements = view.placements
     on_type = np.full(len(act.active), -1)
-    on_type[at] = [placements[i].type_idx for i in run_ids]
+    types = map(_TYPE_IDX, map(view.placements.__getitem__, run_ids))
+    on_type[at] = np.fromiter(types, np.intp, len(run_ids))
     # per entry: x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by
     # 0: those entries take x x 1e9), and 0 where x is 0; negated for the sort
     fraction = fraction[f.rows]
     ran = fraction > 0
-    neg_prio = -np.where(f.x_pos, np.where(ran, f.x / np.where(ran, fraction, 1.0), f.x_new), 0.0)
-    # by type, then as the docstring says; the entries are in (type, row) order and lexsort is stable, and
-    # `active` is sorted, so row order is arrival (index) order
-    perm = np.lexsort((on_type[f.rows] != f.types, f.neg_x, neg_prio, f.types))
-    jobs = act.ids[f.rows[perm]].tolist()
-    return [jobs[a:b] for a, b in f.blocks]
+    # per type (a block of entries), by the complex key (-priority) + (-X)i, which numpy orders by its real part,
+    # then its imaginary part (as two keys: -0.0 equals 0.0), then by not running on that type; lexsort is
+    # stable and `active` is sorted, so ties keep row order, which is arrival (index) order
+    key = f.key.copy()
+    key.real = np.where(f.x_pos, np.where(ran, f.x / np.where(ran, fraction, 1.0), f.x_new), 0.0)
+    np.negative(key.real, out=key.real)
+    other = on_type[f.rows] != f.types
+    jobs = f.jobs
+    return [jobs[a:b][np.lexsort((other[a:b], key[a:b]))].tolist() for a, b in f.blocks]
 
 
 def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
@@ -192,6 +220,14 @@ class _Tables:
         self.profile = profile.ravel()
         """equal for jobs of equal throughput row and GPU count, whose LP rows are then equal (gavel_lp's
         `groups_J`)"""
+        can = table > 0
+        self.first_type: list[int] = np.where(can.any(axis=1), can.argmax(axis=1), -1).tolist()
+        """per job, the first type in the layout's order it can run on (-1: none)"""
+        self.min_type_gpus = min(layout.type_num_gpus, default=0)
+        # the JobTable's per-job lists as float arrays (an active set takes its rows by fancy indexing)
+        self.scale = np.asarray(jt.num_gpus, dtype=float)
+        self.demand = np.asarray(jt.gpu_demand, dtype=float)
+        self.arrival = np.asarray(jt.arrival_s, dtype=float)
         self._args: list[tuple | None] = [None] * len(jt.shape)
         self._shape_args: dict[tuple, tuple] = {}
 
@@ -235,8 +271,11 @@ class _Flat(NamedTuple):
 
     rows: np.ndarray
     types: np.ndarray
+    jobs: np.ndarray
+    """the entry's job"""
     x: np.ndarray
-    neg_x: np.ndarray
+    key: np.ndarray
+    """complex, 0 + (-x)i: the sort key's imaginary part"""
     x_pos: np.ndarray
     """x > 1e-9"""
     x_new: np.ndarray
@@ -255,9 +294,9 @@ class _ActiveSet:
     def __init__(self, view: View, active: list[int], aware: bool):
         self.tables = tables = _tables(view)
         self.active = active
-        self.ids = ids = np.array(active)
+        self.ids = ids = np.fromiter(active, np.intp, len(active))
         thr = tables.throughput[ids]
-        scale = gather(view.jobs.num_gpus, active)
+        scale = tables.scale[ids]
         gpus = np.asarray(view.layout.type_num_gpus, dtype=float)
         profile = tables.profile[ids]
         self.runnable = runnable = thr > 0
@@ -265,8 +304,8 @@ class _ActiveSet:
             self.x = aware_allocation(thr, scale, gpus, profile)
         else:
             self.x = agnostic_allocation(runnable, scale, gpus, profile)
-        self.demand = gather(view.jobs.gpu_demand, active)
-        self.arrival = gather(view.jobs.arrival_s, active)
+        self.demand = tables.demand[ids]
+        self.arrival = tables.arrival[ids]
         self._loop: tuple | None = None
         self._flat: _Flat | None = None
 
@@ -276,11 +315,14 @@ class _ActiveSet:
             types, rows = np.nonzero(self.runnable.T)  # (type, row) order
             x = self.x[rows, types]
             ends = np.searchsorted(types, np.arange(1, self.x.shape[1] + 1)).tolist()
+            key = np.zeros(len(x), dtype=complex)
+            key.imag = -x
             self._flat = _Flat(
                 rows,
                 types,
+                self.ids[rows],
                 x,
-                -x,
+                key,
                 x > 1e-9,
                 x * _NEW_JOB_PRIORITY,
                 list(zip([0, *ends[:-1]], ends, strict=True)),

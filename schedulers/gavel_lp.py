@@ -62,24 +62,24 @@ def _classes(
     coef_JT: np.ndarray, scale_J: np.ndarray, runnable_JT: np.ndarray, groups_J: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(class of each job, first job of each class): classes of value-equal rows of (coef, scale, runnable),
-    numbered in order of their first job (np.unique(axis=0)'s classes and counts, reordered by first job), by one
-    dict pass over the rows of the first job of each group (every job its own group without `groups_J`)."""
+    numbered in order of their first job (np.unique(axis=0)'s classes and counts, reordered by first job), over
+    the rows of the first job of each group (every job its own group without `groups_J`)."""
     num_jobs = len(scale_J)
     if groups_J is None:
         reps = np.arange(num_jobs)
         group_of = reps
     else:
-        _, g_first, g_inv = np.unique(groups_J, return_index=True, return_inverse=True)
-        order = np.argsort(g_first)  # groups in order of their first job
-        reps = g_first[order]
-        rank = np.empty(len(order), dtype=np.intp)
-        rank[order] = np.arange(len(order))
-        group_of = rank[g_inv.ravel()]
+        reps, group_of = _groups(np.asarray(groups_J))
+    rows = np.column_stack([coef_JT[reps], scale_J[reps], runnable_JT[reps]])
+    # groups whose rows are all distinct (the usual case: a group is a job profile) are the classes; two equal
+    # rows sort next to each other (== on floats: -0.0 equals 0.0, a NaN equals nothing, as in the dict pass)
+    by_row = rows[np.lexsort(rows.T[::-1])]
+    if not (by_row[1:] == by_row[:-1]).all(axis=1).any():
+        return group_of, reps
     number: dict[tuple, int] = {}
     cls_of_group: list[int] = []
     first: list[int] = []
-    rows = np.column_stack([coef_JT[reps], scale_J[reps], runnable_JT[reps]]).tolist()
-    for j, row in zip(reps.tolist(), rows, strict=True):
+    for j, row in zip(reps.tolist(), rows.tolist(), strict=True):
         row = tuple(row)
         c = number.get(row)
         if c is None:
@@ -89,6 +89,21 @@ def _classes(
     return np.asarray(cls_of_group)[group_of], np.asarray(first)
 
 
+def _groups(groups_J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first job of each group, in order of first job; each job's group number in that order) for integer
+    labels, by each label's smallest job index (np.minimum.at over a table of labels: no sort of the jobs)."""
+    if groups_J.dtype.kind not in "iu" or groups_J.min() < 0 or groups_J.max() > 4 * len(groups_J) + 1024:
+        groups_J = np.unique(groups_J, return_inverse=True)[1].ravel()  # labels 0, 1, ... (same groups)
+    num_jobs = len(groups_J)
+    first = np.full(int(groups_J.max()) + 1, num_jobs)
+    np.minimum.at(first, groups_J, np.arange(num_jobs))
+    labels = np.flatnonzero(first < num_jobs)
+    order = np.argsort(first[labels])
+    rank = np.empty(len(first), dtype=np.intp)
+    rank[labels[order]] = np.arange(len(order))
+    return first[labels[order]], rank[groups_J]
+
+
 def _max_min_fair_classes(
     coef_CT: np.ndarray, scale_C: np.ndarray, count_C: np.ndarray, gpus_T: np.ndarray, runnable_CT: np.ndarray
 ) -> np.ndarray:
@@ -96,26 +111,33 @@ def _max_min_fair_classes(
     num_cls, num_types = coef_CT.shape
     a_ub = lp_matrix(coef_CT, count_C * scale_C)
     b_ub = np.concatenate([np.zeros(num_cls), np.ones(num_cls), np.asarray(gpus_T, dtype=float)])
-    upper = np.where(runnable_CT, 1.0, 0.0).ravel()
     n = num_cls * num_types
-    bounds = np.column_stack([np.zeros(n + 1), np.append(upper, np.inf)])
+    lb = np.zeros(n + 1)
+    ub = np.empty(n + 1)
+    ub[:n] = runnable_CT.ravel()  # 1.0 where runnable, else 0.0
+    ub[n] = np.inf
     c = np.zeros(n + 1)
     c[-1] = -1.0
-    solve = _solver(a_ub, b_ub, presolve=False)  # presolve off: ~25 % less HiGHS time on these small LPs
-    first = solve(c, bounds)
+    # presolve off: ~25 % less HiGHS time on these small LPs
+    solve = _bounds_solver(a_ub, b_ub, presolve=False)
+    first = solve(c, lb, ub)
     if first is None:
         from scipy.optimize import linprog  # the failure, with scipy's message
         from scipy.sparse import csc_matrix
 
         a = csc_matrix((a_ub.data, a_ub.indices, a_ub.indptr), shape=a_ub.shape)
+        bounds = np.column_stack([lb, ub])
         failed = linprog(c, A_ub=a, b_ub=b_ub, bounds=bounds, method="highs", options={"presolve": False})
         raise RuntimeError(f"Gavel's max-min LP failed: {failed.message}")
     t_star = first[-1]
     # second stage: keep every job at >= the optimal minimum, maximise the sum of the objective terms (each class
     # counted once per job)
-    bounds[-1] = (t_star * (1 - 1e-6), np.inf)
-    c2 = np.append(-(coef_CT * count_C[:, None]).ravel(), 0.0)
-    second = solve(c2, bounds)
+    lb[n] = t_star * (1 - 1e-6)
+    c2 = np.empty(n + 1)
+    np.multiply(coef_CT, count_C[:, None], out=c2[:n].reshape(num_cls, num_types))
+    np.negative(c2[:n], out=c2[:n])
+    c2[n] = 0.0
+    second = solve(c2, lb, ub)
     y = (second if second is not None else first)[:-1]
     return np.clip(y.reshape(num_cls, num_types), 0.0, 1.0)
 
@@ -137,6 +159,24 @@ def lp_matrix(coef_CT: np.ndarray, weight_C: np.ndarray) -> Csc:
     scipy.sparse's per-call checks. Shared by both stages."""
     num_cls, num_types = coef_CT.shape
     n = num_cls * num_types
+    shape = (2 * num_cls + num_types, n + 1)
+    hit = _PATTERNS.get((num_cls, num_types))
+    if hit is None:
+        if len(_PATTERNS) >= 256:
+            _PATTERNS.clear()
+        hit = _PATTERNS[num_cls, num_types] = _pattern(num_cls, num_types)
+    indptr, indices, ones = hit
+    data = ones.copy()
+    data[0 : 3 * n : 3] = coef_CT.ravel()
+    np.negative(data[0 : 3 * n : 3], out=data[0 : 3 * n : 3])
+    data[2 : 3 * n : 3] = np.repeat(weight_C, num_types)
+    return Csc(shape, indptr, indices, data)
+
+
+def _pattern(num_cls: int, num_types: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`lp_matrix`'s column pointers and row indices (read-only: every LP of this size shares them), and its
+    values with 1.0 wherever they do not depend on the coefficients."""
+    n = num_cls * num_types
     cls_of = np.repeat(np.arange(num_cls, dtype=np.int32), num_types)
     type_of = np.tile(np.arange(num_types, dtype=np.int32), num_cls)
     # each y column holds 3 entries, in row order: its class's max-min row, its class's time row, its type's row
@@ -145,13 +185,12 @@ def lp_matrix(coef_CT: np.ndarray, weight_C: np.ndarray) -> Csc:
     indices[1 : 3 * n : 3] = num_cls + cls_of
     indices[2 : 3 * n : 3] = 2 * num_cls + type_of
     indices[3 * n :] = np.arange(num_cls, dtype=np.int32)
-    data = np.empty(3 * n + num_cls)
-    data[0 : 3 * n : 3] = -coef_CT.ravel()
-    data[1 : 3 * n : 3] = 1.0
-    data[2 : 3 * n : 3] = np.repeat(weight_C, num_types)
-    data[3 * n :] = 1.0
     indptr = np.append(np.arange(0, 3 * n + 1, 3, dtype=np.int32), np.int32(3 * n + num_cls))
-    return Csc((2 * num_cls + num_types, n + 1), indptr, indices, data)
+    indptr.flags.writeable = indices.flags.writeable = False
+    return indptr, indices, np.ones(3 * n + num_cls)
+
+
+_PATTERNS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def agnostic_allocation(
@@ -185,71 +224,104 @@ def aware_allocation(
 
 
 def _solver(a_ub, b_ub, presolve: bool = True):
-    """`solve(c, bounds) -> x or None` for min c.x s.t. a_ub x <= b_ub (a_ub in compressed-column form: a
-    scipy.sparse.csc_matrix or a `Csc`): scipy's HiGHS core called as `linprog(method="highs",
-    options={"presolve": presolve})` calls it (same model, same options, same result check), without linprog's
-    per-call input cleaning and option validation (most of an allocation's time on small LPs); None where
-    linprog would report a status other than 0. Falls back to `linprog` itself if scipy's internals moved.
+    """`solve(c, bounds) -> x or None` for min c.x s.t. a_ub x <= b_ub, bounds[:, 0] <= x <= bounds[:, 1] (a_ub
+    in compressed-column form: a scipy.sparse.csc_matrix or a `Csc`): `_bounds_solver`'s solve with the bounds
+    as one (n, 2) array, as linprog takes them."""
+    solve = _bounds_solver(a_ub, b_ub, presolve)
+    return lambda c, bounds: solve(c, bounds[:, 0].copy(), bounds[:, 1].copy())
+
+
+def _bounds_solver(a_ub, b_ub, presolve: bool = True):
+    """`solve(c, lb, ub) -> x or None` for min c.x s.t. a_ub x <= b_ub, lb <= x <= ub: scipy's HiGHS core called
+    as `linprog(method="highs", options={"presolve": presolve})` calls it (same model, same options, same result
+    check), without linprog's per-call input cleaning and option validation (most of an allocation's time on
+    small LPs); None where linprog would report a status other than 0. Falls back to `linprog` itself if scipy's
+    internals moved.
 
     One HiGHS instance per presolve setting serves every solve: passing a model clears the previous one's
     solution, basis and simplex state (HiGHS starts a new LP from scratch), and the options are passed again
     before each solve, so every answer is the one a fresh instance gives (bit for bit; tests/test_gavel.py
     compares each with linprog's); building an instance took about a fifth of a solve."""
-    hc = _highs_core()
-    if hc is None:  # pragma: no cover - scipy is pinned; kept for a future layout change
+    core = _core(presolve)
+    if core is None:  # pragma: no cover - scipy is pinned; kept for a future layout change
         from scipy.optimize import linprog
         from scipy.sparse import csc_matrix
 
         a = csc_matrix((a_ub.data, a_ub.indices, a_ub.indptr), shape=a_ub.shape)
 
-        def plain(c, bounds):
+        def plain(c, lb, ub):
+            bounds = np.column_stack([lb, ub])
             r = linprog(c, A_ub=a, b_ub=b_ub, bounds=bounds, method="highs", options={"presolve": presolve})
             return r.x if r.status == 0 else None
 
         return plain
+    highs, options, error, optimal, colwise, minimize, highs_inf = core
     num_rows, num_cols = a_ub.shape
-    lhs = np.full(num_rows, -hc.kHighsInf)
+    lhs = np.full(num_rows, -highs_inf)
     rhs = np.asarray(b_ub, dtype=float)
     start, index, value = a_ub.indptr, a_ub.indices, a_ub.data
     if start.dtype != np.int32 or index.dtype != np.int32:  # HiGHS' index type, as linprog passes it
         start, index = start.astype(np.int32), index.astype(np.int32)
+    num_nz = len(value)
     continuous = np.zeros(num_cols, dtype=np.int32)  # HighsVarType.kContinuous for every column
-    options = _options(hc, presolve)
-    highs = _highs(hc, presolve)
-    error = hc.HighsStatus.kError
-    optimal = hc.HighsModelStatus.kOptimal
-    colwise, minimize = int(hc.MatrixFormat.kColwise), int(hc.ObjSense.kMinimize)
     tol = np.sqrt(1e-9) * 10  # linprog's _check_result: tol = sqrt(1e-9) x 10
-    inf_is_inf = hc.kHighsInf == np.inf  # then linprog's replacement of infinite bounds changes nothing
+    isnan = np.isnan
 
-    def solve(c, bounds):
-        lb, ub = bounds.T.copy()
-        if not inf_is_inf:
-            for v in (lb, ub):  # as linprog: an infinite bound becomes HiGHS' infinity
+    def solve(c, lb, ub):
+        hlb, hub = lb, ub
+        if highs_inf != np.inf:  # pragma: no cover - as linprog: an infinite bound becomes HiGHS' infinity
+            hlb, hub = lb.copy(), ub.copy()
+            for v in (hlb, hub):
                 infs = np.isinf(v)
-                v[infs] = np.sign(v[infs]) * hc.kHighsInf
+                v[infs] = np.sign(v[infs]) * highs_inf
         if highs.passOptions(options) == error:
             return None
         status = highs.passModel(
-            num_cols, num_rows, len(value), colwise, minimize, 0.0,
-            np.asarray(c, dtype=float), lb, ub, lhs, rhs, start, index, value, continuous,
+            num_cols, num_rows, num_nz, colwise, minimize, 0.0,
+            np.asarray(c, dtype=float), hlb, hub, lhs, rhs, start, index, value, continuous,
         )  # fmt: skip
         if status == error or highs.run() == error:
             return None
         if highs.getModelStatus() != optimal:
             return None
         solution = highs.getSolution()
-        x = np.array(solution.col_value)
-        slack = rhs - np.asarray(solution.row_value)
+        # (from a list: fromiter converts faster than np.array)
+        x = np.fromiter(solution.col_value, float, num_cols)
+        slack = rhs - np.fromiter(solution.row_value, float, num_rows)
         # linprog's _check_result for an optimal status without equality rows or integrality: a solution with a
-        # NaN, off its bounds or violating a row by more than tol is reported as status 4 (None here)
-        if np.isnan(x).any() or np.isnan(slack).any():
+        # NaN, off its bounds or violating a row by more than tol is reported as status 4 (None here); a NaN
+        # anywhere makes the sum NaN, so the element-wise test runs only where the sum is one
+        if isnan(x.sum() + slack.sum()) and (isnan(x).any() or isnan(slack).any()):
             return None
-        if not ((x >= bounds[:, 0] - tol) & (x <= bounds[:, 1] + tol)).all() or (slack < -tol).any():
+        if not ((x >= lb - tol) & (x <= ub + tol)).all() or (slack < -tol).any():
             return None
         return x
 
     return solve
+
+
+_CORES: dict[bool, tuple | None] = {}
+
+
+def _core(presolve: bool) -> tuple | None:
+    """(HiGHS instance, options, kError, kOptimal, kColwise, kMinimize, HiGHS' infinity) for this presolve
+    setting, looked up once (pybind11 enum and attribute lookups cost microseconds per LP); None where scipy's
+    internals moved."""
+    got = _CORES.get(presolve)
+    if got is None and presolve not in _CORES:
+        hc = _highs_core()
+        if hc is not None:
+            got = (
+                _highs(hc, presolve),
+                _options(hc, presolve),
+                hc.HighsStatus.kError,
+                hc.HighsModelStatus.kOptimal,
+                int(hc.MatrixFormat.kColwise),
+                int(hc.ObjSense.kMinimize),
+                hc.kHighsInf,
+            )
+        _CORES[presolve] = got
+    return got
 
 
 _HIGHS: dict[bool, object] = {}

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from schedulers import POLICIES
 from schedulers.gavel_lp import (
+    _groups,
     _solver,
     agnostic_allocation,
     aware_allocation,
@@ -120,6 +121,39 @@ def test_gavel_rounds_time_share_one_gpu():
             540.0,
             1140.0,
         ]
+
+
+def test_a_round_that_keeps_every_job_in_place_computes_no_allocation():
+    # 1 V100 (8 GPUs, speed 0.5) + 1 K80 (8). A and B (1 GPU, 500 s reference = 1,000 s on the V100) arrive at 0:
+    # the round at 0 solves X and starts both on the V100 (fastest first; both fit). At 360 and 720 nobody waits
+    # and both run on the first type they can use, holding 2 of the smallest type's 8 GPUs: whatever X is, each is
+    # chosen for the V100 again, so those rounds keep them without looking up X or ordering anyone.
+    gavel_module = importlib.import_module("schedulers.gavel")
+    built = []
+    real = gavel_module._active_set
+
+    def spy(view, active, aware):
+        built.append(view.now_s)
+        return real(view, active, aware)
+
+    jobs = [job("A", 0, 500), job("B", 0, 500)]
+    with patch.object(gavel_module, "_active_set", spy):
+        sim = _sim("1xV100-32GB:8,1xK80:8", jobs)
+        sim.run(POLICIES["gavel"])
+    r = sim.result("gavel", 0, preemptive=True)
+    assert built == [0.0]
+    assert r.gpu_type == ("V100-32GB", "V100-32GB") and r.end_s.tolist() == [1000.0, 1000.0]
+    assert r.preemptions.tolist() == [0, 0]
+
+
+@given(st.lists(st.sampled_from([-3, -1, 0, 1, 2, 5, 6, 10**9]), min_size=1, max_size=20), st.booleans())
+def test_groups_are_numbered_by_first_job(labels, as_float):
+    # the LP's job groups: each label's first job, in order of first job, and each job's group in that order
+    # (negative, huge and non-integer labels are renumbered first)
+    reps, group_of = _groups(np.array(labels, dtype=float if as_float else int))
+    firsts = list(dict.fromkeys(labels))
+    assert reps.tolist() == [labels.index(v) for v in firsts]
+    assert group_of.tolist() == [firsts.index(v) for v in labels]
 
 
 def test_gavel_places_jobs_on_the_types_of_their_allocation():
