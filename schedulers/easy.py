@@ -21,7 +21,7 @@ capacity at that time. A later job that fits now is backfilled
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from itertools import accumulate, islice
 from weakref import ref
@@ -240,10 +240,13 @@ class _Memo:
         type_whole, pool_type = free.type_whole, view.layout.pool_type
         for q, c in dirty.items():
             type_free = type_whole[pool_type[q]]  # (>= c)
-            for k, registered in reg.by_pool.get(q, {}).items():
+            by_k = reg.by_pool.get(q)
+            if by_k is None:
+                continue
+            for k in reg.pool_ks[q]:  # (ascending: the shapes too large for the type's free GPUs come last)
                 if k > type_free:
-                    continue
-                for key, (spread, s) in registered.items():
+                    break
+                for key, (spread, s) in by_k[k].items():
                     if s not in by_shape:
                         gone.append(s)
                     elif spread or k <= c:
@@ -292,10 +295,10 @@ class _Shapes:
     """The waiting shapes an EASY run has registered, by what makes their jobs scanned again (see
     `_Memo.groups`): `always` (fractional shapes), `spreads` (whole-GPU shapes with a spread option) and
     `by_pool` (pool -> k -> id(shape) -> (spread, shape)): a whole-GPU shape of k GPUs may use the pool on one
-    node, or spread over the pool's type. A shape no longer waiting is dropped when next met, and registered
-    again when a job of it arrives."""
+    node, or spread over the pool's type; `pool_ks` lists each pool's k ascending. A shape no longer waiting is
+    dropped when next met, and registered again when a job of it arrives."""
 
-    __slots__ = ("live", "entries", "always", "spreads", "by_pool")
+    __slots__ = ("live", "entries", "always", "spreads", "by_pool", "pool_ks")
 
     def __init__(self):
         self.live: set[int] = set()  # id(shape) of the shapes registered now
@@ -303,6 +306,7 @@ class _Shapes:
         self.always: dict[int, tuple] = {}
         self.spreads: dict[int, tuple] = {}
         self.by_pool: dict[int, dict[int, dict[int, tuple[bool, tuple]]]] = {}
+        self.pool_ks: dict[int, list[int]] = {}
 
     def add(self, s: tuple) -> None:
         key = id(s)
@@ -329,9 +333,11 @@ class _Shapes:
                 by_k = self.by_pool.get(q)
                 if by_k is None:
                     by_k = self.by_pool[q] = {}
+                    self.pool_ks[q] = []
                 registered = by_k.get(k)
                 if registered is None:
                     registered = by_k[k] = {}
+                    insort(self.pool_ks[q], k)
                 registered[key] = (spread, s)
 
     def drop(self, s: tuple) -> None:

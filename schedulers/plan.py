@@ -28,6 +28,9 @@ class Plan:
         shrinks while a plan grows, so such a shape cannot fit later in the same plan."""
         if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
             return None
+        if self._pending is not None and self._too_few_whole(shape):
+            self._no_fit.add(shape)
+            return None
         p = place(self.free, *shape)
         if p is None:
             self._no_fit.add(shape)
@@ -37,10 +40,26 @@ class Plan:
         """`fit_type(free, *shape)` on the capacity left (-1: does not fit), sharing `place`'s no-fit memo."""
         if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
             return -1
+        if self._pending is not None and self._too_few_whole(shape):
+            self._no_fit.add(shape)
+            return -1
         t = fit_type(self.free, *shape)
         if t < 0:
             self._no_fit.add(shape)
         return t
+
+    def _too_few_whole(self, shape: tuple) -> bool:
+        """A whole-GPU shape needs more whole GPUs of its types than are left once the pending decision
+        applies (counted without applying it: a refusal needs no copy of the live state)."""
+        if shape[2] < FULL:
+            return False
+        p = self._pending
+        type_whole = self._free.type_whole
+        types = shape[0].types
+        left = sum(type_whole[t] for t in types)
+        if p.milli == FULL and p.type_idx in types:  # (a fractional share takes at most one: not counted)
+            left -= len(p.gpus)
+        return left < shape[1]
 
     def alternatives(self, shape: tuple):
         """`alternatives(free, *shape)` on the capacity left: the placements of each option free now."""
