@@ -24,6 +24,7 @@ import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from itertools import accumulate, islice
+from operator import itemgetter
 from weakref import ref
 
 from schedulers.plan import Plan
@@ -34,6 +35,7 @@ from sim.placement import _options, alternative_placement, effective_speed, span
 from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
+_first = itemgetter(0)
 _INF = float("inf")
 
 
@@ -86,7 +88,9 @@ def easy_backfill(view: View) -> list[Decision]:
         best, best_s, best_p = _AFTER_ALL, None, None
         whole_left = plan.whole_left()  # no whole-GPU shape larger than this can fit
         # the groups worth scanning after this round's start: a shape that does not fit, or has no job after
-        # `pos`, has none for the rest of the call (capacity only shrinks, `pos` only grows)
+        # `pos`, has none for the rest of the call (capacity only shrinks, `pos` only grows); scanned in the
+        # order of their first job after `pos`, so that once a job passes, no shape whose first job comes
+        # later is tested
         live = []
         for g in groups:
             s, members, failing = g
@@ -94,14 +98,18 @@ def easy_backfill(view: View) -> list[Decision]:
                 continue
             lo = pos if pos > failing else failing
             first = members.first_after(lo, _AFTER_ALL)
-            if first == _AFTER_ALL:
-                continue
-            live.append(g)
+            if first != _AFTER_ALL:
+                live.append((first, lo, g))
+        if len(live) > 1:
+            live.sort(key=_first)
+        unfit: set[int] = set()  # id() of the groups that no longer fit
+        for first, lo, g in live:
             if first >= best:
-                continue
+                break
+            s, members, _ = g
             t = plan.fit_type(s)
             if t < 0:
-                live.pop()
+                unfit.add(id(g))
                 continue
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
@@ -124,7 +132,7 @@ def easy_backfill(view: View) -> list[Decision]:
             j = _earliest_passing(members, first, shape_runtime[s], lo, best, known, now, speed, shadow_s)
             if j < best:
                 best, best_s, best_p = j, s, None
-        groups = live
+        groups = [g for _, _, g in live if id(g) not in unfit] if unfit else [g for _, _, g in live]
         if best_s is None:
             break
         if best_p is None:
