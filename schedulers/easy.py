@@ -164,12 +164,11 @@ class _Memo:
       shadow time, so the rebuilt walk releases it where this call's plan still held its GPUs free; every job
       started by (b) ends after it, and the shadow took its GPUs. The shadow is only rebased (`rebase`) on the
       live free state;
-    - a job up to `last_job` still cannot start if no job ended since where it could now go on one node and
-      could not before (a node of a pool it may use on one node that had fewer whole GPUs free than it needs
-      and now has as many) and no job ended since on a type it may spread over that now has as many whole
-      GPUs free as it needs: it does not fit, or its preferred placement is no faster and (a) fails, or its
-      alternatives are the same nodes (some with more GPUs free: the same verdict, which depends on the
-      shadow's count of the node alone) or fewer with unchanged verdicts and (b) fails. A job with a spread option is scanned again after a call that started a job after
+    - a job up to `last_job` still cannot start if no job ended since where it could now go on one node (a
+      node of a pool it may use on one node with as many whole GPUs free as it needs) and no job ended since
+      on a type it may spread over that now has as many whole GPUs free as it needs: it does not fit, or its
+      preferred placement is no faster and (a) fails, or its alternatives are fewer with unchanged verdicts
+      and (b) fails. A job with a spread option is scanned again after a call that started a job after
       refusing it (`spreads_stale`), unless the shadow decides (b) from counts alone.
     tests/test_invariants.py checks the decisions against the plain scan (tests/easy_reference.py).
     """
@@ -217,16 +216,15 @@ class _Memo:
         reg = self.shapes
         known = self.last_job
         free = view.free
-        # per pool where jobs completed: (whole GPUs free before, now) of each of those nodes (a one-node
-        # placement of k GPUs is new only on a node that went from fewer than k free to k or more)
+        # per pool where jobs completed: the most whole GPUs one of those nodes has free now (a one-node
+        # placement on any other node of the pool was free before)
         node_pool, whole = view.layout.node_pool, free.node_whole
-        gained: dict[int, int] = {}
+        dirty: dict[int, int] = {}
         for p in completed:
-            for n, c in zip(p.nodes, p.node_counts or (len(p.gpus),), strict=True):
-                gained[n] = gained.get(n, 0) + c
-        dirty: dict[int, list[tuple[int, int]]] = {}
-        for n, c in gained.items():
-            dirty.setdefault(node_pool[n], []).append((whole[n] - c, whole[n]))
+            for n in p.nodes:
+                q = node_pool[n]
+                if whole[n] > dirty.get(q, -1):
+                    dirty[q] = whole[n]
         picked: dict[int, tuple] = {}
         for i in reversed(view.queue):
             if i <= known:
@@ -248,19 +246,18 @@ class _Memo:
             else:
                 gone.append(s)
         type_whole, pool_type = free.type_whole, view.layout.pool_type
-        for q, spans in dirty.items():
-            type_free = type_whole[pool_type[q]]
+        for q, c in dirty.items():
+            type_free = type_whole[pool_type[q]]  # (>= c)
             by_k = reg.by_pool.get(q)
             if by_k is None:
                 continue
             for k in reg.pool_ks[q]:  # (ascending: the shapes too large for the type's free GPUs come last)
                 if k > type_free:
                     break
-                new_node = any(before < k <= now for before, now in spans)
                 for key, (spread, s) in by_k[k].items():
                     if s not in by_shape:
                         gone.append(s)
-                    elif spread or new_node:
+                    elif spread or k <= c:
                         picked[key] = (s, -1)
         for s in gone:
             reg.drop(s)
