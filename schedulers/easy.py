@@ -21,9 +21,10 @@ capacity at that time. A later job that fits now is backfilled
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from itertools import accumulate, islice
+from operator import itemgetter
 from weakref import ref
 
 from schedulers.plan import Plan
@@ -34,6 +35,7 @@ from sim.placement import _options, alternative_placement, effective_speed, span
 from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
+_first = itemgetter(0)
 _INF = float("inf")
 
 
@@ -86,7 +88,9 @@ def easy_backfill(view: View) -> list[Decision]:
         best, best_s, best_p = _AFTER_ALL, None, None
         whole_left = plan.whole_left()  # no whole-GPU shape larger than this can fit
         # the groups worth scanning after this round's start: a shape that does not fit, or has no job after
-        # `pos`, has none for the rest of the call (capacity only shrinks, `pos` only grows)
+        # `pos`, has none for the rest of the call (capacity only shrinks, `pos` only grows); scanned in the
+        # order of their first job after `pos`, so that once a job passes, no shape whose first job comes
+        # later is tested
         live = []
         for g in groups:
             s, members, failing = g
@@ -94,14 +98,18 @@ def easy_backfill(view: View) -> list[Decision]:
                 continue
             lo = pos if pos > failing else failing
             first = members.first_after(lo, _AFTER_ALL)
-            if first == _AFTER_ALL:
-                continue
-            live.append(g)
+            if first != _AFTER_ALL:
+                live.append((first, lo, g))
+        if len(live) > 1:
+            live.sort(key=_first)
+        unfit: set[int] = set()  # id() of the groups that no longer fit
+        for first, lo, g in live:
             if first >= best:
-                continue
+                break
+            s, members, _ = g
             t = plan.fit_type(s)
             if t < 0:
-                live.pop()
+                unfit.add(id(g))
                 continue
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
@@ -124,7 +132,7 @@ def easy_backfill(view: View) -> list[Decision]:
             j = _earliest_passing(members, first, shape_runtime[s], lo, best, known, now, speed, shadow_s)
             if j < best:
                 best, best_s, best_p = j, s, None
-        groups = live
+        groups = [g for _, _, g in live if id(g) not in unfit] if unfit else [g for _, _, g in live]
         if best_s is None:
             break
         if best_p is None:
@@ -240,10 +248,13 @@ class _Memo:
         type_whole, pool_type = free.type_whole, view.layout.pool_type
         for q, c in dirty.items():
             type_free = type_whole[pool_type[q]]  # (>= c)
-            for k, registered in reg.by_pool.get(q, {}).items():
+            by_k = reg.by_pool.get(q)
+            if by_k is None:
+                continue
+            for k in reg.pool_ks[q]:  # (ascending: the shapes too large for the type's free GPUs come last)
                 if k > type_free:
-                    continue
-                for key, (spread, s) in registered.items():
+                    break
+                for key, (spread, s) in by_k[k].items():
                     if s not in by_shape:
                         gone.append(s)
                     elif spread or k <= c:
@@ -292,10 +303,10 @@ class _Shapes:
     """The waiting shapes an EASY run has registered, by what makes their jobs scanned again (see
     `_Memo.groups`): `always` (fractional shapes), `spreads` (whole-GPU shapes with a spread option) and
     `by_pool` (pool -> k -> id(shape) -> (spread, shape)): a whole-GPU shape of k GPUs may use the pool on one
-    node, or spread over the pool's type. A shape no longer waiting is dropped when next met, and registered
-    again when a job of it arrives."""
+    node, or spread over the pool's type; `pool_ks` lists each pool's k ascending. A shape no longer waiting is
+    dropped when next met, and registered again when a job of it arrives."""
 
-    __slots__ = ("live", "entries", "always", "spreads", "by_pool")
+    __slots__ = ("live", "entries", "always", "spreads", "by_pool", "pool_ks")
 
     def __init__(self):
         self.live: set[int] = set()  # id(shape) of the shapes registered now
@@ -303,6 +314,7 @@ class _Shapes:
         self.always: dict[int, tuple] = {}
         self.spreads: dict[int, tuple] = {}
         self.by_pool: dict[int, dict[int, dict[int, tuple[bool, tuple]]]] = {}
+        self.pool_ks: dict[int, list[int]] = {}
 
     def add(self, s: tuple) -> None:
         key = id(s)
@@ -329,9 +341,11 @@ class _Shapes:
                 by_k = self.by_pool.get(q)
                 if by_k is None:
                     by_k = self.by_pool[q] = {}
+                    self.pool_ks[q] = []
                 registered = by_k.get(k)
                 if registered is None:
                     registered = by_k[k] = {}
+                    insort(self.pool_ks[q], k)
                 registered[key] = (spread, s)
 
     def drop(self, s: tuple) -> None:

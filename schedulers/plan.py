@@ -7,7 +7,7 @@ one start per instant costs no copy.
 from __future__ import annotations
 
 from sim.cluster import FULL, FreeState, Placement
-from sim.placement import alternative_slots, alternatives, fit_type, place
+from sim.placement import _options, alternative_slots, alternatives, fit_type, place
 from sim.simulator import Decision, Preempt
 
 _tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
@@ -28,6 +28,9 @@ class Plan:
         shrinks while a plan grows, so such a shape cannot fit later in the same plan."""
         if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
             return None
+        if self._pending is not None and self._too_few_whole(shape):
+            self._no_fit.add(shape)
+            return None
         p = place(self.free, *shape)
         if p is None:
             self._no_fit.add(shape)
@@ -37,10 +40,71 @@ class Plan:
         """`fit_type(free, *shape)` on the capacity left (-1: does not fit), sharing `place`'s no-fit memo."""
         if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
             return -1
+        if self._pending is not None:
+            if self._too_few_whole(shape):
+                self._no_fit.add(shape)
+                return -1
+            t = self._fit_type_pending(shape)
+            if t is not None:
+                if t < 0:
+                    self._no_fit.add(shape)
+                return t
         t = fit_type(self.free, *shape)
         if t < 0:
             self._no_fit.add(shape)
         return t
+
+    def _too_few_whole(self, shape: tuple) -> bool:
+        """A whole-GPU shape needs more whole GPUs of its types than are left once the pending decision
+        applies (counted without applying it: a refusal needs no copy of the live state)."""
+        if shape[2] < FULL:
+            return False
+        p = self._pending
+        type_whole = self._free.type_whole
+        types = shape[0].types
+        left = sum(type_whole[t] for t in types)
+        if p.milli == FULL and p.type_idx in types:  # (a fractional share takes at most one: not counted)
+            left -= len(p.gpus)
+        return left < shape[1]
+
+    def _fit_type_pending(self, shape: tuple) -> int | None:
+        """`fit_type` on the capacity left, for a whole-GPU shape and a pending whole-GPU decision, from the
+        live state's counts less the pending decision's (no copy: a round that starts nothing more needs none);
+        None where the counts do not say (a fractional shape or decision, or a one-node option over pools of
+        several types, whose type depends on the node best fit picks)."""
+        p = self._pending
+        if shape[2] < FULL or p.milli < FULL:
+            return None
+        elig, k, _, _, pace = shape
+        free = self._free
+        pool_free, node_whole, node_pool = free.pool_free, free.node_whole, free.layout.node_pool
+        pool_type = free.layout.pool_type
+        taken = tuple(zip(p.nodes, p.node_counts or (len(p.gpus),), strict=True))
+        hit = elig.options_by_k.get(k)
+        for _, t, pools in hit[1] if hit is not None and hit[0] is pace else _options(elig, k, pace):
+            if t < 0:
+                if len({pool_type[q] for q in pools}) > 1:
+                    return None
+                for q in pools:
+                    by_c = pool_free[q]
+                    room = 0  # nodes of q with >= k whole GPUs free once p applies
+                    for c in range(k, len(by_c)):
+                        if by_c[c]:
+                            room += len(by_c[c])
+                    if room:
+                        for n, c in taken:
+                            if node_pool[n] == q and node_whole[n] >= k > node_whole[n] - c:
+                                room -= 1
+                        if room:
+                            return pool_type[q]
+            elif free.type_whole[t] - (len(p.gpus) if p.type_idx == t else 0) >= k:
+                left = sum(
+                    c * len(by_c[c]) for q in pools for by_c in (pool_free[q],) for c in range(1, len(by_c))
+                )
+                left -= sum(c for n, c in taken if node_pool[n] in pools)
+                if left >= k:
+                    return t
+        return -1
 
     def alternatives(self, shape: tuple):
         """`alternatives(free, *shape)` on the capacity left: the placements of each option free now."""

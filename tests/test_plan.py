@@ -1,0 +1,106 @@
+"""schedulers/plan.py: a plan's answers before its pending decision is applied (counts only) equal those of the
+free state with the decision applied (Hypothesis, against sim/placement.py on a copy)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from schedulers.plan import Plan
+from sim.catalog import CATALOG
+from sim.cluster import FULL, ClusterLayout, FreeState
+from sim.cluster_spec import ClusterSpec, NodeSpec
+from sim.placement import DEFAULT_PACE, Pace, alternatives, fit_type, place
+
+TYPES = ("A100-80GB", "V100-16GB", "H100")
+PACES = (DEFAULT_PACE, Pace(multi_node_factor=1.0))
+
+
+@st.composite
+def clusters(draw):
+    """One to three node groups, some with half their type's memory (two pools of one type); a group of 70
+    nodes makes a big pool (its nodes kept in NodeSets)."""
+    groups = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(TYPES),
+                st.sampled_from([1, 2, 3, 70]),
+                st.sampled_from([1, 2, 4, 8]),
+                st.sampled_from([1.0, 0.5]),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    nodes = []
+    for gpu_type, count, per_node, mem in groups:
+        for _ in range(count):
+            nodes.append(NodeSpec(f"n{len(nodes)}", gpu_type, per_node, CATALOG[gpu_type].mem_gb * mem))
+    return ClusterLayout(ClusterSpec("random", tuple(nodes)))
+
+
+def shapes(layout: ClusterLayout):
+    """A job shape of 1-16 whole GPUs (sometimes fractional) accepting one or two types (or any), needing no
+    memory or 60 GB (only the full-memory A100 and H100 nodes)."""
+    return st.builds(
+        lambda types, mem, k, milli, pace: (layout.eligible(tuple(sorted(types)), mem), k, milli, mem, pace),
+        st.sets(st.sampled_from(TYPES), max_size=2),
+        st.sampled_from([0, 0, 60_000]),
+        st.sampled_from([1, 1, 2, 3, 4, 8, 9, 16]),
+        st.sampled_from([FULL, FULL, FULL, 500]),
+        st.sampled_from(PACES),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_a_pending_decision_counts_as_applied(layout, data):
+    free = FreeState(layout)
+    for shape in data.draw(st.lists(shapes(layout), max_size=12), label="running"):
+        p = place(free, *shape)  # fragment the cluster
+        if p is not None:
+            free.take(p)
+    first = data.draw(shapes(layout), label="planned")
+    p = place(free, *first)
+    if p is None:
+        return
+    applied = free.copy()
+    applied.take(p)
+    for shape in data.draw(st.lists(shapes(layout), min_size=1, max_size=8), label="asked"):
+        plan = Plan(free)
+        plan.add(0, p)  # pending: not applied until the plan's free state is read
+        assert plan.fit_type(shape) == fit_type(applied, *shape)
+        plan = Plan(free)
+        plan.add(0, p)
+        assert plan.place(shape) == place(applied, *shape)
+    assert free.version == applied.version - 1, "the live state is left unchanged"
+
+
+def test_a_pending_decision_that_takes_the_only_big_enough_node_leaves_no_room():
+    layout = ClusterLayout(ClusterSpec("c", tuple(NodeSpec(f"n{i}", "A100-80GB", 4, 80) for i in range(3))))
+    two, four = (
+        (layout.eligible((), 0), 2, FULL, 0, DEFAULT_PACE),
+        (layout.eligible((), 0), 4, FULL, 0, DEFAULT_PACE),
+    )
+    free = FreeState(layout)
+    on = {p.nodes[0]: p for p in alternatives(free, *two)}  # two GPUs on each node
+    free.take(on[1])
+    free.take(on[2])  # nodes 1 and 2 have 2 GPUs free, node 0 has 4
+    plan = Plan(free)
+    plan.add(0, on[0])  # 6 GPUs stay free, none on a node with 4
+    assert plan.fit_type(four) == -1
+    assert plan.fit_type(two) == layout.node_type[0]
+    assert free.node_whole == [4, 2, 2], "the live state is left unchanged"
+
+
+def test_a_pending_decision_on_the_only_acceptable_pool_counts_against_a_spread():
+    # A100s: two nodes of 8 with 80 GB (the pool a 60 GB job accepts) and two of 8 with 40 GB
+    nodes = [NodeSpec(f"n{i}", "A100-80GB", 8, 80 if i < 2 else 40) for i in range(4)]
+    layout = ClusterLayout(ClusterSpec("c", tuple(nodes)))
+    spread = (layout.eligible((), 60_000), 16, FULL, 60_000, DEFAULT_PACE)
+    free = FreeState(layout)
+    p = place(free, layout.eligible((), 60_000), 1, FULL, 60_000)  # one GPU of an 80 GB node
+    plan = Plan(free)
+    plan.add(0, p)  # 31 A100s stay free, only 15 of them with 80 GB
+    assert plan.fit_type(spread) == -1
+    assert fit_type(free, *spread) == layout.node_type[0]
