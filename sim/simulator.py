@@ -798,11 +798,11 @@ class Simulator:
             self._sort_queue()
         if self.queue_by_runtime.active:
             self.queue_by_runtime.add((key, i))
-        s = jt.shape[i]
-        members = self._members[jt.shape_slot[i]]
+        s, slot = jt.shape[i], jt.shape_slot[i]
+        members = self._members[slot]
         live = self._shape_runtime_live
         if members is None:
-            self.queue_by_shape[s] = self._members[jt.shape_slot[i]] = SortedList.of_one(i)
+            self.queue_by_shape[s] = self._members[slot] = SortedList.of_one(i)
             if live:
                 self.queue_by_shape_runtime[s] = SortedList.of_one((key, i))
         else:
