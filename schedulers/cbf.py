@@ -340,8 +340,8 @@ class _Kept:
     """The schedule left by one instant, kept for the next (per run: keyed by the JobTable).
 
     With whole-GPU jobs only, if every job that ended since did so exactly at its estimated end (so now, since
-    the policy is called at every completion while jobs wait), no reservation started in between, the decisions
-    were applied and only new jobs arrived, rebuilding the schedule from scratch gives back every kept
+    the policy is called at every completion while jobs wait), no reservation started in between, no node was
+    switched off or on (a power manager), the decisions were applied and only new jobs arrived, rebuilding the schedule from scratch gives back every kept
     reservation: each job's profile is unchanged (same running ends; started jobs end where reserved; later
     arrivals come after it), and its earliest-completion search now runs over a subset of the candidates it
     had, which contains its choice (a start at an instant inside a step ranks below that step's start). So
@@ -371,6 +371,8 @@ class _Kept:
         heapify(self.starts)
         self.seen = max(view.queue, default=-1)
         """the highest job index seen in the queue (the jobs above it that are in the queue arrived since)"""
+        self.power_changes = _power_changes(view)
+        """node power changes so far: one since means capacity came or went outside the schedule"""
         self._expect(view, started)
 
     def _expect(self, view: View, started: list[tuple[float, int]]) -> None:
@@ -386,7 +388,7 @@ class _Kept:
         """The jobs that arrived since, if the kept schedule is still the rebuilt one; else None (the kept
         object is then spoilt: it is dropped)."""
         now = view.now_s
-        if now < self.now or self.starts[0][0] < now:
+        if now < self.now or self.starts[0][0] < now or _power_changes(view) != self.power_changes:
             return None
         exp = self.expected
         # while jobs wait the policy is called at every completion, so every job estimated to end since the
@@ -895,6 +897,13 @@ class _Profile:
             end = view.now_s + view.duration_on(i, p)
             if self.shared_until.get(g, -1.0) < end:
                 self.shared_until[g] = end
+
+
+def _power_changes(view: View) -> int:
+    """How many node power state changes the run has had (a node switched off or on changes the free GPUs without
+    a job starting or ending); -1 without a power model."""
+    power = view.node_power
+    return -1 if power is None else len(power.log)
 
 
 def _found(earliest: dict, key: tuple, dur_s: float, start_s: float, now_s: float) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from schedulers import POLICIES, REPLAYS
 from schedulers.power_managers import deferring, idle_off, make_manager, parse_manager
 from sim.cluster import ClusterLayout
-from sim.cluster_spec import parse_cluster_spec
+from sim.cluster_spec import ClusterSpec, NodeSpec, parse_cluster_spec
 from sim.job import Workload
 from sim.power import BOOTING, OFF, ON, SHUTTING_DOWN, PowerModel, PowerOff, PowerOn
 from sim.prices import PriceCurve
@@ -186,6 +186,24 @@ def _check_only_on_nodes(sim: Simulator) -> None:
 )
 def test_no_job_runs_on_a_node_that_is_not_on(cluster, workload, algo, seed, boot_s):
     """A random manager switches random eligible nodes on and off at every decision instant; then idle_off."""
+    _run_under_chaos(cluster, workload, algo, seed, boot_s)
+
+
+def test_cbf_rebuilds_its_kept_schedule_after_a_node_changes_power():
+    """CBF keeps an instant's schedule for the next one when nothing but arrivals changed (schedulers/cbf.py,
+    _Kept): a node switched off or on in between changes the free GPUs too. In this case (Hypothesis found it)
+    the manager switches nodes between two calls while the schedule is kept; before the kept schedule was
+    checked against the power log, it placed the 4-GPU job on GPUs that were not free (ValueError from
+    Simulator.start)."""
+    cluster = ClusterSpec("c", tuple(NodeSpec(f"n{k}", "A100-80GB", 2, 80.0) for k in range(3)))
+    spec = [(0, 1, 1), (0, 1, 1), (0, 1, 1), (1, 1, 1), (1, 1, 1), (1, 2, 1), (1, 1, 4)]
+    workload = Workload("w", tuple(job(k, a, r, g) for k, (a, r, g) in enumerate(spec)))
+    _run_under_chaos(cluster, workload, "cbf", 112, 0.0)
+
+
+def _run_under_chaos(cluster, workload, algo, seed, boot_s):
+    """Run `algo` while a random manager (seeded by `seed`) switches random eligible nodes on and off at the
+    first 30 decision instants, then idle_off; check that every run lay on ON nodes and every job ended."""
     layout = ClusterLayout(cluster)
     rng = np.random.default_rng(seed)
     initial = tuple(int(x) for x in rng.choice([ON, OFF], size=layout.num_nodes))
