@@ -249,17 +249,15 @@ class _Memo:
         type_whole, pool_type = free.type_whole, view.layout.pool_type
         for q, c in dirty.items():
             type_free = type_whole[pool_type[q]]  # (>= c)
-            by_k = reg.by_pool.get(q)
-            if by_k is None:
-                continue
-            for k in reg.pool_ks[q]:  # (ascending: the shapes too large for the type's free GPUs come last)
-                if k > type_free:
-                    break
-                for key, (spread, s) in by_k[k].items():
-                    if s not in by_shape:
-                        gone.append(s)
-                    elif spread or k <= c:
-                        picked[key] = (s, -1)
+            for by_k, most in ((reg.spread.get(q, ()), type_free), (reg.one_node.get(q, ()), c)):
+                for k, registered in by_k:  # (k ascending)
+                    if k > most:
+                        break
+                    for key, s in registered.items():
+                        if s in by_shape:
+                            picked[key] = (s, -1)
+                        else:
+                            gone.append(s)
         for s in gone:
             reg.drop(s)
         return [(s, by_shape[s], floor) for s, floor in picked.values()]

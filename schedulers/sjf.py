@@ -65,6 +65,20 @@ def sjf(view: View) -> list[Decision]:
             else:  # its last job starts: the shape no longer waits
                 heappop(heads)
                 reg.drop(s)
+    elif len(candidates) == 1:  # the memo's heaps, one shape: its jobs in order while they fit
+        s = candidates[0]
+        h = heaps[id(s)]
+        while True:
+            p = plan.place(s)
+            if p is None:
+                break
+            plan.add(heappop(h)[1], p)
+            if not h:
+                reg.drop(s)
+                del heaps[id(s)]
+                break
+            if plan.exhausted():
+                break
     else:  # the memo's heaps: the same scan, each start popped from its shape's heap
         heads = []
         for s in candidates:
@@ -156,66 +170,66 @@ class _Memo:
                 return None
         queue = view.queue
         reg = self.shapes
-        live = reg.live
-        shape = view.jobs.shape
         last_job = self.last_job
-        heaps = self.heaps
-        key_s = view.queue_key_s
         out: dict[int, tuple] = {}
-        arrived = 0
-        for i in reversed(queue):
-            if i <= last_job:
-                break
-            arrived += 1
-            s = shape[i]
-            key = id(s)
-            if key not in live:  # no job of its shape waited: one not known not to fit
-                out[key] = s
-                reg.add(s)
-                if heaps is not None:
-                    heaps[key] = [(key_s[i], i)]
-            elif heaps is not None:
-                heappush(heaps[key], (key_s[i], i))
-        if arrived:
+        if next(reversed(queue), -1) > last_job:  # jobs arrived
+            live = reg.live
+            shape = view.jobs.shape
+            heaps = self.heaps
+            key_s = view.queue_key_s
+            arrived = 0
+            for i in reversed(queue):
+                if i <= last_job:
+                    break
+                arrived += 1
+                s = shape[i]
+                key = id(s)
+                if key not in live:  # no job of its shape waited: one not known not to fit
+                    out[key] = s
+                    reg.add(s)
+                    if heaps is not None:
+                        heaps[key] = [(key_s[i], i)]
+                elif heaps is not None:
+                    heappush(heaps[key], (key_s[i], i))
             if len(queue) != self.queued + arrived:
                 return None  # a job came back to the queue (preempted)
             self.queued += arrived
             self.last_job = next(reversed(queue))
         elif len(queue) != self.queued:
-            return None
+            return None  # a job came back to the queue (preempted)
         gives = free.gives
         if gives == self.gives:
             return list(out.values())
         self.gives = gives
         seen = self.pool_gives
-        by_pool, pool_ks = reg.by_pool, reg.pool_ks
-        pool_type, type_whole = free.layout.pool_type, free.type_whole
+        one_node, spread = reg.one_node, reg.spread
+        pool_type, type_whole, pool_free = free.layout.pool_type, free.type_whole, free.pool_free
         for q, now in enumerate(free.pool_gives):
             if now == seen[q]:
                 continue
             seen[q] = now
-            by_k = by_pool.get(q)
-            if not by_k:
-                continue
-            # a shape placed on one node that needs more GPUs than any node of the pool has free now did not
-            # fit before either (no node of the pool had them: it would have fitted); likewise a shape spread
-            # over the pool's type that needs more GPUs than the type has free
+            # a shape spread over the pool's type that needs more GPUs than the type has free now did not fit
+            # before either; likewise a shape placed on one node that needs more GPUs than any node of the pool
+            # has free now (no node of the pool had them: it would have fitted)
             type_free = type_whole[pool_type[q]]
-            most = -1
-            for k in pool_ks[q]:
-                if k > type_free:
-                    break
-                for key, (spread, s) in by_k[k].items():
-                    if spread:
-                        out[key] = s
-                        continue
-                    if most < 0:
-                        by_c = free.pool_free[q]
-                        most = len(by_c) - 1
-                        while most and not by_c[most]:
-                            most -= 1
-                    if k <= most:
-                        out[key] = s
+            by_k = spread.get(q)
+            if by_k:
+                for k, registered in by_k:
+                    if k > type_free:
+                        break
+                    out.update(registered)
+            by_k = one_node.get(q)
+            if by_k:
+                by_c = pool_free[q]  # nodes by whole GPUs free
+                most = len(by_c) - 1
+                if most > type_free:  # (no node has more free than its type)
+                    most = type_free
+                while most and not by_c[most]:
+                    most -= 1
+                for k, registered in by_k:
+                    if k > most:
+                        break
+                    out.update(registered)
         out.update(reg.always)
         return list(out.values())
 
