@@ -364,23 +364,32 @@ def test_fcfs_does_not_take_another_runs_blocked_head_for_its_own():
     assert started == [[], [1]]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters(), workloads(), workloads(), st.integers(0, 2**32 - 1))
-def test_fcfs_decides_as_the_plain_scan_with_two_runs_interleaved(spec, w1, w2, seed):
-    """FCFS skips a call whose first job did not fit at its last call on an unchanged free state (it remembers
-    that one state); two runs driven in turn, one instant each, must each get the plain scan's schedule."""
-    layout = ClusterLayout(spec)
-    runs = [Simulator(w, layout, estimates(w, seed, False), 1.2) for w in (w1, w2)]
+def _interleaved(
+    layout: ClusterLayout, workloads_: tuple[Workload, ...], seed: int, name: str
+) -> list[Simulator]:
+    """Runs of the workloads driven in turn, one instant each, under policy `name`, whose every call must
+    decide as its plain scan (REFERENCES) on the same view; the finished runs."""
+    runs = [Simulator(w, layout, estimates(w, seed, False), 1.2) for w in workloads_]
     live = list(runs)
     while live:
         for sim in list(live):
             if not sim.advance():
                 live.remove(sim)
                 continue
-            ds = POLICIES["fcfs"](sim.view())
-            assert ds == fcfs_reference(sim.view())
+            ds = POLICIES[name](sim.view())
+            assert ds == REFERENCES[name](sim.view())
             for d in ds:
                 sim.start(d)
+    return runs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), workloads(), st.integers(0, 2**32 - 1))
+def test_fcfs_decides_as_the_plain_scan_with_two_runs_interleaved(spec, w1, w2, seed):
+    """FCFS skips a call whose first job did not fit at its last call on an unchanged free state (it remembers
+    that one state); two runs driven in turn, one instant each, must each get the plain scan's schedule."""
+    layout = ClusterLayout(spec)
+    runs = _interleaved(layout, (w1, w2), seed, "fcfs")
     for sim, w in zip(runs, (w1, w2), strict=True):
         plain = Simulator(w, layout, estimates(w, seed, False), 1.2)
         plain.run(fcfs_reference)
@@ -408,18 +417,7 @@ def test_sjf_decides_as_the_plain_scan_with_two_runs_interleaved(spec, w1, w2, s
     """SJF keeps one memo per run (its job table): two runs driven in turn, one instant each, must each get
     the plain scan's decisions at every call, each from its own memo and heaps, which hold throughout (neither
     run's simulator builds its per-shape runtime lists)."""
-    layout = ClusterLayout(spec)
-    runs = [Simulator(w, layout, estimates(w, seed, False), 1.2) for w in (w1, w2)]
-    live = list(runs)
-    while live:
-        for sim in list(live):
-            if not sim.advance():
-                live.remove(sim)
-                continue
-            ds = POLICIES["sjf"](sim.view())
-            assert ds == sjf_reference(sim.view())
-            for d in ds:
-                sim.start(d)
+    runs = _interleaved(ClusterLayout(spec), (w1, w2), seed, "sjf")
     assert all(type(sim.queue_by_shape_runtime) is OnDemandDict for sim in runs)
     memos = [sjf_module._memos.get(sim.jobs) for sim in runs]  # (None: never called, every job rejected)
     assert all(m is None or m.resets == 1 for m in memos)  # each memo held throughout
