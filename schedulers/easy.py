@@ -21,7 +21,7 @@ capacity at that time. A later job that fits now is backfilled
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate, islice
 from operator import itemgetter
@@ -30,6 +30,7 @@ from weakref import ref
 from schedulers.plan import Plan
 from schedulers.run_facts import run_facts
 from schedulers.shadow import CountShadow
+from schedulers.shape_registry import ShapeRegistry
 from sim.cluster import FULL, FreeState, Placement
 from sim.placement import _options, alternative_placement, effective_speed, spans_nodes_on
 from sim.simulator import Decision, View
@@ -181,7 +182,7 @@ class _Memo:
         fractional, exact = run_facts(jt)
         self.allowed = exact and not fractional  # whether the run allows it (see above)
         self.armed = False  # whether the fields below describe the last call
-        self.shapes = _Shapes()
+        self.shapes = ShapeRegistry()
 
     def still_valid(self, view: View, head: int) -> list[Placement] | None:
         """The placements of the jobs that completed since, if this memo holds for `view` (see above)."""
@@ -248,17 +249,15 @@ class _Memo:
         type_whole, pool_type = free.type_whole, view.layout.pool_type
         for q, c in dirty.items():
             type_free = type_whole[pool_type[q]]  # (>= c)
-            by_k = reg.by_pool.get(q)
-            if by_k is None:
-                continue
-            for k in reg.pool_ks[q]:  # (ascending: the shapes too large for the type's free GPUs come last)
-                if k > type_free:
-                    break
-                for key, (spread, s) in by_k[k].items():
-                    if s not in by_shape:
-                        gone.append(s)
-                    elif spread or k <= c:
-                        picked[key] = (s, -1)
+            for by_k, most in ((reg.spread.get(q, ()), type_free), (reg.one_node.get(q, ()), c)):
+                for k, registered in by_k:  # (k ascending)
+                    if k > most:
+                        break
+                    for key, s in registered.items():
+                        if s in by_shape:
+                            picked[key] = (s, -1)
+                        else:
+                            gone.append(s)
         for s in gone:
             reg.drop(s)
         return [(s, by_shape[s], floor) for s, floor in picked.values()]
@@ -297,67 +296,6 @@ class _Memo:
         if scanned_all:  # every shape waiting may be asked for next time
             for s in view.queue_by_shape:
                 self.shapes.add(s)
-
-
-class _Shapes:
-    """The waiting shapes an EASY run has registered, by what makes their jobs scanned again (see
-    `_Memo.groups`): `always` (fractional shapes), `spreads` (whole-GPU shapes with a spread option) and
-    `by_pool` (pool -> k -> id(shape) -> (spread, shape)): a whole-GPU shape of k GPUs may use the pool on one
-    node, or spread over the pool's type; `pool_ks` lists each pool's k ascending. A shape no longer waiting is
-    dropped when next met, and registered again when a job of it arrives."""
-
-    __slots__ = ("live", "entries", "always", "spreads", "by_pool", "pool_ks")
-
-    def __init__(self):
-        self.live: set[int] = set()  # id(shape) of the shapes registered now
-        self.entries: dict[int, list[tuple[int, bool]]] = {}  # id(shape) -> (pool, spread there?) per pool
-        self.always: dict[int, tuple] = {}
-        self.spreads: dict[int, tuple] = {}
-        self.by_pool: dict[int, dict[int, dict[int, tuple[bool, tuple]]]] = {}
-        self.pool_ks: dict[int, list[int]] = {}
-
-    def add(self, s: tuple) -> None:
-        key = id(s)
-        if key in self.live:
-            return
-        self.live.add(key)
-        entries = self.entries.get(key)
-        if entries is None:
-            elig, k, milli, _, pace = s
-            if milli < FULL:
-                entries = [(-1, False)]
-            else:
-                spread_types = {o.multi_type for o in _options(elig, k, pace) if o.multi_type >= 0}
-                entries = [(-2, True)] if spread_types else []  # (`_has_spread`)
-                entries += [(q, t in spread_types) for t in elig.types for q in elig.type_pools[t]]
-            self.entries[key] = entries
-        k = s[1]
-        for q, spread in entries:
-            if q == -1:
-                self.always[key] = s
-            elif q == -2:
-                self.spreads[key] = s
-            else:
-                by_k = self.by_pool.get(q)
-                if by_k is None:
-                    by_k = self.by_pool[q] = {}
-                    self.pool_ks[q] = []
-                registered = by_k.get(k)
-                if registered is None:
-                    registered = by_k[k] = {}
-                    insort(self.pool_ks[q], k)
-                registered[key] = (spread, s)
-
-    def drop(self, s: tuple) -> None:
-        key = id(s)
-        self.live.discard(key)
-        for q, _ in self.entries[key]:
-            if q == -1:
-                self.always.pop(key, None)
-            elif q == -2:
-                self.spreads.pop(key, None)
-            else:
-                self.by_pool[q][s[1]].pop(key, None)
 
 
 # the memo of the last run that called EASY (one slot: runs called in turn only lose their memos' speed-up)

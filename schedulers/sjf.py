@@ -5,95 +5,160 @@
 The rule is a scan of the queue in (runtime, job) order that starts every job that fits on the capacity left.
 It is run shape by shape: capacity only shrinks during the scan, so once one job of a shape does not fit, no
 later job of that shape does, and the scan's next start is the smallest (runtime, job) among the next jobs of
-the shapes still fitting (a heap of each shape's next job). So a scan costs O(shapes waiting + starts x log
+the shapes still fitting (a heap of each shape's next job). So a scan costs O(shapes scanned + starts x log
 shapes), whatever the queue's length, instead of one placement test per waiting job.
 
 Between instants (`_Memo`): when a scan ends, no shape left waiting fits. If the next call finds exactly its
 decisions applied since, capacity grew only where jobs released GPUs, so only the shapes that may use those
 pools (a shape placed on one node there: that needs no more GPUs than some node of the pool has free; one
-spread over the pool's type: no more than the type has free), and the shapes of jobs that arrived since, can
-fit: the scan starts from those alone.
+spread over the pool's type: no more than the type has free; a fractional shape), and the shapes of jobs that
+arrived since that had no job waiting, can fit: the scan starts from those alone, and a call where none is left
+returns at once.
 """
 
 from __future__ import annotations
 
-from heapq import heapify, heappop, heapreplace
-from weakref import ref
+from heapq import heapify, heappop, heappush, heapreplace
+from weakref import WeakKeyDictionary, ref
 
 from schedulers.plan import Plan
-from sim.cluster import FULL
-from sim.placement import _options
+from schedulers.shape_registry import ShapeRegistry
 from sim.simulator import Decision, View
+from sim.sorted_list import OnDemandDict
 
 
 def sjf(view: View) -> list[Decision]:
-    plan = Plan(view.free)
-    by_shape_runtime = view.queue_by_shape_runtime
     memo = _last[0]
     if memo is None or memo.jobs() is not view.jobs:
-        memo = _last[0] = _Memo(view)
+        memo = _memos.get(view.jobs)
+        if memo is None:
+            memo = _memos[view.jobs] = _Memo(view)
+        _last[0] = memo
     candidates = memo.candidates(view)
-    scan_all = candidates is None
-    if scan_all:
-        candidates = by_shape_runtime.keys()
-    # (next (runtime, job) of the shape, position of that entry, the shape's entries); runtimes of equal
-    # shapes never tie on the job, so the tuples compare on their first items alone
-    heads = [(entries[0], 0, entries) for entries in map(by_shape_runtime.__getitem__, candidates)]
-    heapify(heads)
-    shape = view.jobs.shape
-    while heads and not plan.exhausted():
-        entry, pos, entries = heads[0]
-        i = entry[1]
-        p = plan.place(shape[i])
-        if p is None:  # the shape no longer fits: none of its jobs does for the rest of the scan
-            heappop(heads)
-            continue
-        plan.add(i, p)
-        pos += 1
-        if pos < len(entries):
-            heapreplace(heads, (entries[pos], pos, entries))
-        else:
-            heappop(heads)
-    memo.remember(view, plan.decisions, scan_all)
-    return plan.decisions
+    if candidates is None:
+        candidates = memo.reset(view)
+    if not candidates:
+        memo.decisions = ()
+        return []
+    reg = memo.shapes
+    plan = Plan(view.free)
+    heaps = memo.heaps
+    if heaps is None:  # the simulator's (runtime, job) lists
+        by_shape_runtime = view.queue_by_shape_runtime
+        # (next (runtime, job) of the shape, position of that entry, the shape's entries, the shape); runtimes
+        # of equal shapes never tie on the job, so the tuples compare on their first items alone
+        heads = []
+        for s in candidates:
+            entries = by_shape_runtime[s]
+            heads.append((entries[0], 0, entries, s))
+        heapify(heads)
+        while heads and not plan.exhausted():
+            entry, pos, entries, s = heads[0]
+            p = plan.place(s)
+            if p is None:  # the shape no longer fits: none of its jobs does for the rest of the scan
+                heappop(heads)
+                continue
+            plan.add(entry[1], p)
+            pos += 1
+            if pos < len(entries):
+                heapreplace(heads, (entries[pos], pos, entries, s))
+            else:  # its last job starts: the shape no longer waits
+                heappop(heads)
+                reg.drop(s)
+    elif len(candidates) == 1:  # the memo's heaps, one shape: its jobs in order while they fit
+        s = candidates[0]
+        h = heaps[id(s)]
+        while True:
+            p = plan.place(s)
+            if p is None:
+                break
+            plan.add(heappop(h)[1], p)
+            if not h:
+                reg.drop(s)
+                del heaps[id(s)]
+                break
+            if plan.exhausted():
+                break
+    else:  # the memo's heaps: the same scan, each start popped from its shape's heap
+        heads = []
+        for s in candidates:
+            h = heaps[id(s)]
+            heads.append((h[0], s, h))
+        heapify(heads)
+        while heads and not plan.exhausted():
+            entry, s, h = heads[0]
+            p = plan.place(s)
+            if p is None:
+                heappop(heads)
+                continue
+            plan.add(entry[1], p)
+            heappop(h)
+            if h:
+                heapreplace(heads, (h[0], s, h))
+            else:
+                heappop(heads)
+                reg.drop(s)
+                del heaps[id(s)]
+    decisions = plan.decisions
+    free = view.free
+    memo.takes = free.version - free.gives + len(decisions)
+    memo.queued -= len(decisions)
+    memo.decisions = decisions
+    return decisions
 
 
 class _Memo:
-    """One run's memory between SJF calls: the shapes seen, by the pools they may use (`_add`), and the end of
-    the last call (`remember`): every shape still waiting then did not fit on the capacity left."""
+    """One run's memory between SJF calls: the end of the last call (every shape still waiting then, `shapes`,
+    did not fit on the capacity left) and what the live state must look like if exactly its decisions were
+    applied since, with completions and arrivals only.
 
-    __slots__ = ("jobs", "armed", "free", "by_shape", "takes", "gives", "pool_gives", "decisions", "last_job",
-                 "queued", "by_pool", "entries")  # fmt: skip
+    While that has held since the run's first call, the memo also keeps each waiting shape's jobs as a heap of
+    (runtime, job) (`heaps`), so that the simulator never has to keep its own per-shape sorted lists
+    (`View.queue_by_shape_runtime`, built only once read) up to date: two sorted-list updates a job. After any
+    other change (`reset` a second time) it reads the simulator's lists from then on."""
+
+    __slots__ = ("jobs", "armed", "resets", "free", "by_shape", "takes", "gives", "pool_gives", "decisions",
+                 "last_job", "queued", "shapes", "heaps")  # fmt: skip
 
     def __init__(self, view: View):
         self.jobs = ref(view.jobs)
         self.armed = False  # whether the fields below describe the last call's end
-        self.by_pool: dict[int, dict[int, tuple[int, bool, tuple]]] = {}  # pool -> id(shape) -> its entry
-        self.entries: dict[int, list[tuple[int, tuple]]] = {}  # id(shape) -> (pool, entry) of each pool
+        self.resets = 0
+        self.shapes = ShapeRegistry()  # the shapes waiting at the last call's end (once armed)
+        self.heaps: dict[int, list[tuple[float, int]]] | None = None  # id(shape) -> heap of (runtime, job)
 
-    def remember(self, view: View, decisions: list[Decision], scanned_all: bool) -> None:
-        """Keep this call's end for the next call."""
-        by_shape = view.queue_by_shape
-        if not by_shape:
-            self.armed = False  # the next call scans only the jobs that arrive meanwhile
-            return
+    def reset(self, view: View) -> list[tuple]:
+        """Forget the last call: every shape waiting may fit (returned), and registered from now on."""
         free = view.free
         self.armed = True
         self.free = free
-        self.by_shape = by_shape
-        self.takes = free.version - free.gives + len(decisions)
+        self.by_shape = by_shape = view.queue_by_shape
         self.gives = free.gives
         self.pool_gives = list(free.pool_gives)
-        self.decisions = decisions
-        self.last_job = next(reversed(view.queue))
-        self.queued = len(view.queue) - len(decisions)
-        if scanned_all:  # every shape waiting may have to be scanned again (a full scan registers each)
-            for s in by_shape:
-                self._add(s)
+        queue = view.queue
+        # jobs that arrive later have larger indices than every job waiting now (none waiting: any index)
+        self.last_job = next(reversed(queue)) if queue else -1
+        self.queued = len(queue)
+        self.takes = free.version - free.gives
+        self.resets += 1
+        if self.resets == 1 and type(view.queue_by_shape_runtime) is OnDemandDict:
+            key = view.queue_key_s
+            self.heaps = {id(s): [(key[i], i) for i in members] for s, members in by_shape.items()}
+            for h in self.heaps.values():
+                heapify(h)
+        else:
+            self.heaps = None
+        reg = self.shapes
+        reg.clear()
+        shapes = list(by_shape)
+        for s in shapes:
+            reg.add(s)
+        return shapes
 
     def candidates(self, view: View) -> list[tuple] | None:
         """The shapes that may fit now, if exactly the last call's decisions were applied since (and nothing
-        but completions and arrivals happened); else None (scan every shape)."""
+        but completions and arrivals happened), and the memo brought up to date for the arrivals and
+        releases since; else None (scan every shape)."""
         free = view.free
         if not self.armed or self.free is not free or free.version - free.gives != self.takes:
             return None
@@ -103,69 +168,72 @@ class _Memo:
         for i, p in self.decisions:
             if placements[i] is not p:
                 return None
-        by_shape = view.queue_by_shape
-        shape = view.jobs.shape
+        queue = view.queue
+        reg = self.shapes
         last_job = self.last_job
         out: dict[int, tuple] = {}
-        arrived = 0
-        for i in reversed(view.queue):
-            if i <= last_job:
-                break
-            arrived += 1
-            s = shape[i]
-            if by_shape[s][0] > last_job:  # none of its jobs waited then: a shape not known not to fit
-                out[id(s)] = s
-                self._add(s)
-        if len(view.queue) != self.queued + arrived:
+        if next(reversed(queue), -1) > last_job:  # jobs arrived
+            live = reg.live
+            shape = view.jobs.shape
+            heaps = self.heaps
+            key_s = view.queue_key_s
+            arrived = 0
+            for i in reversed(queue):
+                if i <= last_job:
+                    break
+                arrived += 1
+                s = shape[i]
+                key = id(s)
+                if key not in live:  # no job of its shape waited: one not known not to fit
+                    out[key] = s
+                    reg.add(s)
+                    if heaps is not None:
+                        heaps[key] = [(key_s[i], i)]
+                elif heaps is not None:
+                    heappush(heaps[key], (key_s[i], i))
+            if len(queue) != self.queued + arrived:
+                return None  # a job came back to the queue (preempted)
+            self.queued += arrived
+            self.last_job = next(reversed(queue))
+        elif len(queue) != self.queued:
             return None  # a job came back to the queue (preempted)
-        if free.gives == self.gives:
+        gives = free.gives
+        if gives == self.gives:
             return list(out.values())
-        pool_type = free.layout.pool_type
-        for q, (now, then) in enumerate(zip(free.pool_gives, self.pool_gives, strict=True)):
-            if now != then:
-                # a shape placed on one node that needs more GPUs than any node of the pool has free now did
-                # not fit before either (no node of the pool had them: it would have fitted); likewise a shape
-                # spread over the pool's type that needs more GPUs than the type has free
-                by_c = free.pool_free[q]
-                most = next((c for c in range(len(by_c) - 1, 0, -1) if by_c[c]), 0)
-                type_free = free.type_whole[pool_type[q]]
-                registered = self.by_pool.get(q)
-                if not registered:
-                    continue
-                gone = []
-                for key, (k, spread, s) in registered.items():
-                    if s not in by_shape:
-                        gone.append(key)  # registered again (`_add`) when a job of it arrives
-                    elif k <= type_free if spread else k <= most:
-                        out[key] = s
-                for key in gone:
-                    del registered[key]
+        self.gives = gives
+        seen = self.pool_gives
+        one_node, spread = reg.one_node, reg.spread
+        pool_type, type_whole, pool_free = free.layout.pool_type, free.type_whole, free.pool_free
+        for q, now in enumerate(free.pool_gives):
+            if now == seen[q]:
+                continue
+            seen[q] = now
+            # a shape spread over the pool's type that needs more GPUs than the type has free now did not fit
+            # before either; likewise a shape placed on one node that needs more GPUs than any node of the pool
+            # has free now (no node of the pool had them: it would have fitted)
+            type_free = type_whole[pool_type[q]]
+            by_k = spread.get(q)
+            if by_k:
+                for k, registered in by_k:
+                    if k > type_free:
+                        break
+                    out.update(registered)
+            by_k = one_node.get(q)
+            if by_k:
+                by_c = pool_free[q]  # nodes by whole GPUs free
+                most = len(by_c) - 1
+                if most > type_free:  # (no node has more free than its type)
+                    most = type_free
+                while most and not by_c[most]:
+                    most -= 1
+                for k, registered in by_k:
+                    if k > most:
+                        break
+                    out.update(registered)
+        out.update(reg.always)
         return list(out.values())
 
-    def _add(self, s: tuple) -> None:
-        """Register waiting shape s under each pool it may use, as (GPUs, spread, s): a whole-GPU shape of k
-        GPUs placed on one node of the pool's type needs a node of the pool with k whole GPUs free, (k, False);
-        one spread over the pool's type needs k whole GPUs free on that type, (k, True); a fractional shape may
-        fit wherever capacity was released, (0, False). A pool's shapes that no longer wait are dropped when
-        it is next looked at."""
-        key = id(s)
-        entries = self.entries.get(key)
-        if entries is None:
-            elig, k, milli, _, pace = s
-            whole = milli == FULL
-            spread_types = {o.multi_type for o in _options(elig, k, pace)} if whole else ()
-            entries = self.entries[key] = [
-                (q, (k, t in spread_types, s) if whole else (0, False, s))
-                for t in elig.types
-                for q in elig.type_pools[t]
-            ]
-        by_pool = self.by_pool
-        for q, entry in entries:
-            registered = by_pool.get(q)
-            if registered is None:
-                registered = by_pool[q] = {}
-            registered[key] = entry
 
-
-# the memo of the last run that called sjf (one slot: runs called in turn only lose their memos' speed-up)
+# each run's memo, by its job table; the last one looked up first
+_memos: WeakKeyDictionary = WeakKeyDictionary()
 _last: list[_Memo | None] = [None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,9 +24,12 @@ from sim.placement import place
 from sim.power import PowerModel
 from sim.prices import synthetic_curve
 from sim.simulator import Simulator
+from sim.sorted_list import OnDemandDict
 from tests.easy_reference import easy_reference, reservation
 from tests.helpers import estimates
 from tests.sjf_reference import sjf_reference
+
+sjf_module = importlib.import_module("schedulers.sjf")  # (the package names its function `sjf`)
 
 TYPES = ("A100-80GB", "V100-16GB", "H100", "T4")
 # each job starts once and runs its whole duration: the preemptive policies are checked run by run in
@@ -360,23 +364,32 @@ def test_fcfs_does_not_take_another_runs_blocked_head_for_its_own():
     assert started == [[], [1]]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters(), workloads(), workloads(), st.integers(0, 2**32 - 1))
-def test_fcfs_decides_as_the_plain_scan_with_two_runs_interleaved(spec, w1, w2, seed):
-    """FCFS skips a call whose first job did not fit at its last call on an unchanged free state (it remembers
-    that one state); two runs driven in turn, one instant each, must each get the plain scan's schedule."""
-    layout = ClusterLayout(spec)
-    runs = [Simulator(w, layout, estimates(w, seed, False), 1.2) for w in (w1, w2)]
+def _interleaved(
+    layout: ClusterLayout, workloads_: tuple[Workload, ...], seed: int, name: str
+) -> list[Simulator]:
+    """Runs of the workloads driven in turn, one instant each, under policy `name`, whose every call must
+    decide as its plain scan (REFERENCES) on the same view; the finished runs."""
+    runs = [Simulator(w, layout, estimates(w, seed, False), 1.2) for w in workloads_]
     live = list(runs)
     while live:
         for sim in list(live):
             if not sim.advance():
                 live.remove(sim)
                 continue
-            ds = POLICIES["fcfs"](sim.view())
-            assert ds == fcfs_reference(sim.view())
+            ds = POLICIES[name](sim.view())
+            assert ds == REFERENCES[name](sim.view())
             for d in ds:
                 sim.start(d)
+    return runs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), workloads(), st.integers(0, 2**32 - 1))
+def test_fcfs_decides_as_the_plain_scan_with_two_runs_interleaved(spec, w1, w2, seed):
+    """FCFS skips a call whose first job did not fit at its last call on an unchanged free state (it remembers
+    that one state); two runs driven in turn, one instant each, must each get the plain scan's schedule."""
+    layout = ClusterLayout(spec)
+    runs = _interleaved(layout, (w1, w2), seed, "fcfs")
     for sim, w in zip(runs, (w1, w2), strict=True):
         plain = Simulator(w, layout, estimates(w, seed, False), 1.2)
         plain.run(fcfs_reference)
@@ -387,13 +400,27 @@ def test_fcfs_decides_as_the_plain_scan_with_two_runs_interleaved(spec, w1, w2, 
 @given(clusters(), workloads(), st.integers(0, 2**32 - 1), st.booleans())
 def test_sjf_by_shape_equals_the_plain_runtime_order_scan(spec, workload, seed, noisy):
     """SJF scans shape by shape and starts each call from what the previous one left (schedulers/sjf.py); it
-    must take exactly the decisions of the plain scan (tests/sjf_reference.py)."""
+    must take exactly the decisions of the plain scan (tests/sjf_reference.py). In a plain run its memo holds
+    throughout, so its own heaps serve every call: the simulator's per-shape runtime lists are never built."""
     layout = ClusterLayout(spec)
     known = estimates(workload, seed, noisy)
     fast, plain = Simulator(workload, layout, known, 1.2), Simulator(workload, layout, known, 1.2)
     fast.run(POLICIES["sjf"])
     plain.run(sjf_reference)
     assert _same_schedule(fast, plain)
+    assert type(fast.queue_by_shape_runtime) is OnDemandDict
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), workloads(), st.integers(0, 2**32 - 1))
+def test_sjf_decides_as_the_plain_scan_with_two_runs_interleaved(spec, w1, w2, seed):
+    """SJF keeps one memo per run (its job table): two runs driven in turn, one instant each, must each get
+    the plain scan's decisions at every call, each from its own memo and heaps, which hold throughout (neither
+    run's simulator builds its per-shape runtime lists)."""
+    runs = _interleaved(ClusterLayout(spec), (w1, w2), seed, "sjf")
+    assert all(type(sim.queue_by_shape_runtime) is OnDemandDict for sim in runs)
+    memos = [sjf_module._memos.get(sim.jobs) for sim in runs]  # (None: never called, every job rejected)
+    assert all(m is None or m.resets == 1 for m in memos)  # each memo held throughout
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
