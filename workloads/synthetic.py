@@ -53,6 +53,7 @@ GPU_MEM_SIZE_EXPONENT = 0.3  # median per-GPU memory grows as k ** exponent
 GPU_MEM_SIGMA = 0.6  # log-normal sigma (natural log) of per-GPU memory
 GPU_MEM_MIN_GB = 1.0  # GB per GPU
 
+_NO_EXTRA: dict = {}  # jobs_from_groups' keyword arguments of no optional field (never mutated)
 PRIORITY_CLASSES = (0, 1, 2)
 PRIORITY_PROBS = (0.7, 0.2, 0.1)
 
@@ -200,7 +201,7 @@ def jobs_from_groups(
 ) -> tuple[Job, ...]:
     """Whole-GPU Jobs from per-job arrays; a job accepts its submission group's types (`types_g[group]`).
     `per_job` adds optional Job fields (estimate_s, trace_status) as arrays of the same length."""
-    extra = {name: values.tolist() for name, values in per_job.items()}
+    names = tuple(per_job)  # (no per-job keyword dict is built when there are none: the generators' case)
     return tuple(
         Job(
             job_id=str(i),
@@ -211,9 +212,9 @@ def jobs_from_groups(
             gpu_milli=FULL_GPU_MILLI,
             gpu_types=types_g[g],
             priority=p,
-            **{name: values[i] for name, values in extra.items()},
+            **(dict(zip(names, more, strict=True)) if names else _NO_EXTRA),
         )
-        for i, (a, r, k, m, g, p) in enumerate(
+        for i, (a, r, k, m, g, p, *more) in enumerate(
             zip(
                 arrival_s.tolist(),
                 runtime_s.tolist(),
@@ -221,6 +222,7 @@ def jobs_from_groups(
                 mem_gb.tolist(),
                 group_of_job.tolist(),
                 priority.tolist(),
+                *(values.tolist() for values in per_job.values()),
                 strict=True,
             )
         )
