@@ -53,7 +53,6 @@ GPU_MEM_SIZE_EXPONENT = 0.3  # median per-GPU memory grows as k ** exponent
 GPU_MEM_SIGMA = 0.6  # log-normal sigma (natural log) of per-GPU memory
 GPU_MEM_MIN_GB = 1.0  # GB per GPU
 
-_NO_EXTRA: dict = {}  # jobs_from_groups' keyword arguments of no optional field (never mutated)
 PRIORITY_CLASSES = (0, 1, 2)
 PRIORITY_PROBS = (0.7, 0.2, 0.1)
 
@@ -197,11 +196,13 @@ def jobs_from_groups(
     priority: np.ndarray,
     group_of_job: np.ndarray,
     types_g: list[tuple[str, ...]],
-    **per_job: np.ndarray,
+    estimate_s: np.ndarray | None = None,
+    trace_status: np.ndarray | None = None,
 ) -> tuple[Job, ...]:
     """Whole-GPU Jobs from per-job arrays; a job accepts its submission group's types (`types_g[group]`).
-    `per_job` adds optional Job fields (estimate_s, trace_status) as arrays of the same length."""
-    names = tuple(per_job)  # (no per-job keyword dict is built when there are none: the generators' case)
+    `estimate_s`, `trace_status`: the optional Job fields as arrays of the same length (None: Job's default)."""
+    n = len(arrival_s)
+    # (every field a keyword of its own: no ** merge of keyword dicts per job, 1,000 jobs per env reset)
     return tuple(
         Job(
             job_id=str(i),
@@ -212,9 +213,10 @@ def jobs_from_groups(
             gpu_milli=FULL_GPU_MILLI,
             gpu_types=types_g[g],
             priority=p,
-            **(dict(zip(names, more, strict=True)) if names else _NO_EXTRA),
+            estimate_s=e,
+            trace_status=st,
         )
-        for i, (a, r, k, m, g, p, *more) in enumerate(
+        for i, (a, r, k, m, g, p, e, st) in enumerate(
             zip(
                 arrival_s.tolist(),
                 runtime_s.tolist(),
@@ -222,7 +224,8 @@ def jobs_from_groups(
                 mem_gb.tolist(),
                 group_of_job.tolist(),
                 priority.tolist(),
-                *(values.tolist() for values in per_job.values()),
+                [None] * n if estimate_s is None else estimate_s.tolist(),
+                [""] * n if trace_status is None else trace_status.tolist(),
                 strict=True,
             )
         )
