@@ -352,10 +352,9 @@ class GPUClusterEnv(gym.Env):
                 slots = [i for i, _ in fits]
                 slot_type = [t for _, t in fits]
         else:
-            fits = self._first_in_order(fit_shapes, K)
-            fits.sort()  # shown in arrival order within each group, whichever jobs the order selected
-            slots = [i for i, _ in fits]
-            slot_type = [t for _, t in fits]
+            slots = self._first_jobs([s for s, _ in fit_shapes], K)
+            type_of, shape = dict(fit_shapes), sim.jobs.shape
+            slot_type = [type_of[shape[i]] for i in slots]
         nfit = len(slots)
         room = K - nfit
         if room and blocked_shapes:
@@ -365,12 +364,12 @@ class GPUClusterEnv(gym.Env):
                 if self.window_order == "arrival" or len(members) <= room:
                     blocked = list(islice(members, room))
                 else:
-                    blocked = self._first_blocked(blocked_shapes, room)
+                    blocked = self._first_jobs(blocked_shapes, room)
             elif sum(len(by_shape[s]) for s in blocked_shapes) <= room:
                 blocked = [i for s in blocked_shapes for i in by_shape[s]]
                 blocked.sort()
             else:
-                blocked = self._first_blocked(blocked_shapes, room)
+                blocked = self._first_jobs(blocked_shapes, room)
             slots += blocked
             slot_type += [-1] * len(blocked)
         self._slots = slots
@@ -382,21 +381,22 @@ class GPUClusterEnv(gym.Env):
         self._mask = self._masks[nfit][wait]
         return True
 
-    def _first_blocked(self, shapes: list[tuple], n: int) -> list[int]:
-        """The first n waiting jobs of these blocked shapes in the window order, shown in arrival order."""
-        blocked = [i for i, _ in self._first_in_order([(s, -1) for s in shapes], n)]
-        blocked.sort()
-        return blocked
-
-    def _first_in_order(self, shapes: list[tuple[tuple, int]], n: int) -> list[tuple[int, int]]:
-        """(job, type) of the first n waiting jobs of these (shape, type) pairs in the window order."""
+    def _first_jobs(self, shapes: list[tuple], n: int) -> list[int]:
+        """The first n waiting jobs of these shapes in the window order, ascending (in arrival order): the first n
+        of each shape's list in that order (job indices, or (known runtime, job)), merged by one sort."""
         sim = self.sim
-        if self.window_order == "arrival":
-            jobs = sorted((i, t) for s, t in shapes for i in islice(sim.queue_by_shape[s], n))
-            return jobs[:n]
-        by_runtime = sim.queue_by_shape_runtime
-        jobs = sorted((e, t) for s, t in shapes for e in islice(by_runtime[s], n))  # e: (known runtime, job)
-        return [(e[1], t) for e, t in jobs[:n]]
+        arrival = self.window_order == "arrival"
+        index = sim.queue_by_shape if arrival else sim.queue_by_shape_runtime
+        first: list = []
+        for s in shapes:
+            first += islice(index[s], n)
+        first.sort()
+        del first[n:]
+        if arrival:
+            return first
+        jobs = [i for _, i in first]
+        jobs.sort()
+        return jobs
 
     def _observe_with_info(self, illegal: bool) -> tuple[np.ndarray, dict]:
         """The observation and the info dict of the current state."""
