@@ -93,14 +93,15 @@ class SlotObservation:
             base[col] = layout.type_num_gpus[t] / layout.num_gpus  # the cluster's shares never change
         self._ctx_base = base
         self._num_gpus = layout.num_gpus
-        self._static_rows = self._static_job_features()
-        self._here: dict[int, float] = {}  # job * types + type -> its duration_here feature there
+        self._static_head, self._static_prio = self._static_job_features()
+        # job * types + type -> its duration_here feature there (None: not computed yet)
+        self._here: list[float | None] = [None] * (len(sim.jobs) * len(self._type_cols))
         self._day_t: float | None = None  # the time of day features of the last instant observed
         self._day = (0.0, 0.0)
 
-    def _static_job_features(self) -> list[list[float]]:
-        """Per job: (gpu_demand, gpu_mem, runtime, priority) features (the parts of a slot row that never
-        change); sets the per-job GPU demand summed by queued_demand."""
+    def _static_job_features(self) -> tuple[list[tuple[float, float, float]], list[float]]:
+        """Per job: the (gpu_demand, gpu_mem, runtime) features that open its slot row, and its priority feature
+        (the parts of a row that never change); sets the per-job GPU demand summed by queued_demand."""
         jt = self.sim.jobs
         demand = np.array(jt.num_gpus) * np.array(jt.milli) / FULL  # exact products: as k * m / FULL
         mem = np.array([j.gpu_mem_gb for j in jt.jobs])
@@ -116,7 +117,8 @@ class SlotObservation:
             ],
             axis=1,
         )
-        return np.clip(out, 0.0, 1.0).astype(np.float32).tolist()
+        rows = np.clip(out, 0.0, 1.0).astype(np.float32)
+        return list(map(tuple, rows[:, :3].tolist())), rows[:, 3].tolist()
 
     def _duration_here(self, i: int, t: int) -> float:
         """Job i's duration_here feature on type t (its known runtime there, log-scaled), remembered."""
@@ -134,23 +136,28 @@ class SlotObservation:
         sim = self.sim
         queue = sim.queue
         head = next(iter(queue), -1)
-        static = self._static_rows
+        static_head, static_prio = self._static_head, self._static_prio
         arrival = sim.jobs.arrival_s
         log1p = math.log1p
         here_of = self._here
         num_types = len(self._type_cols)
         vals: list[float] = []
         for i, t in zip(slots, slot_type, strict=True):
-            demand, mem, runtime, prio = static[i]
             waited = log1p((now - arrival[i]) / 60.0) / _MAX_MIN
-            waited = waited if waited < 1.0 else 1.0
+            vals += static_head[i]  # gpu_demand, gpu_mem, runtime
             if t >= 0:
-                here = here_of.get(i * num_types + t)
+                here = here_of[i * num_types + t]
                 if here is None:
                     here = self._duration_here(i, t)
-                vals += (demand, mem, runtime, here, waited, prio, 1.0, 1.0 if i == head else 0.0)
+                vals += (
+                    here,
+                    waited if waited < 1.0 else 1.0,
+                    static_prio[i],
+                    1.0,
+                    1.0 if i == head else 0.0,
+                )
             else:
-                vals += (demand, mem, runtime, 0.0, waited, prio, 0.0, 1.0 if i == head else 0.0)
+                vals += (0.0, waited if waited < 1.0 else 1.0, static_prio[i], 0.0, 1.0 if i == head else 0.0)
         ctx = self._ctx_base.copy()
         free = sim.free
         type_whole = free.type_whole
