@@ -118,7 +118,8 @@ class SlotObservation:
             axis=1,
         )
         rows = np.clip(out, 0.0, 1.0).astype(np.float32)
-        return list(map(tuple, rows[:, :3].tolist())), rows[:, 3].tolist()
+        columns = rows.T.tolist()  # (column by column: a (jobs, 4) array's tolist costs about 3x more)
+        return list(zip(*columns[:3], strict=True)), columns[3]
 
     def _duration_here(self, i: int, t: int) -> float:
         """Job i's duration_here feature on type t (its known runtime there, log-scaled), remembered."""
