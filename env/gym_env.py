@@ -144,7 +144,7 @@ class GPUClusterEnv(gym.Env):
         self._steps = 0
         self._step_t0_s = 0.0
         self._done = False
-        self._fit_of: dict[tuple, int] = {}  # `_fit_types`' memo and the free state it describes
+        self._fit_of: dict[tuple, int] = {}  # the window's fit_type memo and the free state it describes
         self._fit_free = None
         self._fit_version = self._fit_gives = -1
 
