@@ -18,6 +18,7 @@ from sim.records import RunResult
 from sim.simulator import Decision, Simulator
 
 _tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call (hot path)
+_INF = float("inf")
 
 REWARDS = ("jct", "jct_at_start", "delay", "slowdown", "utilization")
 
@@ -143,7 +144,7 @@ class GPUClusterEnv(gym.Env):
         self._steps = 0
         self._step_t0_s = 0.0
         self._done = False
-        self._fit_of: dict[tuple, int] = {}  # `_fit_types`' memo and the free state it describes
+        self._fit_of: dict[tuple, int] = {}  # the window's fit_type memo and the free state it describes
         self._fit_free = None
         self._fit_version = self._fit_gives = -1
 
@@ -167,7 +168,7 @@ class GPUClusterEnv(gym.Env):
         if sim is None:
             raise RuntimeError("step() before reset(): call env.reset() to start an episode")
         self._steps += 1
-        self._step_t0_s = sim.now_s
+        self._step_t0_s = sim.env._now  # (sim.now_s without its two property calls: the hot path)
         if self._done:  # nothing left to schedule (also when every job was rejected at reset)
             return self._finish_step(0.0, True, False)
         if 0 <= a < self._nfit:
@@ -209,10 +210,19 @@ class GPUClusterEnv(gym.Env):
         return reward, done
 
     def _finish_step(self, reward: float, done: bool, illegal: bool):
+        """step()'s return: `_observe_with_info` inlined (the hot path)."""
         self._done = done
-        truncated = not done and self._steps >= self.max_steps
-        obs, info = self._observe_with_info(illegal)
-        return obs, reward, done, truncated, info
+        sim = self.sim
+        now = sim.env._now
+        info = {
+            "action_mask": self._mask.copy(),
+            "illegal_action": illegal,
+            "sim_time_s": now,
+            "elapsed_s": now - self._step_t0_s,
+            "jobs_in_system": len(sim.queue) + len(sim.running),
+        }
+        obs = self._observation.observe(self._slots, self._slot_type, now)
+        return obs, reward, done, not done and self._steps >= self.max_steps, info
 
     def action_masks(self) -> np.ndarray:
         return self._mask.copy()
@@ -261,30 +271,31 @@ class GPUClusterEnv(gym.Env):
         sim = self.sim
         return sim._busy_milli / (FULL * sim.layout.num_gpus * self.reward_scale_s)
 
-    def _advance_instant(self) -> tuple[float, bool]:
-        """Run one event instant; returns (reward accrued, whether events remained)."""
-        sim = self.sim
-        t0 = sim.now_s
-        rate = self._rate()
-        if not sim.step_instant():
-            return 0.0, False
-        return rate * (sim.now_s - t0), True
-
     def _wait(self) -> tuple[float, bool]:
-        reward, _ = self._advance_instant()
+        """Run one event instant, then on to the next decision point; (reward, done)."""
+        sim = self.sim
+        env = sim.env
+        t0 = env._now
+        rate = self._rate()
+        reward = rate * (env._now - t0) if sim.step_instant() else 0.0
         r2, done = self._to_decision_point()
         return reward + r2, done
 
     def _to_decision_point(self) -> tuple[float, bool]:
-        """Advance until some queued job fits (True done flag when the run is over); builds the window."""
+        """Advance instant by instant (the reward accrued per instant) until some queued job fits (True done flag
+        when the run is over); builds the window."""
         reward = 0.0
-        queue = self.sim.queue
+        sim = self.sim
+        env = sim.env
+        queue = sim.queue
         while True:
             if queue and self._build_window():
                 return reward, False
-            r, more = self._advance_instant()
-            reward += r
-            if not more:
+            t0 = env._now
+            rate = self._rate()
+            if sim.step_instant():
+                reward += rate * (env._now - t0)
+            else:  # (reward + 0.0 is reward: the sum from 0.0 is never -0.0)
                 self._slots, self._slot_type = [], []
                 self._nfit, self._wait_ok = 0, False
                 self._mask = self._masks[0][False]
@@ -295,16 +306,30 @@ class GPUClusterEnv(gym.Env):
 
         Which jobs: the first K startable ones in the window order (shortest known runtime, or arrival), then the
         first blocked ones in that order; found shape by shape (whether a shape fits now is one `fit_type` call,
-        however many jobs of it wait, remembered by `_fit_types` while it cannot have changed). Usually all of a
+        however many jobs of it wait, remembered while it cannot have changed: see `_fit_of`). Usually all of a
         group fits in the window, and its order does not matter."""
         sim = self.sim
         free = sim.free
         K = self.window
         by_shape = sim.queue_by_shape
-        fit_of = self._fit_types(free)
+        # shape -> fit_type(free, *shape) of the shapes known for the free state as it is now: what was found
+        # since the last give() stays true while nothing changed (the same `version`), and a blocked shape stays
+        # blocked while only take()s happened (capacity only shrank: a fitting shape is asked again, its type
+        # may have filled up); a give() or a new simulator forgets everything
+        fit_of = self._fit_of
+        if free.version != self._fit_version:
+            if free is not self._fit_free or free.gives != self._fit_gives:
+                fit_of = self._fit_of = {}
+                self._fit_free, self._fit_gives = free, free.gives
+            else:
+                fit_of = self._fit_of = {s: t for s, t in fit_of.items() if t < 0}
+            self._fit_version = free.version
+        elif free is not self._fit_free:
+            fit_of = self._fit_of = {}
+            self._fit_free, self._fit_gives = free, free.gives
         fit_shapes: list[tuple[tuple, int]] = []
         blocked_shapes: list[tuple] = []
-        num_fit = num_blocked = 0
+        num_fit = 0
         for s, members in by_shape.items():
             t = fit_of.get(s)
             if t is None:
@@ -314,55 +339,64 @@ class GPUClusterEnv(gym.Env):
                 num_fit += len(members)
             else:
                 blocked_shapes.append(s)
-                num_blocked += len(members)
         if not fit_shapes:
             return False
         if num_fit <= K:
-            fits = [(i, t) for s, t in fit_shapes for i in by_shape[s]]
+            if len(fit_shapes) == 1:
+                s, t = fit_shapes[0]
+                slots = list(by_shape[s])  # one shape: its jobs ascending already
+                slot_type = [t] * num_fit
+            else:
+                fits = [(i, t) for s, t in fit_shapes for i in by_shape[s]]
+                fits.sort()  # shown in arrival order (job index) within each group
+                slots = [i for i, _ in fits]
+                slot_type = [t for _, t in fits]
         else:
-            fits = self._first_in_order(fit_shapes, K)
-        fits.sort()  # shown in arrival order (job index) within each group, whichever jobs the order selected
-        nfit = len(fits)
-        slots = [i for i, _ in fits]
+            slots = self._first_jobs([s for s, _ in fit_shapes], K)
+            type_of, shape = dict(fit_shapes), sim.jobs.shape
+            slot_type = [type_of[shape[i]] for i in slots]
+        nfit = len(slots)
         room = K - nfit
         if room and blocked_shapes:
-            if num_blocked <= room:
+            if len(blocked_shapes) == 1:
+                # one shape: its jobs ascending already, the first ones the oldest
+                members = by_shape[blocked_shapes[0]]
+                if self.window_order == "arrival" or len(members) <= room:
+                    blocked = list(islice(members, room))
+                else:
+                    blocked = self._first_jobs(blocked_shapes, room)
+            elif sum(len(by_shape[s]) for s in blocked_shapes) <= room:
                 blocked = [i for s in blocked_shapes for i in by_shape[s]]
+                blocked.sort()
             else:
-                blocked = [i for i, _ in self._first_in_order([(s, -1) for s in blocked_shapes], room)]
-            blocked.sort()
+                blocked = self._first_jobs(blocked_shapes, room)
             slots += blocked
+            slot_type += [-1] * len(blocked)
         self._slots = slots
-        self._slot_type = [t for _, t in fits] + [-1] * (len(slots) - nfit)
-        # WAIT is legal unless nothing would ever happen again (deadlock)
-        wait = sim.has_future_events
+        self._slot_type = slot_type
+        # WAIT is legal unless nothing would ever happen again (deadlock): sim.has_future_events, inlined
+        heap = sim.env._queue
+        wait = bool(heap) and heap[0][0] != _INF
         self._nfit, self._wait_ok = nfit, wait
         self._mask = self._masks[nfit][wait]
         return True
 
-    def _fit_types(self, free) -> dict:
-        """shape -> `fit_type(free, *shape)` of the shapes known for the free state as it is now: what was found
-        since the last give() stays true while nothing changed (the same `version`), and a blocked shape stays
-        blocked while only take()s happened (capacity only shrank: a fitting shape is asked again, its type may
-        have filled up); a give() or a new simulator forgets everything."""
-        fit_of = self._fit_of
-        if free is not self._fit_free or free.gives != self._fit_gives:
-            fit_of = self._fit_of = {}
-            self._fit_free, self._fit_gives = free, free.gives
-        elif free.version != self._fit_version:
-            fit_of = self._fit_of = {s: t for s, t in fit_of.items() if t < 0}
-        self._fit_version = free.version
-        return fit_of
-
-    def _first_in_order(self, shapes: list[tuple[tuple, int]], n: int) -> list[tuple[int, int]]:
-        """(job, type) of the first n waiting jobs of these (shape, type) pairs in the window order."""
+    def _first_jobs(self, shapes: list[tuple], n: int) -> list[int]:
+        """The first n waiting jobs of these shapes in the window order, ascending (in arrival order): the first n
+        of each shape's list in that order (job indices, or (known runtime, job)), merged by one sort."""
         sim = self.sim
-        if self.window_order == "arrival":
-            jobs = sorted((i, t) for s, t in shapes for i in islice(sim.queue_by_shape[s], n))
-            return jobs[:n]
-        by_runtime = sim.queue_by_shape_runtime
-        jobs = sorted((e, t) for s, t in shapes for e in islice(by_runtime[s], n))  # e: (known runtime, job)
-        return [(e[1], t) for e, t in jobs[:n]]
+        arrival = self.window_order == "arrival"
+        index = sim.queue_by_shape if arrival else sim.queue_by_shape_runtime
+        first: list = []
+        for s in shapes:
+            first += islice(index[s], n)
+        first.sort()
+        del first[n:]
+        if arrival:
+            return first
+        jobs = [i for _, i in first]
+        jobs.sort()
+        return jobs
 
     def _observe_with_info(self, illegal: bool) -> tuple[np.ndarray, dict]:
         """The observation and the info dict of the current state."""

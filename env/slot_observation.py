@@ -56,6 +56,7 @@ _MAX_MIN = math.log1p(7 * 24 * 60)  # a week, in minutes
 _LOG_COUNT = math.log1p(100_000)  # queue and running counts are scaled by this, not by the workload's size
 _DAY_S = 86_400.0
 _TWO_PI = 2 * math.pi
+_FEW_NODES = 16  # a type of at most this many nodes: its largest free block is a max over its nodes
 
 
 class SlotObservation:
@@ -75,33 +76,32 @@ class SlotObservation:
             t = layout.node_type[n]
             max_node[t] = max(max_node[t], layout.node_num_gpus[n])
         n_cat = len(CATALOG_TYPES)
-        # per layout type: (type, its free-fraction column, its largest-block column, GPUs, largest node, pools);
-        # the context's per-type part is total, free fraction, largest block, next release (n_cat columns each)
-        self._type_info = [
-            (
-                t,
-                n_cat + col,
-                2 * n_cat + col,
-                layout.type_num_gpus[t],
-                max_node[t],
-                [q for q in range(len(layout.pool_type)) if layout.pool_type[q] == t],
-            )
-            for t, col in enumerate(self._type_cols)
-        ]
+        # per layout type: (type, its free-fraction column, its largest-block column, GPUs, largest node, pools,
+        # nodes); the context's per-type part is total, free fraction, largest block, next release (n_cat columns
+        # each). The largest free block is the most whole free GPUs of a node of the type: the largest count
+        # with a node in the type's pools (`FreeState.pool_free`), or for a type of few nodes, the same number
+        # read as the max of their `FreeState.node_whole` (None: many nodes, the pools are scanned)
+        self._type_info = []
+        for t, col in enumerate(self._type_cols):
+            pools = [q for q in range(len(layout.pool_type)) if layout.pool_type[q] == t]
+            nodes = [n for n in range(layout.num_nodes) if layout.node_type[n] == t]
+            info = (t, n_cat + col, 2 * n_cat + col, layout.type_num_gpus[t], max_node[t], pools, nodes)
+            self._type_info.append(info if len(nodes) <= _FEW_NODES else (*info[:-1], None))
         self._release_col = [3 * n_cat + col for col in self._type_cols]
         base = [0.0] * (3 * n_cat) + [1.0] * n_cat  # a type without a running job: next release 1
         for t, col in enumerate(self._type_cols):
             base[col] = layout.type_num_gpus[t] / layout.num_gpus  # the cluster's shares never change
         self._ctx_base = base
         self._num_gpus = layout.num_gpus
-        self._static_rows = self._static_job_features()
-        self._here: dict[int, float] = {}  # job * types + type -> its duration_here feature there
+        self._static_head, self._static_prio = self._static_job_features()
+        # job * types + type -> its duration_here feature there (None: not computed yet)
+        self._here: list[float | None] = [None] * (len(sim.jobs) * len(self._type_cols))
         self._day_t: float | None = None  # the time of day features of the last instant observed
         self._day = (0.0, 0.0)
 
-    def _static_job_features(self) -> list[list[float]]:
-        """Per job: (gpu_demand, gpu_mem, runtime, priority) features (the parts of a slot row that never
-        change); sets the per-job GPU demand summed by queued_demand."""
+    def _static_job_features(self) -> tuple[list[tuple[float, float, float]], list[float]]:
+        """Per job: the (gpu_demand, gpu_mem, runtime) features that open its slot row, and its priority feature
+        (the parts of a row that never change); sets the per-job GPU demand summed by queued_demand."""
         jt = self.sim.jobs
         demand = np.array(jt.num_gpus) * np.array(jt.milli) / FULL  # exact products: as k * m / FULL
         mem = np.array([j.gpu_mem_gb for j in jt.jobs])
@@ -117,7 +117,9 @@ class SlotObservation:
             ],
             axis=1,
         )
-        return np.clip(out, 0.0, 1.0).astype(np.float32).tolist()
+        rows = np.clip(out, 0.0, 1.0).astype(np.float32)
+        columns = rows.T.tolist()  # (column by column: a (jobs, 4) array's tolist costs about 3x more)
+        return list(zip(*columns[:3], strict=True)), columns[3]
 
     def _duration_here(self, i: int, t: int) -> float:
         """Job i's duration_here feature on type t (its known runtime there, log-scaled), remembered."""
@@ -135,56 +137,62 @@ class SlotObservation:
         sim = self.sim
         queue = sim.queue
         head = next(iter(queue), -1)
-        static = self._static_rows
+        static_head, static_prio = self._static_head, self._static_prio
         arrival = sim.jobs.arrival_s
         log1p = math.log1p
         here_of = self._here
         num_types = len(self._type_cols)
         vals: list[float] = []
         for i, t in zip(slots, slot_type, strict=True):
-            demand, mem, runtime, prio = static[i]
             waited = log1p((now - arrival[i]) / 60.0) / _MAX_MIN
-            waited = waited if waited < 1.0 else 1.0
+            vals += static_head[i]  # gpu_demand, gpu_mem, runtime
             if t >= 0:
-                here = here_of.get(i * num_types + t)
+                here = here_of[i * num_types + t]
                 if here is None:
                     here = self._duration_here(i, t)
-                vals += (demand, mem, runtime, here, waited, prio, 1.0, 1.0 if i == head else 0.0)
+                vals += (
+                    here,
+                    waited if waited < 1.0 else 1.0,
+                    static_prio[i],
+                    1.0,
+                    1.0 if i == head else 0.0,
+                )
             else:
-                vals += (demand, mem, runtime, 0.0, waited, prio, 0.0, 1.0 if i == head else 0.0)
+                vals += (0.0, waited if waited < 1.0 else 1.0, static_prio[i], 0.0, 1.0 if i == head else 0.0)
         ctx = self._ctx_base.copy()
         free = sim.free
         type_whole = free.type_whole
-        pool_free = free.pool_free
-        busy_types = 0  # types with a GPU not wholly free: only they can hold a running job
-        for t, free_col, block_col, gpus, max_node, pools in self._type_info:
+        node_whole = free.node_whole
+        busy_types = []  # types with a GPU not wholly free: only they can hold a running job
+        for t, free_col, block_col, gpus, max_node, pools, nodes in self._type_info:
             whole = type_whole[t]
             ctx[free_col] = whole / gpus
-            largest = 0
-            for q in pools:
-                by_c = pool_free[q]
-                for c in range(len(by_c) - 1, largest, -1):
-                    if by_c[c]:
-                        largest = c
-                        break
+            if nodes is not None:
+                largest = max(map(node_whole.__getitem__, nodes))
+            else:
+                largest = 0
+                pool_free = free.pool_free
+                for q in pools:
+                    by_c = pool_free[q]
+                    for c in range(len(by_c) - 1, largest, -1):
+                        if by_c[c]:
+                            largest = c
+                            break
             ctx[block_col] = largest / max_node
             if whole < gpus:
-                busy_types += 1
+                busy_types.append(t)
         running = sim.running
         if busy_types:
-            placements = sim.placements
+            # next release per busy type: its first job in `running` (by estimated end), found in C
+            running_type = sim.running_type
             release_col = self._release_col
-            seen = [False] * num_types
-            for end, j in running:  # by estimated end: the first job seen on a type is its next release
-                t = placements[j].type_idx
-                if not seen[t]:
-                    seen[t] = True
-                    d = end - now
-                    r = log1p((0.0 if d < 0.0 else d) / 60.0) / _MAX_MIN
-                    ctx[release_col[t]] = r if r < 1.0 else 1.0
-                    busy_types -= 1
-                    if not busy_types:
-                        break
+            for t in busy_types:
+                try:
+                    d = running[running_type.index(t)][0] - now
+                except ValueError:  # no job runs there (its busy GPUs are powered off, say): stays 1
+                    continue
+                r = log1p((0.0 if d < 0.0 else d) / 60.0) / _MAX_MIN
+                ctx[release_col[t]] = r if r < 1.0 else 1.0
         if now != self._day_t:
             self._day_t = now
             self._day = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -325,7 +326,7 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
             f"cluster {cluster.name} has {cluster.num_gpus:,} GPUs; at most {MAX_GPUS:,} are simulated"
         )
     check_job_times(workload)
-    layout = ClusterLayout(cluster, uniform_speed=cfg.cluster.uniform_speed)
+    layout = shared_layout(cluster, cfg.cluster.uniform_speed)
     if cfg.workload.workload_type in TRACE_TYPES:
         workload, note = _to_reference_runtimes(workload, layout, cfg.workload.recorded_gpu_type, note)
     if cfg.workload.kill_at_estimate:
@@ -350,6 +351,14 @@ def build_scenario(cfg: RunConfig, seed: int) -> Scenario:
         cfg.sim.preempt_overhead_s,
         throughput,
     )
+
+
+@lru_cache(maxsize=8)
+def shared_layout(cluster: ClusterSpec, uniform_speed: bool) -> ClusterLayout:
+    """The layout of `cluster`, one object for every scenario built on an equal cluster: a layout never changes
+    but for its memos (each job shape's eligible nodes and placement options, the same for every scenario), which
+    an env would otherwise rebuild at every reset."""
+    return ClusterLayout(cluster, uniform_speed=uniform_speed)
 
 
 def check_job_times(workload: Workload) -> None:

@@ -268,6 +268,10 @@ def fit_type(
     opts = hit[1] if hit is not None and hit[0] is pace else _options(elig, num_gpus, pace)
     for _, t, pools in opts:
         if t < 0:
+            if len(pools) == 1:  # (most options) a node of the pool has k free GPUs: the pool's type
+                if any(free.pool_free[pools[0]][num_gpus:]):
+                    return free.layout.pool_type[pools[0]]
+                continue
             found = _find_one_node(free, pools, num_gpus)
             if found is not None:
                 return free.layout.node_type[found[0]]

@@ -350,6 +350,9 @@ class Simulator:
         self._shape_runtime_live = False
         self.running: list[tuple[float, int]] = []
         self.running_whole_gpus: list[int] = []
+        # each running job's GPU type index, in `running`'s order (the slot env's next release per type: the first
+        # job of a type is one C-level index() away)
+        self.running_type: list[int] = []
         self.start_s = [float("nan")] * n
         self.end_s = [float("nan")] * n
         self.duration_s = [float("nan")] * n
@@ -499,6 +502,7 @@ class Simulator:
         k = bisect.bisect_left(running, (self._est_end[i], i))
         del running[k]
         del self.running_whole_gpus[k]
+        del self.running_type[k]
         share = p.milli * len(p.gpus)
         self._busy_milli -= share
         self._busy_tflops_x10k -= share * self._type_tflops_x10[p.type_idx]
@@ -517,6 +521,7 @@ class Simulator:
         k = bisect.bisect_left(running, (self._est_end[i], i))
         running.pop(k)
         self.running_whole_gpus.pop(k)
+        self.running_type.pop(k)
         share = p.milli * len(p.gpus)
         self._busy_milli -= share
         self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
@@ -632,18 +637,7 @@ class Simulator:
             t = heap[0][0]
             if t == _INF:
                 return False
-            env._now = t
-            while (
-                True
-            ):  # env.step() inlined: every event the simulator schedules succeeds (_ok) and is no process
-                event = heappop(heap)[3]
-                callbacks, event.callbacks = event.callbacks, None
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok:
-                    raise event._value
-                if not heap or heap[0][0] != t:
-                    break
+            self._run_instant(heap, t)
             if self.queue:
                 self._woken = False
                 return True
@@ -658,13 +652,29 @@ class Simulator:
         Returns False, processing nothing, when no event remains.
         """
         env = self.env
-        self._timeline.extend((env.now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
-        t = env.peek()
+        heap = env._queue  # heap[0][0]: env.peek() without the call
+        self._timeline.extend((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
+        if not heap:
+            return False
+        t = heap[0][0]
         if t == _INF:
             return False
-        while env.peek() == t:
-            env.step()
+        self._run_instant(heap, t)
         return True
+
+    def _run_instant(self, heap: list, t: float) -> None:
+        """Process every event of instant t, the first on SimPy's `heap`: env.step() inlined (every event the
+        simulator schedules succeeds, `_ok`, and is no process)."""
+        self.env._now = t
+        while True:
+            event = heappop(heap)[3]
+            callbacks, event.callbacks = event.callbacks, None
+            for callback in callbacks:
+                callback(event)
+            if not event._ok:
+                raise event._value
+            if not heap or heap[0][0] != t:
+                return
 
     @property
     def jobs_in_system(self) -> int:
@@ -762,6 +772,7 @@ class Simulator:
         k = bisect.bisect_right(running, entry)
         running.insert(k, entry)
         self.running_whole_gpus.insert(k, len(gpus) if milli == FULL else 0)
+        self.running_type.insert(k, t)
         share = milli * len(gpus)
         self._busy_milli += share
         self._busy_tflops_x10k += share * self._type_tflops_x10[t]

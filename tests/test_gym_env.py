@@ -318,7 +318,10 @@ def test_step_before_reset_and_bad_reset_options_or_window_are_clear_errors():
             GPUClusterEnv(replace(cfg, env=replace(cfg.env, window=window)))
 
 
-def _random_scenario(seed: int):
+_MANY_NODES = "20xV100-32GB:4,2xA100-80GB:8,18xT4:1"
+
+
+def _random_scenario(seed: int, cluster: str = "2xA100-80GB:8,3xV100-32GB:4,2xT4:2"):
     """A small random workload on a three-type cluster: whole-GPU jobs of 1-16 GPUs (some only on some types,
     some spread over nodes), fractional ones, priorities, and known runtimes that are not the true ones."""
     from scenario.build import Scenario
@@ -327,7 +330,7 @@ def _random_scenario(seed: int):
     from sim.job import Job, Workload
 
     rng = np.random.default_rng(seed)
-    spec = parse_cluster_spec("2xA100-80GB:8,3xV100-32GB:4,2xT4:2")
+    spec = parse_cluster_spec(cluster)
     type_sets = [(), ("A100-80GB",), ("V100-32GB", "T4"), ("T4",)]
     arrivals = np.sort(rng.exponential(400.0, 150).cumsum())
     jobs = []
@@ -355,7 +358,7 @@ def _random_scenario(seed: int):
     reward=st.sampled_from(["jct", "jct_at_start", "delay", "slowdown", "utilization"]),
     window=st.sampled_from([1, 3, 16]),
     order=st.sampled_from(["runtime", "arrival"]),
-    preset=st.sampled_from(["random", "easy", "medium"]),
+    preset=st.sampled_from(["random", "many_nodes", "easy", "medium"]),
 )
 def test_env_matches_its_plain_reference_step_for_step(seed, reward, window, order, preset):
     """The env's fast window, observation and rewards give what the plain reference computes from the raw
@@ -364,10 +367,14 @@ def test_env_matches_its_plain_reference_step_for_step(seed, reward, window, ord
     from tests.slot_env_reference import ReferenceSlotEnv
 
     cfg = RunConfig(
-        workload=WorkloadConfig(difficulty="easy" if preset == "random" else preset, num_jobs=150),
+        workload=WorkloadConfig(difficulty=preset if preset in ("easy", "medium") else "easy", num_jobs=150),
         env=replace(EnvConfig(), reward=reward, window=window, window_order=order, max_steps=700),
     )
-    sc = _random_scenario(seed) if preset == "random" else None
+    # many_nodes: types of more nodes than the observation reads one by one (its largest free block found by
+    # scanning the free counts instead)
+    sc = None
+    if preset in ("random", "many_nodes"):
+        sc = _random_scenario(seed, _MANY_NODES) if preset == "many_nodes" else _random_scenario(seed)
     fast, plain = GPUClusterEnv(cfg, scenario=sc), ReferenceSlotEnv(cfg, scenario=sc)
     rng = np.random.default_rng(seed)
     obs, info = fast.reset(seed=seed)
@@ -414,3 +421,21 @@ def test_window_fit_memo_agrees_with_fit_type_at_every_decision_point(seed):
         if done or truncated:
             obs, info = env.reset()
     assert checked > 1000
+
+
+def test_scenarios_of_one_cluster_share_its_layout_and_run_as_on_a_fresh_one():
+    """Each env reset builds a scenario; those of an equal cluster share one layout (its memos of eligible nodes
+    and placement options are built once), and a run on that shared, already used layout gives the job records
+    of the same run on a layout of its own."""
+    from sim.cluster import ClusterLayout
+
+    cfg = RunConfig(workload=WorkloadConfig(difficulty="easy", num_jobs=120))
+    first, second = build_scenario(cfg, 1), build_scenario(cfg, 2)
+    assert first.layout is second.layout
+    run_heuristic(first, "easy")  # the shared layout's memos filled by another scenario's run
+    fresh = replace(second, layout=ClusterLayout(second.cluster, uniform_speed=cfg.cluster.uniform_speed))
+    assert fresh.layout is not second.layout
+    shared_run, fresh_run = run_heuristic(second, "easy"), run_heuristic(fresh, "easy")
+    assert np.array_equal(shared_run.start_s, fresh_run.start_s, equal_nan=True)
+    assert np.array_equal(shared_run.end_s, fresh_run.end_s, equal_nan=True)
+    assert shared_run.placement == fresh_run.placement and np.isfinite(shared_run.end_s).sum() > 100

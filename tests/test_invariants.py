@@ -151,16 +151,27 @@ def check_free_state(free, layout: ClusterLayout) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), workloads(), st.sampled_from(sorted(POLICIES)))
 def test_free_gpu_bits_follow_the_per_gpu_shares_at_every_instant(spec, workload, policy):
-    # every policy, preemptive ones included (their preemptions give GPUs back mid-run)
+    # every policy, preemptive ones included (their preemptions give GPUs back mid-run); the running jobs'
+    # parallel lists too
     layout = ClusterLayout(spec)
     sim = Simulator(workload, layout, None, 1.2, 30.0)
     decide = POLICIES[policy]
     while sim.advance():
         check_free_state(sim.free, layout)
+        check_running_lists(sim)
         for d in decide(sim.view()):
             sim.apply(d)
             check_free_state(sim.free, layout)
+            check_running_lists(sim)
     check_free_state(sim.free, layout)
+    check_running_lists(sim)
+
+
+def check_running_lists(sim: Simulator) -> None:
+    """The lists kept in `running`'s order say what each running job's placement says."""
+    placements = [sim.placements[j] for _, j in sim.running]
+    assert sim.running_type == [p.type_idx for p in placements]
+    assert sim.running_whole_gpus == [len(p.gpus) if p.milli == FULL else 0 for p in placements]
 
 
 @settings(max_examples=30, deadline=None)

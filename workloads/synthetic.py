@@ -196,11 +196,13 @@ def jobs_from_groups(
     priority: np.ndarray,
     group_of_job: np.ndarray,
     types_g: list[tuple[str, ...]],
-    **per_job: np.ndarray,
+    estimate_s: np.ndarray | None = None,
+    trace_status: np.ndarray | None = None,
 ) -> tuple[Job, ...]:
     """Whole-GPU Jobs from per-job arrays; a job accepts its submission group's types (`types_g[group]`).
-    `per_job` adds optional Job fields (estimate_s, trace_status) as arrays of the same length."""
-    extra = {name: values.tolist() for name, values in per_job.items()}
+    `estimate_s`, `trace_status`: the optional Job fields as arrays of the same length (None: Job's default)."""
+    n = len(arrival_s)
+    # (every field a keyword of its own: no ** merge of keyword dicts per job, 1,000 jobs per env reset)
     return tuple(
         Job(
             job_id=str(i),
@@ -211,9 +213,10 @@ def jobs_from_groups(
             gpu_milli=FULL_GPU_MILLI,
             gpu_types=types_g[g],
             priority=p,
-            **{name: values[i] for name, values in extra.items()},
+            estimate_s=e,
+            trace_status=st,
         )
-        for i, (a, r, k, m, g, p) in enumerate(
+        for i, (a, r, k, m, g, p, e, st) in enumerate(
             zip(
                 arrival_s.tolist(),
                 runtime_s.tolist(),
@@ -221,6 +224,8 @@ def jobs_from_groups(
                 mem_gb.tolist(),
                 group_of_job.tolist(),
                 priority.tolist(),
+                [None] * n if estimate_s is None else estimate_s.tolist(),
+                [""] * n if trace_status is None else trace_status.tolist(),
                 strict=True,
             )
         )
