@@ -76,11 +76,13 @@ def _round(view: View, aware: bool) -> list:
             return []
         if _all_stay(view):
             return [next_round]
-    running = dict.fromkeys(map(_JOB, view.running))  # (end estimate, job) -> job, in the view's order
-    active = sorted([*view.queue, *running])
+    placements = view.placements
+    # each running job's type, in the view's order ((end estimate, job) pairs)
+    run_ids = list(map(_JOB, view.running))
+    running = dict(zip(run_ids, map(_TYPE_IDX, map(placements.__getitem__, run_ids)), strict=True))
+    active = sorted([*view.queue, *run_ids])
     layout = view.layout
     act = _active_set(view, active, aware)
-    placements = view.placements
     if len(active) < _VECTOR_MIN:
         order = _order_loop(view, act, running)
     else:
@@ -100,21 +102,24 @@ def _round(view: View, aware: bool) -> list:
             lt -= num_gpus[i]
         left[t] = lt
     plan = Plan(view.free)
-    for i in running:
-        if chosen.get(i) != placements[i].type_idx:
+    for i, t in running.items():
+        if chosen.get(i) == t:
+            del chosen[i]  # it stays where it is
+        else:
             plan.preempt(i, placements[i])
-    no_fit = set()  # place()'s arguments that did not fit: capacity only shrinks once preemptions are planned
+    # place()'s arguments that did not fit, by identity (they are shared per shape: `place_args`): capacity only
+    # shrinks once preemptions are planned
+    no_fit: set[int] = set()
+    place_args = act.tables.place_args
     for i, t in chosen.items():
-        if i in running and placements[i].type_idx == t:
-            continue
-        args = act.tables.place_args(view, i)[t]
-        if args in no_fit:
+        args = place_args(view, i)[t]
+        if no_fit and id(args) in no_fit:
             continue
         p = place(plan.free, *args)
         if p is not None:
             plan.add(i, p)
         else:
-            no_fit.add(args)
+            no_fit.add(id(args))
     return [*plan.decisions, next_round]
 
 
@@ -135,7 +140,7 @@ def _all_stay(view: View) -> bool:
     return held < tables.min_type_gpus
 
 
-def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
+def _order_numpy(view: View, act: _ActiveSet, running: dict[int, int]) -> list[list[int]]:
     """Per type, the active jobs that can run there by priority (ties -> larger X, then a job already running
     on that type, then arrival order), in numpy (many active jobs): one sort per type of its (job, type) entries."""
     now = view.now_s
@@ -151,8 +156,7 @@ def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[
     stayed = stay > 0
     fraction = np.where(stayed, got / np.where(stayed, act.demand * stay, 1.0), 0.0)
     on_type = np.full(len(act.active), -1)
-    types = map(_TYPE_IDX, map(view.placements.__getitem__, run_ids))
-    on_type[at] = np.fromiter(types, np.intp, len(run_ids))
+    on_type[at] = np.fromiter(running.values(), np.intp, len(run_ids))
     # per entry: x / fraction where the job has run (the denominator is 1 elsewhere only to avoid dividing by
     # 0: those entries take x x 1e9), and 0 where x is 0; negated for the sort
     fraction = fraction[f.rows]
@@ -168,11 +172,11 @@ def _order_numpy(view: View, act: _ActiveSet, running: dict[int, None]) -> list[
     return [jobs[a:b][np.lexsort((other[a:b], key[a:b]))].tolist() for a, b in f.blocks]
 
 
-def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[list[int]]:
+def _order_loop(view: View, act: _ActiveSet, running: dict[int, int]) -> list[list[int]]:
     """`_order_numpy`'s order by a Python loop (few active jobs, where numpy's per-call cost dominates): the same
     floats, compared the same way (the job last in each key: ties keep arrival order, as the stable sort does)."""
     now = view.now_s
-    attained, run_start, placements = view.attained_gpu_s, view.run_start_s, view.placements
+    attained, run_start = view.attained_gpu_s, view.run_start_s
     entries, demand, arrival = act.loop_rows()
     # per type: (-priority, -X, not running on that type, job) of each job that can run there
     keys: list[list[tuple]] = [[] for _ in view.layout.type_names]
@@ -182,7 +186,7 @@ def _order_loop(view: View, act: _ActiveSet, running: dict[int, None]) -> list[l
         on = -1
         if i in running:
             got += (now - run_start[i]) * d
-            on = placements[i].type_idx
+            on = running[i]
         stay = now - arrival[r]
         f = got / (d * stay) if stay > 0 else 0.0
         for t, xv in entries[r]:  # the types job r can run on, with its X there

@@ -147,7 +147,7 @@ class Plan:
             self._copied = True
         free.give(p)
         self._no_fit.clear()  # capacity grew: a shape that did not fit may fit now
-        self.decisions.append(Preempt(job))
+        self.decisions.append(_tuple_new(Preempt, (job,)))
 
     def whole_left(self) -> int:
         """Whole GPUs left free (at most: a pending fractional decision may take one), without copying the

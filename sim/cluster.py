@@ -435,12 +435,12 @@ class FreeState:
         """Allocate `p` (caller has checked that it fits)."""
         self.version += 1
         layout = self.layout
-        gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
-        k = len(p.gpus)
-        if p.milli == FULL:
-            if len(p.nodes) == 1:
-                n = p.nodes[0]
-                f = p.first
+        bits = self.node_free_bits
+        gpus, nodes, milli, _, t, f, counts = p  # (one unpacking: a NamedTuple's attributes cost more)
+        k = len(gpus)
+        if milli == FULL:
+            if len(nodes) == 1:
+                n = nodes[0]
                 mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
                 bits[n] &= ~mask
                 if self._read[0]:
@@ -459,36 +459,37 @@ class FreeState:
                     _move(by_c, n, old, new)
                 self.node_whole[n] = new
             else:
-                self._mark_gpus(p.gpus, False)
-                self._add_whole_on(p.nodes, p.node_counts, -1)
-            self.type_whole[p.type_idx] -= k
+                self._mark_gpus(gpus, False)
+                self._add_whole_on(nodes, counts, -1)
+            self.type_whole[t] -= k
             self.free_milli_total -= FULL * k
         else:
             fm = self.free_milli
-            g = p.gpus[0]
+            g = gpus[0]
             before = int(fm[g])
-            fm[g] = before - p.milli
+            fm[g] = before - milli
             self.free_mem_mb[g] -= p.mem_mb
             if before == FULL:
-                bits[gpu_node[g]] &= ~gpu_bit[g]
-                self._add_whole(gpu_node[g], -1)
-                self.type_whole[p.type_idx] -= 1
-            self.free_milli_total -= p.milli
+                n = layout.gpu_node[g]
+                bits[n] &= ~layout.gpu_bit[g]
+                self._add_whole(n, -1)
+                self.type_whole[t] -= 1
+            self.free_milli_total -= milli
 
     def give(self, p: Placement) -> None:
         """Release `p`."""
         self.version += 1
         self.gives += 1
         layout = self.layout
+        gpus, nodes, milli, _, t, f, counts = p  # (one unpacking: a NamedTuple's attributes cost more)
         pool_gives, node_pool = self.pool_gives, layout.node_pool
-        for n in p.nodes:
+        for n in nodes:
             pool_gives[node_pool[n]] += 1
-        gpu_node, gpu_bit, bits = layout.gpu_node, layout.gpu_bit, self.node_free_bits
-        k = len(p.gpus)
-        if p.milli == FULL:
-            if len(p.nodes) == 1:
-                n = p.nodes[0]
-                f = p.first
+        bits = self.node_free_bits
+        k = len(gpus)
+        if milli == FULL:
+            if len(nodes) == 1:
+                n = nodes[0]
                 mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
                 bits[n] |= mask
                 if self._read[0]:
@@ -507,41 +508,42 @@ class FreeState:
                     _move(by_c, n, old, new)
                 self.node_whole[n] = new
             else:
-                self._mark_gpus(p.gpus, True)
-                self._add_whole_on(p.nodes, p.node_counts, 1)
-            self.type_whole[p.type_idx] += k
+                self._mark_gpus(gpus, True)
+                self._add_whole_on(nodes, counts, 1)
+            self.type_whole[t] += k
             self.free_milli_total += FULL * k
         else:
             fm = self.free_milli
-            g = p.gpus[0]
-            after = int(fm[g]) + p.milli
+            g = gpus[0]
+            after = int(fm[g]) + milli
             fm[g] = after
             self.free_mem_mb[g] += p.mem_mb
             if after == FULL:
-                bits[gpu_node[g]] |= gpu_bit[g]
-                self._add_whole(gpu_node[g], 1)
-                self.type_whole[p.type_idx] += 1
-            self.free_milli_total += p.milli
+                n = layout.gpu_node[g]
+                bits[n] |= layout.gpu_bit[g]
+                self._add_whole(n, 1)
+                self.type_whole[t] += 1
+            self.free_milli_total += milli
 
     def fits(self, p: Placement) -> bool:
         """Whether `p` can be taken now."""
-        if p.milli == FULL:  # every GPU completely free: its bit is set
-            f = p.first
-            if f >= 0 and len(p.nodes) == 1:  # a range of GPUs on one node: its mask
-                n = p.nodes[0]
-                k = len(p.gpus)
+        gpus, nodes, milli, mem_mb, _, f, _ = p  # (one unpacking: a NamedTuple's attributes cost more)
+        if milli == FULL:  # every GPU completely free: its bit is set
+            if f >= 0 and len(nodes) == 1:  # a range of GPUs on one node: its mask
+                n = nodes[0]
+                k = len(gpus)
                 off = f - self.layout.node_first_gpu[n]
                 if off < 0 or off + k > self.layout.node_num_gpus[n]:
                     return False  # (GPUs outside the node it names)
                 mask = ((1 << k) - 1) << off
                 return self.node_free_bits[n] & mask == mask
             bits, gpu_node, gpu_bit = self.node_free_bits, self.layout.gpu_node, self.layout.gpu_bit
-            for g in range(p.first, p.first + len(p.gpus)) if p.first >= 0 else p.gpus:
+            for g in range(f, f + len(gpus)) if f >= 0 else gpus:
                 if not bits[gpu_node[g]] & gpu_bit[g]:
                     return False
             return True
-        g = p.gpus[0]
-        return self.free_milli[g] >= p.milli and self.free_mem_mb[g] >= p.mem_mb
+        g = gpus[0]
+        return self.free_milli[g] >= milli and self.free_mem_mb[g] >= mem_mb
 
     def _mask_on(self, p: Placement) -> int:
         """The bits (`layout.gpu_bit`) of one-node placement p's GPUs on its node (listed GPUs; for a range

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from heapq import heappop, heappush
 from itertools import count
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -374,7 +375,9 @@ class Simulator:
         self.run_speed = [0.0] * n
         self.preempted_at_s = [float("nan")] * n
         self._held_s = [0.0] * n  # seconds held in closed (preempted) runs
-        self._closed_runs: list[tuple[int, float, float, Placement]] = []  # (job, start, end, placement)
+        # (job, start, end, GPUs, type index): a placement's parts, not the Placement, so that the cyclic GC can
+        # untrack each row (a NamedTuple is never untracked; a tuple of atomics and such tuples is)
+        self._closed_runs: list[tuple[int, float, float, tuple[int, ...], int]] = []
         self._wakeups: set[float] = set()
         self._woken = False
         self._queue_unsorted = False  # preemptions appended jobs out of arrival order (see preempt)
@@ -522,9 +525,10 @@ class Simulator:
         running.pop(k)
         self.running_whole_gpus.pop(k)
         self.running_type.pop(k)
-        share = p.milli * len(p.gpus)
+        gpus, _, milli, _, t, _, _ = p
+        share = milli * len(gpus)
         self._busy_milli -= share
-        self._busy_tflops_x10k -= share * self.layout.type_tflops_x10[p.type_idx]
+        self._busy_tflops_x10k -= share * self._type_tflops_x10[t]
         return p
 
     def _account_run(self, i: int, now: float) -> None:
@@ -721,13 +725,12 @@ class Simulator:
         if i not in queue:
             raise ValueError(f"job {i} is not waiting")
         milli, k, mem_mb, node_set, s, runtime_s, speeds, slot = self._start_row[i]
-        gpus = p.gpus
-        nodes = p.nodes
+        gpus, nodes, p_milli, p_mem_mb, t, _, _ = p
         free = self.free
         if (
-            p.milli != milli
+            p_milli != milli
             or len(gpus) != k
-            or p.mem_mb != mem_mb
+            or p_mem_mb != mem_mb
             or not node_set.issuperset(nodes)
             or not free.fits(p)
         ):
@@ -749,7 +752,6 @@ class Simulator:
                 self.queue_by_shape_runtime[s].remove((known, i))
         env = self.env
         now = env._now
-        t = p.type_idx
         speed = speeds[2 * t + (len(nodes) > 1)]
         self.placements[i] = p
         self.run_start_s[i] = now
@@ -785,22 +787,24 @@ class Simulator:
 
         `sort_queue=False` leaves the queue's arrival order to a later `_sort_queue` (run() restores it once
         after an instant's decisions, not once per preempted job: nothing reads the order in between)."""
-        i = d.job
-        if not 0 <= i < len(self._event) or self._event[i] is None:
+        i = d[0]
+        events = self._event
+        if not 0 <= i < len(events) or events[i] is None:
             raise ValueError(f"job {i} is not running")
-        self._event[i] = None  # its completion timeout fires later and is ignored
+        events[i] = None  # its completion timeout fires later and is ignored
         p = self._release(i)
-        now = self.env.now
+        now = self.env._now
         jt = self.jobs
+        progress = self.progress_s[i]
         work_s = now - self.run_work_start_s[i]
         if work_s > 0:
-            self.progress_s[i] = min(self.progress_s[i] + work_s * self.run_speed[i], jt.runtime_s[i])
+            progress = self.progress_s[i] = min(progress + work_s * self.run_speed[i], jt.runtime_s[i])
         self._account_run(i, now)
         self.preemptions[i] += 1
         self.preempted_at_s[i] = now
-        self._closed_runs.append((i, self.run_start_s[i], now, p))
+        self._closed_runs.append((i, self.run_start_s[i], now, p.gpus, p.type_idx))
         # back in the queue, in arrival order, keyed by its remaining known runtime
-        key = self.queue_key_s[i] = max(jt.known_runtime_s[i] - self.progress_s[i], 0.0)
+        key = self.queue_key_s[i] = max(jt.known_runtime_s[i] - progress, 0.0)
         queue = self.queue
         if queue and next(reversed(queue)) > i:
             self._queue_unsorted = True
@@ -830,7 +834,9 @@ class Simulator:
 
     def wake_up(self, d: WakeUp) -> None:
         """Make `advance()` stop at `d.at_s` (one SimPy timeout per distinct requested instant)."""
-        now = self.env.now
+        if d[0] in self._wakeups:  # requested before (a round policy asks at every instant): a later instant
+            return
+        now = self.env._now
         at = float(d.at_s)
         if not at >= now:
             raise ValueError(f"wake-up at {at} s is in the past (now {now} s)")
@@ -879,7 +885,7 @@ class Simulator:
         n = 0
         start, apply = self.start, self.apply
         self.wake_on_idle = manager is not None
-        preempt = self.preempt
+        preempt, wake_up = self.preempt, self.wake_up
         env, tail = self.env, self._view_tail
         while self.advance():
             decisions = policy(_tuple_new(View, (env._now, *tail)))  # self.view(), inline
@@ -890,6 +896,8 @@ class Simulator:
                     start(d)
                 elif kind is Preempt and batch:
                     preempt(d, False)
+                elif kind is WakeUp:
+                    wake_up(d)
                 else:
                     apply(d)
             if self._queue_unsorted:
@@ -970,8 +978,8 @@ class Simulator:
         job's current or last run (end NaN while it runs)."""
         layout = self.layout
         rows = [
-            (start, i, end, layout.placement_label(p.gpus), layout.type_names[p.type_idx])
-            for i, start, end, p in self._closed_runs
+            (start, i, end, layout.placement_label(gpus), layout.type_names[t])
+            for i, start, end, gpus, t in self._closed_runs
         ]
         rows += [
             (self.run_start_s[i], i, self.end_s[i], placement[i], gpu_type[i])
@@ -979,7 +987,7 @@ class Simulator:
             if self.placements[i] is not None
             and (self._event[i] is not None or self.end_s[i] == self.end_s[i])
         ]
-        rows.sort(key=lambda r: (r[0], r[1]))
+        rows.sort(key=itemgetter(0, 1))
         return Runs(
             job=np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
             start_s=np.fromiter((r[0] for r in rows), dtype=float, count=len(rows)),
