@@ -332,52 +332,14 @@ def _highs_core():
     """scipy's HiGHS core module, or None where scipy's internals moved (looked up once: an import statement
     costs a lookup per LP)."""
     if not _CORE:
-        hc = _load_highs_core()
+        try:
+            import scipy.optimize._highspy._core as hc
+        except ImportError:  # pragma: no cover - scipy is pinned; kept for a future layout change
+            hc = None
         if hc is not None and not (hasattr(hc, "_Highs") and hasattr(hc, "simplex_constants")):
             hc = None  # pragma: no cover
         _CORE.append(hc)
     return _CORE[0]
-
-
-_CORE_NAME = "scipy.optimize._highspy._core"
-
-
-def _load_highs_core():
-    """The HiGHS core extension module. Importing it by name first runs scipy.optimize's package import (about
-    0.36 CPU s, some 4 % of the 10,000-job Gavel benchmark), none of which the core needs: so, unless
-    scipy.optimize is imported already, the extension (the same file, hence the same solver and answers) is
-    loaded from scipy's folder as the import system would load it, and registered under its name, so that a
-    later `import scipy.optimize` uses this module object (tests/test_gavel.py checks it in a fresh process)."""
-    import sys  # lazy: only the first LP of a process loads the core
-
-    hc = sys.modules.get(_CORE_NAME)
-    if hc is not None:
-        return hc
-    if "scipy.optimize" not in sys.modules:
-        import importlib.machinery
-        import importlib.util
-        from pathlib import Path
-
-        scipy_spec = importlib.util.find_spec("scipy")
-        if scipy_spec is not None and scipy_spec.origin is not None:
-            folder = Path(scipy_spec.origin).parent / "optimize" / "_highspy"
-            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-                path = folder / f"_core{suffix}"
-                if path.is_file():
-                    loader = importlib.machinery.ExtensionFileLoader(_CORE_NAME, str(path))
-                    spec = importlib.util.spec_from_file_location(_CORE_NAME, path, loader=loader)
-                    try:
-                        hc = importlib.util.module_from_spec(spec)
-                        loader.exec_module(hc)
-                    except ImportError:  # pragma: no cover - the import by name below reports it
-                        break
-                    sys.modules[_CORE_NAME] = hc
-                    return hc
-    try:
-        import scipy.optimize._highspy._core as hc
-    except ImportError:  # pragma: no cover - scipy is pinned; kept for a future layout change
-        hc = None
-    return hc
 
 
 def _highs(hc, presolve: bool):

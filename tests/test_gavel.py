@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import subprocess
-import sys
 from collections import defaultdict
-from pathlib import Path
 from unittest.mock import patch
 
 import numpy as np
@@ -83,28 +80,6 @@ def test_scale_counts_gpus_held():
 def _sim(cluster: str, jobs, overhead_s: float = 0.0) -> Simulator:
     layout = ClusterLayout(parse_cluster_spec(cluster))
     return Simulator(Workload("t", tuple(jobs)), layout, None, 1.2, overhead_s)
-
-
-def test_highs_core_loaded_from_its_file_is_the_module_scipy_imports():
-    # gavel_lp loads scipy's HiGHS core without importing scipy.optimize (a fresh process: in this one scipy.optimize
-    # may be imported already); a later import of scipy.optimize must give the same module, and linprog still work
-    code = (
-        "import sys\n"
-        "from schedulers.gavel_lp import _highs_core, max_min_fair\n"
-        "import numpy as np\n"
-        "hc = _highs_core()\n"
-        "assert hc is not None and 'scipy.optimize' not in sys.modules, sorted(sys.modules)\n"
-        "x = max_min_fair(np.array([[4.0, 1.0], [2.0, 1.0]]), np.ones(2), np.ones(2), np.ones((2, 2), bool))\n"
-        "assert np.allclose(x, [[0.25, 0.75], [0.75, 0.25]], atol=1e-6), x\n"
-        "import scipy.optimize._highspy._core as again\n"
-        "from scipy.optimize import linprog\n"
-        "from scipy.optimize._highspy import _highs_wrapper\n"
-        "assert again is hc and _highs_wrapper._h is hc\n"
-        "assert linprog([1.0, 1.0], A_ub=[[-1.0, -1.0]], b_ub=[-1.0], method='highs').status == 0\n"
-    )
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
 
 
 @settings(max_examples=60, deadline=None)
