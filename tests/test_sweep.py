@@ -817,16 +817,16 @@ def test_sigterm_keeps_finished_runs_writes_the_tables_and_the_study_resumes(tmp
 def test_a_run_past_its_time_limit_is_stopped_and_recorded_failed(tmp_path):
     study = _write(
         tmp_path,
-        '[options]\ndifficulty = "easy"\nalgo = "fcfs"\n[resources]\ntimeout_s = 3\n[grid]\nnum_jobs = [40000]\n',
-    )  # about 20 s of compute
+        '[options]\ndifficulty = "easy"\nalgo = "fcfs"\n[resources]\ntimeout_s = 3\n[grid]\nnum_jobs = [400000]\n',
+    )  # about 30 s of compute on a fast machine (2026-11: 40,000 jobs took 3.4 s)
     out = tmp_path / "out"
     assert _sweep(study, out) == 1
     (row,) = _csv(out / "results.csv")
     assert (row["status"], row["error"]) == ("failed", "timed out after 3 s (timeout_s of the study)")
-    log = (out / "output" / "000_num_jobs=40000.log").read_text()
+    log = (out / "output" / "000_num_jobs=400000.log").read_text()
     assert log.rstrip().endswith("timed out after 3 s (timeout_s of the study)")
     assert "interrupted" in log  # it got Ctrl-C (not SIGKILL) and removed its own files, as by hand
-    assert [p.name for p in (out / "runs" / "000_num_jobs=40000").iterdir()] == [".sweep_run"]
+    assert [p.name for p in (out / "runs" / "000_num_jobs=400000").iterdir()] == [".sweep_run"]
 
 
 # ---------------------------------------------------------------- runs on a node that does not see the study folder
