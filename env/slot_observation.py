@@ -146,19 +146,14 @@ class SlotObservation:
         for i, t in zip(slots, slot_type, strict=True):
             waited = log1p((now - arrival[i]) / 60.0) / _MAX_MIN
             vals += static_head[i]  # gpu_demand, gpu_mem, runtime
+            fits = 0.0
+            here = 0.0
             if t >= 0:
+                fits = 1.0
                 here = here_of[i * num_types + t]
                 if here is None:
                     here = self._duration_here(i, t)
-                vals += (
-                    here,
-                    waited if waited < 1.0 else 1.0,
-                    static_prio[i],
-                    1.0,
-                    1.0 if i == head else 0.0,
-                )
-            else:
-                vals += (0.0, waited if waited < 1.0 else 1.0, static_prio[i], 0.0, 1.0 if i == head else 0.0)
+            vals += (here, waited if waited < 1.0 else 1.0, static_prio[i], fits, 1.0 if i == head else 0.0)
         ctx = self._ctx_base.copy()
         free = sim.free
         type_whole = free.type_whole

@@ -384,7 +384,7 @@ def scorer_target_lines(algo: str, table: Sequence[TableRow], rows: Sequence[Eva
     baseline = {r.set_name: r.baseline for r in table}
     scores: dict[tuple[str, str, int | None], dict[str, float]] = {}
     for r in rows:
-        if r.checkpoint in ("", "final") and (r.checkpoint or r.policy in (*baseline.values(), "sjf")):
+        if r.checkpoint in ("", "final"):  # heuristics and final checkpoints
             scores.setdefault((r.set_name, r.policy, r.train_seed), {})[r.case] = r.avg_jct_s
     seeds = sorted({r.train_seed for r in rows if r.policy == algo and r.checkpoint == "final"})
     lines, met = [], 0

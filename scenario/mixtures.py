@@ -30,7 +30,6 @@ import numpy as np
 
 from config import DIFFICULTIES, RunConfig, UserError
 from scenario.build import TRACE_TYPES, Scenario, build_scenario, known_runtimes
-from sim.cluster import ClusterLayout
 from sim.cluster_spec import parse_cluster_spec
 from sim.job import Workload
 
@@ -212,9 +211,8 @@ def _window(cfg: RunConfig, whole: Scenario, lo: int, hi: int, seed: int, name: 
     workload = Workload(name, shifted, dict(whole.workload.report, window_jobs=[lo, hi]))
     estimate_rng = np.random.default_rng(seed).spawn(2)[1]
     known = known_runtimes(workload, cfg.sim, estimate_rng)
-    layout = ClusterLayout(whole.cluster, uniform_speed=cfg.cluster.uniform_speed)
     note = f"{whole.cluster_note}; jobs {lo}-{hi - 1} of the trace"
-    return Scenario(workload, whole.cluster, note, layout, known, whole.multi_node_runtime_factor, seed)
+    return Scenario(workload, whole.cluster, note, whole.layout, known, whole.multi_node_runtime_factor, seed)
 
 
 def training_window(cfg: RunConfig, source: TraceSource, seed: int, rng: np.random.Generator) -> Scenario:

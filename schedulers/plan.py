@@ -86,11 +86,8 @@ class Plan:
                 if len({pool_type[q] for q in pools}) > 1:
                     return None
                 for q in pools:
-                    by_c = pool_free[q]
-                    room = 0  # nodes of q with >= k whole GPUs free once p applies
-                    for c in range(k, len(by_c)):
-                        if by_c[c]:
-                            room += len(by_c[c])
+                    # nodes of q with >= k whole GPUs free once p applies
+                    room = sum(map(len, pool_free[q][k:]))
                     if room:
                         for n, c in taken:
                             if node_pool[n] == q and node_whole[n] >= k > node_whole[n] - c:
@@ -98,9 +95,7 @@ class Plan:
                         if room:
                             return pool_type[q]
             elif free.type_whole[t] - (len(p.gpus) if p.type_idx == t else 0) >= k:
-                left = sum(
-                    c * len(by_c[c]) for q in pools for by_c in (pool_free[q],) for c in range(1, len(by_c))
-                )
+                left = sum(c * len(nodes) for q in pools for c, nodes in enumerate(pool_free[q]))
                 left -= sum(c for n, c in taken if node_pool[n] in pools)
                 if left >= k:
                     return t

@@ -331,18 +331,19 @@ class FreeState:
     @property
     def free_milli(self) -> np.ndarray:
         """Each GPU's free share (milli-GPU); callers may update it in place."""
-        self._read[0] = True
-        if self._stale:
-            self._refresh()
-        return self._free_milli
+        return self._up_to_date()._free_milli
 
     @property
     def free_mem_mb(self) -> np.ndarray:
         """Each GPU's free memory (MB); callers may update it in place."""
+        return self._up_to_date()._free_mem_mb
+
+    def _up_to_date(self) -> FreeState:
+        """This state, its per-GPU arrays brought up to date and marked read (for its whole line of copies)."""
         self._read[0] = True
         if self._stale:
             self._refresh()
-        return self._free_mem_mb
+        return self
 
     def _write(self, n: int, mask: int, free: bool) -> None:
         """Store node n's GPUs of `mask` into the per-GPU arrays as completely free (`free`) or wholly taken."""
