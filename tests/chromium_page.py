@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -31,13 +33,17 @@ class PageLoad:
 def load_page(path: Path, width_px: int = 390, height_px: int = 1600, timeout_s: float = 60.0) -> PageLoad:
     """Load `path` (file://) in a fresh headless Chromium at a phone's width and collect what went wrong."""
     assert CHROMIUM is not None
-    with tempfile.TemporaryDirectory() as profile:
+    # Chromium's helper processes can still write into the scratch profile while it is removed (a flaky "Directory
+    # not empty"): the browser runs in its own process group, killed whole, and what is left of the profile is
+    # not an error
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
              f"--user-data-dir={profile}", "--no-first-run", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )  # fmt: skip
         try:
             port = _devtools_port(proc, timeout_s)
@@ -46,7 +52,10 @@ def load_page(path: Path, width_px: int = 390, height_px: int = 1600, timeout_s:
             with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=timeout_s) as ws:
                 return _drive(ws, path, width_px, height_px, timeout_s)
         finally:
-            proc.kill()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # (the group is gone already)
+                pass
             proc.wait()
 
 
