@@ -33,8 +33,10 @@ def check_cem_config(c: CEMConfig) -> None:
         raise UserError(
             f"cem: elite_frac and smoothing must lie in (0, 1], got {c.elite_frac}, {c.smoothing}"
         )
-    if not (c.init_std > 0 and c.min_std >= 0 and math.isfinite(c.init_std)):
-        raise UserError(f"cem: init_std must be > 0 and min_std >= 0, got {c.init_std}, {c.min_std}")
+    if not (c.init_std > 0 and math.isfinite(c.init_std)):
+        raise UserError(f"--cem_init_std must be a finite number > 0, got {c.init_std}")
+    if not c.min_std >= 0:
+        raise UserError(f"cem: min_std must be >= 0, got {c.min_std}")
     if c.init not in INITS:
         raise UserError(f"cem: init must be one of {', '.join(INITS)}, got {c.init!r}")
 

@@ -47,6 +47,7 @@ TRAIN_ONLY = (
     "train_windows",
     "cem_population",
     "cem_scenarios",
+    "cem_init_std",
     "cem_workers",
     "cem_minutes",
     "es_pairs",
@@ -56,7 +57,7 @@ TRAIN_ONLY = (
     "es_minutes",
 )
 PPO_ONLY = ("num_envs", "vec_env")
-CEM_ONLY = ("cem_population", "cem_scenarios", "cem_workers", "cem_minutes")
+CEM_ONLY = ("cem_population", "cem_scenarios", "cem_init_std", "cem_workers", "cem_minutes")
 ES_ONLY = ("es_pairs", "es_scenarios", "es_hidden", "es_workers", "es_minutes")
 REPORT_ONLY = ("report_sets", "traces_dir", "report_workers")
 AGENT_ONLY = ("checkpoint", "model", "window")

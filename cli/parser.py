@@ -485,6 +485,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="train cem: training scenarios per generation, the same for every candidate",
     )
     g.add_argument(
+        "--cem_init_std",
+        type=float,
+        default=c.init_std,
+        help="train cem: the search's starting standard deviation of every weight (around las_speed's weights); "
+        "larger searches further from that prior",
+    )
+    g.add_argument(
         "--cem_workers",
         type=int,
         default=c.workers,
@@ -628,6 +635,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             d.cem,
             population=a.cem_population,
             scenarios=a.cem_scenarios,
+            init_std=a.cem_init_std,
             workers=a.cem_workers,
             minutes=a.cem_minutes,
         ),

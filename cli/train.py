@@ -70,6 +70,7 @@ FIELD_OF_OPTION = {
     "train_windows": "mix.train_windows",
     "cem_population": "cem.population",
     "cem_scenarios": "cem.scenarios",
+    "cem_init_std": "cem.init_std",
     "cem_workers": "cem.workers",
     "cem_minutes": "cem.minutes",
     "es_pairs": "es.pairs",

@@ -180,6 +180,28 @@ def test_a_resume_may_change_the_worker_count_but_not_the_search(tmp_path, capsy
     assert "--cem_population 5 (the checkpoint's run has 3)" in capsys.readouterr().err
 
 
+def test_the_starting_spread_is_an_option_kept_in_the_checkpoint_and_fixed_on_resume(tmp_path, capsys):
+    """--cem_init_std sets the search's first standard deviation (generation 0's candidates are the mean plus
+    that spread times standard normals: with the same seed, twice the spread gives twice the deviation), the
+    checkpoint's run config keeps it, and a resume may not change it."""
+    assert main(train_args(tmp_path, "--total_steps", "1", "--cem_init_std", "0.9")) == 0
+    checkpoint = load_checkpoint(tmp_path / "models" / "cem_seed4_final.pt")
+    assert run_config_from_dict(checkpoint["run_config"]).cem.init_std == 0.9
+    rng = np.random.default_rng(0)
+    wide, narrow = (agents.cem.CrossEntropy(CEMConfig(init_std=s)) for s in (0.6, 0.3))
+    start = wide.initial_search(rng)
+    assert start["std"].tolist() == [0.6] * NUM_FEATURES
+    a = wide.propose(start, np.random.default_rng(1))
+    b = narrow.propose(narrow.initial_search(rng), np.random.default_rng(1))
+    assert np.allclose(a[1:] - a[0], 2 * (b[1:] - b[0]))
+    final = str(tmp_path / "models" / "cem_seed4_final.pt")
+    args = train_args(tmp_path, "--resume", final, "--total_steps", "2", "--cem_init_std", "0.5", log="b")
+    assert main(args) == 2
+    assert "--cem_init_std 0.5 (the checkpoint's run has 0.9)" in capsys.readouterr().err
+    assert main(train_args(tmp_path, "--cem_init_std", "0", models="m3", log="log3")) == 2
+    assert "--cem_init_std must be a finite number > 0" in one_error_line(capsys)
+
+
 # ---- bad files and options are one error line ---------------------------------------------------------------
 
 
