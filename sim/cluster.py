@@ -233,25 +233,29 @@ _EMPTY: frozenset[int] = frozenset()
 
 def _move(by_c: list, n: int, old: int, new: int) -> None:
     """Move node n from count `old` to count `new` in a small pool's sets (FreeState.pool_free[q]): a count's
-    last node leaves it the shared _EMPTY, a count's first node gets a new set."""
-    s = by_c[old]
-    if len(s) == 1:
-        by_c[old] = _EMPTY
-    else:
-        s.discard(n)
-    s = by_c[new]
-    if s:
-        s.add(n)
-    else:
-        by_c[new] = {n}
+    last node leaves it the shared _EMPTY, a count's first node gets a new set; count 0 is not kept."""
+    if old:
+        s = by_c[old]
+        if len(s) == 1:
+            by_c[old] = _EMPTY
+        else:
+            s.discard(n)
+    if new:
+        s = by_c[new]
+        if s:
+            s.add(n)
+        else:
+            by_c[new] = {n}
 
 
 class FreeState:
     """Free capacity per GPU plus counters that make placement fast; copy() gives a scratch version.
 
     `node_whole[n]` counts node n's completely free GPUs and `node_free_bits[n]` says which they are (bit j:
-    the node's j-th GPU, `layout.gpu_bit`); `pool_free[q][c]` is the set of nodes of pool q with exactly c
-    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes): a set (when empty,
+    the node's j-th GPU, `layout.gpu_bit`); `pool_free[q][c]` is the set of nodes of pool q with exactly c >= 1
+    completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes; `pool_free[q][0]` stays
+    empty: nothing asks for the nodes without a free GPU, and not keeping them halves the set updates of a job
+    spread over one-GPU nodes, where every node it takes goes to 0 and back): a set (when empty,
     one shared frozenset: read them, never mutate them), or for a pool of more than BIG_POOL nodes a NodeSet
     (ascending; copied in O(buckets), so a copy of the state costs little more than its per-node lists whatever
     the number of nodes).
@@ -392,8 +396,10 @@ class FreeState:
         q = self.layout.node_pool[n]
         by_c = self.pool_free[q]
         if self.layout.pool_big[q]:
-            by_c[old].discard(n)
-            by_c[old + delta].add(n)
+            if old:
+                by_c[old].discard(n)
+            if old + delta:
+                by_c[old + delta].add(n)
         else:
             _move(by_c, n, old, old + delta)
         self.node_whole[n] = old + delta
@@ -454,8 +460,9 @@ class FreeState:
                 q = layout.node_pool[n]
                 by_c = self.pool_free[q]
                 if layout.pool_big[q]:
-                    by_c[old].discard(n)
-                    by_c[new].add(n)
+                    by_c[old].discard(n)  # (old >= k >= 1)
+                    if new:
+                        by_c[new].add(n)
                 else:
                     _move(by_c, n, old, new)
                 self.node_whole[n] = new
@@ -503,8 +510,9 @@ class FreeState:
                 q = layout.node_pool[n]
                 by_c = self.pool_free[q]
                 if layout.pool_big[q]:
-                    by_c[old].discard(n)
-                    by_c[new].add(n)
+                    if old:
+                        by_c[old].discard(n)
+                    by_c[new].add(n)  # (new >= k >= 1)
                 else:
                     _move(by_c, n, old, new)
                 self.node_whole[n] = new

@@ -145,7 +145,9 @@ def check_free_state(free, layout: ClusterLayout) -> None:
         expected = sum(1 << g for g in range(k) if whole[a + g])
         assert free.node_free_bits[n] == expected, n
         assert free.node_whole[n] == bin(expected).count("1"), n
-        assert n in free.pool_free[layout.node_pool[n]][free.node_whole[n]]
+        if free.node_whole[n]:
+            assert n in free.pool_free[layout.node_pool[n]][free.node_whole[n]]
+    assert not any(by_c[0] for by_c in free.pool_free)  # nodes without a free GPU are not kept
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -163,8 +163,8 @@ def test_free_state_per_gpu_arrays_match_a_plain_per_gpu_model_through_takes_giv
         assert free.node_whole == whole
         assert [[set(s) for s in by_c] for by_c in free.pool_free] == [
             [
-                {n for n in range(layout.num_nodes) if layout.node_pool[n] == q and whole[n] == c}
-                for c in range(m + 1)
+                {n for n in range(layout.num_nodes) if layout.node_pool[n] == q and whole[n] == c and c}
+                for c in range(m + 1)  # (count 0 is not kept: FreeState)
             ]
             for q, m in enumerate(layout.pool_max_gpus)
         ]
