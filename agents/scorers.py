@@ -11,7 +11,7 @@ import numpy as np
 
 from config import SCORER_ALGOS, RunConfig, UserError
 from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES
-from schedulers.score_rounds import LinearScorer, Scorer
+from schedulers.score_rounds import ROUND_S, LinearScorer, Scorer
 
 SCORES_ACTION = "scores"
 """a scorer checkpoint's action_space type: one score per (job, GPU type) row of the score features"""
@@ -35,6 +35,17 @@ def check_scorer_features(path: str | Path, checkpoint: dict[str, Any]) -> None:
             f"{path} holds a {checkpoint.get('algo')} scorer of {len(saved)} features ({', '.join(saved[:3])}, ...), "
             f"but this version scores {NUM_FEATURES} ({', '.join(FEATURE_NAMES[:3])}, ...): retrain it with this version"
         )
+
+
+def scorer_round_s(cfg: RunConfig, path: str | Path) -> float:
+    """The round length a trained scorer runs at: --round_s when the command line gives it, else the round it was
+    trained at (its checkpoint's run config; ROUND_S for one that records none)."""
+    if "round_s" in cfg.explicit_options:
+        return cfg.policy.round_s
+    from agents.checkpoint import load_checkpoint
+
+    saved = (load_checkpoint(path).get("run_config") or {}).get("policy") or {}
+    return float(saved.get("round_s", ROUND_S))
 
 
 def load_scorer(path: str | Path) -> tuple[str, Scorer]:

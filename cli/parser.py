@@ -349,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--round_s",
         type=float,
         default=PolicyConfig().round_s,
-        help="las_speed: seconds between the rounds at which running and waiting jobs are re-chosen (and preempted)",
+        help="las_speed, cem, es: seconds between the rounds at which running and waiting jobs are re-chosen (and "
+        "preempted); a cem/es model runs at the round it was trained at unless this is given",
     )
     g.add_argument(
         "--score_preempt",

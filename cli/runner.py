@@ -156,11 +156,12 @@ def _always_on_record(result: RunResult, power: PowerSetup, name: str) -> RunRes
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
     """Run a trained agent greedily through the Gymnasium env on the scenario (a scorer: its score rounds)."""
     if algo in SCORER_ALGOS:
+        from agents.scorers import scorer_round_s
         from env.score_env import run_with_scorer
 
-        p = cfg.policy
         scorer = _load_agent(algo, checkpoint)
-        return run_with_scorer(sc, scorer, round_s=p.round_s, name=algo, preempt=p.score_preempt)
+        round_s = scorer_round_s(cfg, checkpoint)
+        return run_with_scorer(sc, scorer, round_s=round_s, name=algo, preempt=cfg.policy.score_preempt)
     from env.gym_env import run_policy_in_env
 
     policy = _load_agent(algo, checkpoint)

@@ -38,6 +38,7 @@ EXPERIMENT_FIELDS = (
     "cluster",
     "workload",
     "sim",
+    "policy",
     "env",
     "d3qn",
     "sac",
@@ -54,6 +55,7 @@ the searches of a score-round scorer (agents/cem.py, agents/es.py)"""
 FIELD_OF_OPTION = {
     "checkpoint_every": "checkpoint_every_episodes",
     "cluster": "cluster.spec",
+    "round_s": "policy.round_s",
     "cluster_path": "cluster.path",
     "multi_node_factor": "cluster.multi_node_runtime_factor",
     "trace_start": "workload.trace_start_s",

@@ -90,7 +90,13 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
             sim = sc.simulator()
             # as eval/compare build it
             sim.run(
-                make_policy(name, seed=sc.seed, matrix=sc.throughput, score_preempt=cfg.policy.score_preempt)
+                make_policy(
+                    name,
+                    round_s=cfg.policy.round_s,
+                    seed=sc.seed,
+                    matrix=sc.throughput,
+                    score_preempt=cfg.policy.score_preempt,
+                )
             )
             out.append(_row(task.case, name, None, "", summarize(sim.result(name, sc.seed))))
         return out
@@ -104,12 +110,13 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
     torch.set_num_threads(1)
     for model in task.models:
         if model.algo in SCORER_ALGOS:  # a score-round scorer runs natively, as las_speed does
-            from agents.scorers import load_scorer
+            from agents.scorers import load_scorer, scorer_round_s
             from env.score_env import run_with_scorer
 
             _, scorer = load_scorer(model.path)
-            p = cfg.policy
-            result = run_with_scorer(sc, scorer, round_s=p.round_s, name=model.algo, preempt=p.score_preempt)
+            round_s = scorer_round_s(cfg, model.path)
+            preempt = cfg.policy.score_preempt
+            result = run_with_scorer(sc, scorer, round_s=round_s, name=model.algo, preempt=preempt)
             out.append(_row(task.case, model.algo, model.seed, model.kind, summarize(result)))
             continue
         saved = load_checkpoint(model.path).get("run_config") or {}

@@ -165,7 +165,11 @@ CASES = [
     (["--algo", "sjf", "--gate_s", "60"], {}, "--gate_s has no effect on this run (sjf_gate's gate"),
     (["--algo", "sjf_gate", "--gate_s", "-1"], {}, "--gate_s must be >= 0 seconds, got -1.0"),
     (["--algo", "sjf_gate", "--gate_s", "nan"], {}, "--gate_s must be >= 0 seconds, got nan"),
-    (["--algo", "sjf", "--round_s", "60"], {}, "--round_s has no effect on this run (las_speed's round"),
+    (
+        ["--algo", "sjf", "--round_s", "60"],
+        {},
+        "--round_s has no effect on this run (the length of the score rounds of las_speed, cem and es, none",
+    ),
     *[
         (
             ["--algo", "las_speed", "--round_s", v],

@@ -14,18 +14,20 @@ import torch
 
 import agents.cem
 import agents.score_search
+import evaluation.sets
 from agents.cem import train_cem
 from agents.checkpoint import load_checkpoint, save_checkpoint
 from agents.run_control import training_episode_seed
 from agents.score_search import log_ratios
+from cli.parser import build_parser, config_from_args
 from config import CEMConfig, RunConfig, WorkloadConfig, run_config_from_dict
 from env.score_env import run_with_scorer
 from main import main
 from metrics.summary import summarize
 from scenario.build import build_scenario
-from schedulers import POLICIES
+from schedulers import POLICIES, make_policy
 from schedulers.score_features import NUM_FEATURES
-from schedulers.score_rounds import LAS_SPEED_WEIGHTS, LinearScorer
+from schedulers.score_rounds import LAS_SPEED_WEIGHTS, ROUND_S, LinearScorer
 
 torch.set_num_threads(1)
 
@@ -200,6 +202,57 @@ def test_the_starting_spread_is_an_option_kept_in_the_checkpoint_and_fixed_on_re
     assert "--cem_init_std 0.5 (the checkpoint's run has 0.9)" in capsys.readouterr().err
     assert main(train_args(tmp_path, "--cem_init_std", "0", models="m3", log="log3")) == 2
     assert "--cem_init_std must be a finite number > 0" in one_error_line(capsys)
+
+
+def test_a_scorer_runs_at_the_round_it_was_trained_at_unless_the_command_line_gives_one(tmp_path, capsys):
+    """--round_s trains cem at that round (kept in the checkpoint, fixed on resume); eval runs the model at its
+    trained round, or at an explicit --round_s, each exactly as run_with_scorer at that round (on a 4-GPU
+    cluster, where 60 s and 360 s rounds give different schedules)."""
+    assert main(train_args(tmp_path, "--total_steps", "1", "--round_s", "60")) == 0
+    final = tmp_path / "models" / "cem_seed4_final.pt"
+    checkpoint = load_checkpoint(final)
+    assert run_config_from_dict(checkpoint["run_config"]).policy.round_s == 60
+    scorer = LinearScorer(checkpoint["scorer"]["weights"])
+    small = [*TINY, "--cluster", "1xA100-80GB:4", "--models_dir", str(tmp_path / "models")]
+    sc = build_scenario(config_from_args(build_parser().parse_args(["--mode", "eval", *small])), 4)
+    runs = {r: run_with_scorer(sc, scorer, round_s=r) for r in (60.0, 360.0)}
+    assert summarize(runs[60.0]).avg_jct_s != summarize(runs[360.0]).avg_jct_s
+    for extra, r in (([], 60.0), (["--round_s", "360"], 360.0)):
+        out = tmp_path / f"eval{len(extra)}"
+        assert (
+            main(["--mode", "eval", "--algo", "cem", "--seed", "4", *small, *extra, "--log_dir", str(out)])
+            == 0
+        )
+        summary = pd.read_csv(out / "summary.csv")
+        assert summary["avg_jct_s"].iloc[0] == pytest.approx(summarize(runs[r]).avg_jct_s, rel=1e-9)
+        assert summary["preemptions"].iloc[0] == int(runs[r].preemptions.sum())
+    # the report runs it at its trained round too, and --round_s there sets every score round's length
+    log = tmp_path / "report"
+    report = ["--mode", "report", "--models_dir", str(tmp_path / "models"), "--num_jobs", "40", "--no_progress",
+              "--seeds", "900", "--report_sets", "medium"]  # fmt: skip
+    case = evaluation.sets.scenario(run_config_from_dict(checkpoint["run_config"]), evaluation.sets.cases(
+        "medium", (900,))[0], None, 40)  # fmt: skip
+    for extra, r in (([], 60.0), (["--round_s", "120"], 120.0)):
+        assert main([*report, *extra, "--log_dir", str(log / str(r))]) == 0
+        got = pd.read_csv(log / str(r) / "evaluations.csv")
+        cem = got[(got["policy"] == "cem") & (got["checkpoint"] == "final")]["avg_jct_s"].item()
+        assert cem == pytest.approx(summarize(run_with_scorer(case, scorer, round_s=r)).avg_jct_s, rel=1e-9)
+        sim = case.simulator()
+        sim.run(make_policy("las_speed", round_s=120.0 if extra else ROUND_S))
+        las = got[got["policy"] == "las_speed"]["avg_jct_s"].item()
+        assert las == pytest.approx(summarize(sim.result("las_speed", 900)).avg_jct_s, rel=1e-9)
+    assert cem != pytest.approx(summarize(run_with_scorer(case, scorer, round_s=60.0)).avg_jct_s)
+    sim = case.simulator()
+    sim.run(make_policy("las_speed"))
+    assert las != pytest.approx(summarize(sim.result("las_speed", 900)).avg_jct_s)  # (the rounds matter here)
+    args = train_args(tmp_path, "--resume", str(final), "--total_steps", "2", "--round_s", "120", log="b")
+    assert main(args) == 2
+    assert "--round_s 120.0 (the checkpoint's run has 60.0)" in capsys.readouterr().err
+    # a round length for a run without score rounds is refused
+    assert main(["--mode", "eval", "--algo", "sjf", *TINY, "--round_s", "60"]) == 2
+    assert "--round_s" in one_error_line(capsys)
+    assert main(["--mode", "train", "--algo", "d3qn", *TINY, "--round_s", "60", "--total_steps", "10"]) == 2
+    assert "this trains d3qn" in one_error_line(capsys)
 
 
 # ---- bad files and options are one error line ---------------------------------------------------------------
