@@ -90,18 +90,18 @@ class Table:
         with open(path, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
             writer.writerow(self.names)
-            if len(self.cells) < 2 or any(_needs_quoting(c) for c in self.cells):
-                writer.writerows(zip(*self.cells, strict=True))
-            else:  # no cell to quote: the writer would join each row's cells with commas, so join them in C
-                n = len(self.cells[0])
-                for a in range(0, n, _ROWS_PER_WRITE):
-                    rows = zip(*[c[a : a + _ROWS_PER_WRITE] for c in self.cells], strict=True)
-                    f.write("\n".join(map(",".join, rows)))
+            n = len(self.cells[0]) if self.cells else 0
+            for a in range(0, n, _ROWS_PER_WRITE):
+                cells = [c[a : a + _ROWS_PER_WRITE] for c in self.cells]
+                if len(cells) < 2 or any(_needs_quoting(c) for c in cells):
+                    writer.writerows(zip(*cells, strict=True))
+                else:  # no cell to quote: the writer would join each row's cells with commas, so join them in C
+                    f.write("\n".join(map(",".join, zip(*cells, strict=True))))
                     f.write("\n")
         return path
 
 
-_ROWS_PER_WRITE = 5_000  # rows joined into one string per write (bounds the memory it takes)
+_ROWS_PER_WRITE = 5_000  # rows written at a time (bounds the memory that joining them takes)
 
 
 def _needs_quoting(cells: list[str]) -> bool:

@@ -14,11 +14,14 @@ import numpy as np
 from sim.catalog import CATALOG
 from sim.cluster_spec import ClusterSpec
 from sim.records import NodeInfo
-from sim.sorted_list import NodeSet
+from sim.sorted_list import NodeBits, NodeSet
 
 FULL = 1000  # milli-GPU of a whole GPU
 BIG_POOL = (
     64  # nodes in a pool above which FreeState keeps them in NodeSets (ordered, cheap copies), not sets
+)
+BITS_MAX = (
+    2048  # nodes in a big pool up to which FreeState keeps them in NodeBits (one int) instead of NodeSets
 )
 
 
@@ -103,12 +106,13 @@ class ClusterLayout:
         for i in range(self.num_nodes):
             q = self.node_pool[i]
             self.pool_max_gpus[q] = max(self.pool_max_gpus[q], self.node_num_gpus[i])
-        # pools of more than BIG_POOL nodes keep their nodes in NodeSets (FreeState.min_node: min() of a set walks
-        # the whole set; a copy of a NodeSet shares its buckets)
+        # pools of more than BIG_POOL nodes keep their nodes in NodeSets, or up to BITS_MAX nodes in NodeBits
+        # (FreeState.min_node: min() of a set walks the whole set; a copy of either shares its content)
         pool_nodes = [0] * len(pool_key)
         for q in self.node_pool:
             pool_nodes[q] += 1
         self.pool_big = [c > BIG_POOL for c in pool_nodes]
+        self.pool_bits = [BIG_POOL < c <= BITS_MAX for c in pool_nodes]  # (the big pools kept in NodeBits)
         # per pool, the distinct GPU counts of its nodes (a node is empty when it has that many free GPUs)
         self.pool_node_sizes = [
             tuple(sorted({self.node_num_gpus[i] for i in range(self.num_nodes) if self.node_pool[i] == q}))
@@ -250,9 +254,9 @@ class FreeState:
     `node_whole[n]` counts node n's completely free GPUs and `node_free_bits[n]` says which they are (bit j:
     the node's j-th GPU, `layout.gpu_bit`); `pool_free[q][c]` is the set of nodes of pool q with exactly c
     completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes): a set (when empty,
-    one shared frozenset: read them, never mutate them), or for a pool of more than BIG_POOL nodes a NodeSet
-    (ascending; copied in O(buckets), so a copy of the state costs little more than its per-node lists whatever
-    the number of nodes).
+    one shared frozenset: read them, never mutate them), or for a pool of more than BIG_POOL nodes a NodeBits (up
+    to BITS_MAX nodes: one int, copied in O(1)) or a NodeSet (ascending; copied in O(buckets)), so a copy of the
+    state costs little more than its per-node lists whatever the number of nodes.
 
     `free_milli` / `free_mem_mb` (numpy, per GPU) are built when read: until they are read for the first time by
     a state or any copy in its line (`_read`, shared between them), every GPU is either completely free or wholly
@@ -300,8 +304,8 @@ class FreeState:
             self.type_whole = list(layout.type_num_gpus)
             self.free_milli_total = FULL * layout.num_gpus
             self.pool_free = [
-                [NodeSet() if big else _EMPTY for _ in range(m + 1)]
-                for m, big in zip(layout.pool_max_gpus, layout.pool_big, strict=True)
+                [(NodeBits() if bits else NodeSet()) if big else _EMPTY for _ in range(m + 1)]
+                for m, big, bits in zip(layout.pool_max_gpus, layout.pool_big, layout.pool_bits, strict=True)
             ]
             for n in range(layout.num_nodes):  # (ascending: a NodeSet appends)
                 by_c = self.pool_free[layout.node_pool[n]]

@@ -129,3 +129,7 @@ def test_a_table_longer_than_one_write_is_written_whole(tmp_path):
     text = _ours(Table(["a", "b"], columns), tmp_path)
     assert text == _csv_module(["a", "b"], [columns["a"], columns["b"]])
     assert text.count("\n") == n + 1 and text.endswith(f"\n{n - 2},x\n{n - 1},\n")
+    columns["b"][csv_table._ROWS_PER_WRITE + 1] = 'say "a,b"'  # one part of the rows needs quoting
+    text = _ours(Table(["a", "b"], columns), tmp_path)
+    assert text == _csv_module(["a", "b"], [columns["a"], columns["b"]])
+    assert f'\n{csv_table._ROWS_PER_WRITE + 1},"say ""a,b"""\n' in text
