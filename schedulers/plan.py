@@ -95,6 +95,8 @@ class Plan:
                         if room:
                             return pool_type[q]
             elif free.type_whole[t] - (len(p.gpus) if p.type_idx == t else 0) >= k:
+                if len(pools) == free.layout.type_num_pools[t]:  # every pool of t: the type's count decides
+                    return t
                 left = sum(c * len(nodes) for q in pools for c, nodes in enumerate(pool_free[q]))
                 left -= sum(c for n, c in taken if node_pool[n] in pools)
                 if left >= k:

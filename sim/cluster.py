@@ -101,6 +101,7 @@ class ClusterLayout:
                 pool_key.setdefault((self.node_type[i], self.node_mem_mb[i]), len(pool_key))
             )
         self.pool_type = [t for t, _ in pool_key]
+        self.type_num_pools = [self.pool_type.count(t) for t in range(len(self.type_names))]
         self.pool_speed = [self.type_speed[t] for t, _ in pool_key]
         self.pool_max_gpus = [0] * len(pool_key)
         for i in range(self.num_nodes):
