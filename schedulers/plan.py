@@ -83,11 +83,13 @@ class Plan:
         hit = elig.options_by_k.get(k)
         for _, t, pools in hit[1] if hit is not None and hit[0] is pace else _options(elig, k, pace):
             if t < 0:
-                if len({pool_type[q] for q in pools}) > 1:
+                if len(pools) > 1 and len({pool_type[q] for q in pools}) > 1:
                     return None
                 for q in pools:
                     # nodes of q with >= k whole GPUs free once p applies
                     room = sum(map(len, pool_free[q][k:]))
+                    if room > len(taken):  # (p takes GPUs from fewer nodes than that)
+                        return pool_type[q]
                     if room:
                         for n, c in taken:
                             if node_pool[n] == q and node_whole[n] >= k > node_whole[n] - c:

@@ -315,17 +315,23 @@ def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -
             if c == node_size[n]:  # all free: the first ones
                 gpus.extend(range(a, a + take))
             else:
-                m = bits[n]
-                for _ in range(take):
-                    low = m & -m
-                    gpus.append(a + low.bit_length() - 1)
-                    m ^= low
+                offsets = _OFFSETS.get(bits[n]) or _offsets(bits[n])
+                gpus.extend([a + j for j in offsets[:take]])
             nodes.append(n)
             counts.append(take)
             left -= take
             if not left:
                 return Placement(tuple(gpus), tuple(nodes), FULL, 0, t, -1, tuple(counts))
     raise AssertionError(f"type {t} has fewer than {k} free GPUs on acceptable nodes")
+
+
+_OFFSETS: dict[int, tuple[int, ...]] = {}  # a node's free-GPU bits -> the offsets of its free GPUs, ascending
+
+
+def _offsets(bits: int) -> tuple[int, ...]:
+    """The positions of the set bits of `bits`, ascending (memoised in _OFFSETS)."""
+    out = _OFFSETS[bits] = tuple(j for j in range(bits.bit_length()) if bits >> j & 1)
+    return out
 
 
 def _fraction_key(elig: Eligible, pace: Pace) -> tuple[np.ndarray, int]:
