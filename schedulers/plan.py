@@ -86,6 +86,11 @@ class Plan:
                 if len(pools) > 1 and len({pool_type[q] for q in pools}) > 1:
                     return None
                 for q in pools:
+                    tq = pool_type[q]
+                    if k == 1 and free.layout.type_num_pools[tq] == 1:  # the type's only pool: its count
+                        if free.type_whole[tq] - (len(p.gpus) if p.type_idx == tq else 0) >= 1:
+                            return tq
+                        continue
                     # nodes of q with >= k whole GPUs free once p applies
                     room = sum(map(len, pool_free[q][k:]))
                     if room > len(taken):  # (p takes GPUs from fewer nodes than that)

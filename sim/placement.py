@@ -271,8 +271,14 @@ def fit_type(
     for _, t, pools in opts:
         if t < 0:
             if len(pools) == 1:  # (most options) a node of the pool has k free GPUs: the pool's type
-                if any(free.pool_free[pools[0]][num_gpus:]):
-                    return free.layout.pool_type[pools[0]]
+                q = pools[0]
+                tq = free.layout.pool_type[q]
+                if num_gpus == 1 and free.layout.type_num_pools[tq] == 1:  # the type's only pool: its count
+                    if free.type_whole[tq]:
+                        return tq
+                    continue
+                if any(free.pool_free[q][num_gpus:]):
+                    return tq
                 continue
             found = _find_one_node(free, pools, num_gpus)
             if found is not None:
