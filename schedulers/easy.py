@@ -209,7 +209,8 @@ class _Memo:
         self.shapes = ShapeRegistry()
         # per shape (id): (a, b, shadow time, speed, now): every job of the shape from a to b (excluded) was
         # found to fail (a) with that shadow time and speed at that time; it fails again at any later time
-        # (a job's known runtime never changes; jobs arrive in index order, so none joins that range later)
+        # (a job's known runtime never changes; jobs arrive in index order, so none joins that range later:
+        # only a policy's Preempt puts a job back in the queue, and EASY never preempts)
         self.fails_a: dict[int, tuple[int, int, float, float, float]] = {}
 
     def still_valid(self, view: View, head: int) -> list[Placement] | None:
@@ -475,7 +476,7 @@ def _earliest_passing(
     for _, i in prefix:  # the member walk ran out first: the rest of the prefix decides
         if pos < i < found:
             found = i
-    return found, found
+    return found, min(found, members.last() + 1)  # (jobs that arrive later are not known to fail)
 
 
 def reservation(
