@@ -6,7 +6,8 @@ A table is its column names and one list of cells (strings) per column. Columns 
 None and NaN -> "") or from Python values in a table built row by row (`value_cells`, which infers the column's
 type as pandas' DataFrame constructor does: all integers, all bools, numbers with missing values as floats, else
 objects). The rows go through the standard library's csv writer with pandas' settings (minimal quoting, `"`
-doubled), so quoting is the same too.
+doubled), so quoting is the same too; a table with no cell to quote is joined with commas directly (the same
+bytes, in a third of the time).
 """
 
 from __future__ import annotations
@@ -89,5 +90,23 @@ class Table:
         with open(path, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
             writer.writerow(self.names)
-            writer.writerows(zip(*self.cells, strict=True))
+            n = len(self.cells[0]) if self.cells else 0
+            for a in range(0, n, _ROWS_PER_WRITE):
+                cells = [c[a : a + _ROWS_PER_WRITE] for c in self.cells]
+                if len(cells) < 2 or any(_needs_quoting(c) for c in cells):
+                    writer.writerows(zip(*cells, strict=True))
+                else:  # no cell to quote: the writer would join each row's cells with commas, so join them in C
+                    f.write("\n".join(map(",".join, zip(*cells, strict=True))))
+                    f.write("\n")
         return path
+
+
+_ROWS_PER_WRITE = 5_000  # rows written at a time (bounds the memory that joining them takes)
+
+
+def _needs_quoting(cells: list[str]) -> bool:
+    """Whether the csv writer (minimal quoting, "\\n" line ends) would quote some cell of a column: one holding
+    the delimiter, the quote character or a line break. (A row of one empty cell is quoted too: tables of one
+    column take the writer's path.)"""
+    s = "".join(cells)
+    return "," in s or '"' in s or "\n" in s or "\r" in s

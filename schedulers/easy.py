@@ -70,6 +70,7 @@ def easy_backfill(view: View) -> list[Decision]:
         return plan.decisions
     shape_runtime = view.queue_by_shape_runtime
     known = jt.known_runtime_s
+    fails_a = memo.fails_a
     type_speed = view.layout.type_speed
     # The scan in arrival order, done shape by shape: between two starts the plan and the shadow state do not
     # change, so every job of one shape gets the same placements and the same verdict on test (b), and passing
@@ -129,8 +130,31 @@ def easy_backfill(view: View) -> list[Decision]:
                 continue
             if spread_refused_at == _AFTER_ALL and _has_spread(s):
                 spread_refused_at = len(plan.decisions)
-            # later jobs of the shape can only pass (a), and those that do are its shortest
-            j = _earliest_passing(members, first, shape_runtime[s], lo, best, known, now, speed, shadow_s)
+            # later jobs of the shape can only pass (a), and those that do are its shortest; its jobs from
+            # `first` up to an earlier call's known failures fail (a) again (`_Memo.fails_a`)
+            f = fails_a.get(id(s))
+            valid = (
+                f is not None and f[0] <= first < f[1] and f[2] == shadow_s and f[3] == speed and now >= f[4]
+            )
+            j, hi = _earliest_passing(
+                members,
+                first,
+                f[1] - 1 if valid else first,
+                shape_runtime[s],
+                lo,
+                best,
+                known,
+                now,
+                speed,
+                shadow_s,
+            )
+            fails_a[id(s)] = (
+                f[0] if valid else first,
+                hi if not valid or hi > f[1] else f[1],
+                shadow_s,
+                speed,
+                now,
+            )
             if j < best:
                 best, best_s, best_p = j, s, None
         groups = [g for _, _, g in live if id(g) not in unfit] if unfit else [g for _, _, g in live]
@@ -175,7 +199,7 @@ class _Memo:
     """
 
     __slots__ = ("jobs", "allowed", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
-                 "shadow_s", "shadow", "taken", "ending_s", "ending", "spreads_stale", "shapes")  # fmt: skip
+                 "shadow_s", "shadow", "taken", "ending_s", "ending", "spreads_stale", "shapes", "fails_a")  # fmt: skip
 
     def __init__(self, jt):
         self.jobs = ref(jt)
@@ -183,6 +207,11 @@ class _Memo:
         self.allowed = exact and not fractional  # whether the run allows it (see above)
         self.armed = False  # whether the fields below describe the last call
         self.shapes = ShapeRegistry()
+        # per shape (id): (a, b, shadow time, speed, now): every job of the shape from a to b (excluded) was
+        # found to fail (a) with that shadow time and speed at that time; it fails again at any later time
+        # (a job's known runtime never changes; jobs arrive in index order, so none joins that range later:
+        # only a policy's Preempt puts a job back in the queue, and EASY never preempts)
+        self.fails_a: dict[int, tuple[int, int, float, float, float]] = {}
 
     def still_valid(self, view: View, head: int) -> list[Placement] | None:
         """The placements of the jobs that completed since, if this memo holds for `view` (see above)."""
@@ -420,30 +449,34 @@ def _spread_with(
     return Placement(tuple(gpus), tuple(used), FULL, 0, t, -1, tuple(counts))
 
 
-def _earliest_passing(members, first, by_runtime, pos, best, known, now, speed, shadow_s) -> int:
-    """The earliest job after `pos` (and before `best`, else `best`) whose run ends by `shadow_s`.
+def _earliest_passing(
+    members, first, skip, by_runtime, pos, best, known, now, speed, shadow_s
+) -> tuple[int, int]:
+    """The earliest job after `pos` (and before `best`, else `best`) whose run ends by `shadow_s`, and a bound
+    below which no job from `first` on does (first is the first job after `pos`; the jobs after it up to `skip`
+    are known to fail).
 
     Two exact searches run in lockstep and the first to finish answers: walking `members` (ascending) after
-    `first` until a job passes, and walking the passing prefix of `by_runtime` (runtime order) in full. Either
+    `skip` until a job passes, and walking the passing prefix of `by_runtime` (runtime order) in full. Either
     can be long (short jobs cluster at the end of a long queue; or many pass), rarely both.
     """
     n_pass = by_runtime.bisect_left(True, key=lambda e: now + e[0] / speed > shadow_s)
     if not n_pass:
-        return best
+        return best, members.last() + 1  # none passes
     found = best
     prefix = islice(by_runtime, n_pass)
     # members first: when they run out, zip stops before taking (and losing) a prefix entry
-    for j, (_, i) in zip(members.iter_after(first), prefix, strict=False):
+    for j, (_, i) in zip(members.iter_after(skip), prefix, strict=False):
         if pos < i < found:
             found = i
         if j >= found:
-            return found
+            return found, found
         if now + known[j] / speed <= shadow_s:
-            return j
+            return j, j
     for _, i in prefix:  # the member walk ran out first: the rest of the prefix decides
         if pos < i < found:
             found = i
-    return found
+    return found, min(found, members.last() + 1)  # (jobs that arrive later are not known to fail)
 
 
 def reservation(

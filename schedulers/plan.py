@@ -83,11 +83,18 @@ class Plan:
         hit = elig.options_by_k.get(k)
         for _, t, pools in hit[1] if hit is not None and hit[0] is pace else _options(elig, k, pace):
             if t < 0:
-                if len({pool_type[q] for q in pools}) > 1:
+                if len(pools) > 1 and len({pool_type[q] for q in pools}) > 1:
                     return None
                 for q in pools:
+                    tq = pool_type[q]
+                    if k == 1 and free.layout.type_num_pools[tq] == 1:  # the type's only pool: its count
+                        if free.type_whole[tq] - (len(p.gpus) if p.type_idx == tq else 0) >= 1:
+                            return tq
+                        continue
                     # nodes of q with >= k whole GPUs free once p applies
                     room = sum(map(len, pool_free[q][k:]))
+                    if room > len(taken):  # (p takes GPUs from fewer nodes than that)
+                        return pool_type[q]
                     if room:
                         for n, c in taken:
                             if node_pool[n] == q and node_whole[n] >= k > node_whole[n] - c:
@@ -95,6 +102,8 @@ class Plan:
                         if room:
                             return pool_type[q]
             elif free.type_whole[t] - (len(p.gpus) if p.type_idx == t else 0) >= k:
+                if len(pools) == free.layout.type_num_pools[t]:  # every pool of t: the type's count decides
+                    return t
                 left = sum(c * len(nodes) for q in pools for c, nodes in enumerate(pool_free[q]))
                 left -= sum(c for n, c in taken if node_pool[n] in pools)
                 if left >= k:

@@ -14,11 +14,14 @@ import numpy as np
 from sim.catalog import CATALOG
 from sim.cluster_spec import ClusterSpec
 from sim.records import NodeInfo
-from sim.sorted_list import NodeSet
+from sim.sorted_list import NodeBits, NodeSet
 
 FULL = 1000  # milli-GPU of a whole GPU
 BIG_POOL = (
     64  # nodes in a pool above which FreeState keeps them in NodeSets (ordered, cheap copies), not sets
+)
+BITS_MAX = (
+    2048  # nodes in a big pool up to which FreeState keeps them in NodeBits (one int) instead of NodeSets
 )
 
 
@@ -98,17 +101,19 @@ class ClusterLayout:
                 pool_key.setdefault((self.node_type[i], self.node_mem_mb[i]), len(pool_key))
             )
         self.pool_type = [t for t, _ in pool_key]
+        self.type_num_pools = [self.pool_type.count(t) for t in range(len(self.type_names))]
         self.pool_speed = [self.type_speed[t] for t, _ in pool_key]
         self.pool_max_gpus = [0] * len(pool_key)
         for i in range(self.num_nodes):
             q = self.node_pool[i]
             self.pool_max_gpus[q] = max(self.pool_max_gpus[q], self.node_num_gpus[i])
-        # pools of more than BIG_POOL nodes keep their nodes in NodeSets (FreeState.min_node: min() of a set walks
-        # the whole set; a copy of a NodeSet shares its buckets)
+        # pools of more than BIG_POOL nodes keep their nodes in NodeSets, or up to BITS_MAX nodes in NodeBits
+        # (FreeState.min_node: min() of a set walks the whole set; a copy of either shares its content)
         pool_nodes = [0] * len(pool_key)
         for q in self.node_pool:
             pool_nodes[q] += 1
         self.pool_big = [c > BIG_POOL for c in pool_nodes]
+        self.pool_bits = [BIG_POOL < c <= BITS_MAX for c in pool_nodes]  # (the big pools kept in NodeBits)
         # per pool, the distinct GPU counts of its nodes (a node is empty when it has that many free GPUs)
         self.pool_node_sizes = [
             tuple(sorted({self.node_num_gpus[i] for i in range(self.num_nodes) if self.node_pool[i] == q}))
@@ -225,8 +230,6 @@ class Eligible:
         return f"needs {num_gpus} GPUs but at most {max(self.type_total.values())} acceptable GPUs of one type exist"
 
 
-_SCALAR_MAX = 8  # FreeState._refresh writes up to this many GPUs one by one
-
 # every empty count of a small pool in FreeState.pool_free: one immutable set (a copy need not copy it)
 _EMPTY: frozenset[int] = frozenset()
 
@@ -255,24 +258,27 @@ class FreeState:
     the node's j-th GPU, `layout.gpu_bit`); `pool_free[q][c]` is the set of nodes of pool q with exactly c >= 1
     completely free GPUs (best fit looks up the smallest c >= k instead of scanning nodes; `pool_free[q][0]` stays
     empty: nothing asks for the nodes without a free GPU, and not keeping them halves the set updates of a job
-    spread over one-GPU nodes, where every node it takes goes to 0 and back): a set (when empty,
-    one shared frozenset: read them, never mutate them), or for a pool of more than BIG_POOL nodes a NodeSet
-    (ascending; copied in O(buckets), so a copy of the state costs little more than its per-node lists whatever
-    the number of nodes).
+    spread over one-GPU nodes, where every node it takes goes to 0 and back): a set (when empty, one shared
+    frozenset: read them, never mutate them), or for a pool of more than BIG_POOL nodes a NodeBits (up to BITS_MAX
+    nodes: one int, copied in O(1)) or a NodeSet (ascending; copied in O(buckets)), so a copy of the state costs
+    little more than its per-node lists whatever the number of nodes.
 
-    `free_milli` / `free_mem_mb` (numpy, per GPU) are brought up to date when read: until they are read for the
-    first time by a state or any copy in its line (`_read`, shared between them), a whole-GPU take or give only
-    notes which GPUs it changed (`_stale`, node -> bit mask), and their bits then say what the arrays must hold
-    (a completely free GPU: its whole share and memory, else 0 and 0). Most runs have no fractional job and read
-    neither array: they never pay a numpy store per GPU. Once they are read (fractional jobs, CBF), takes and
-    gives store at once again and a copy starts up to date, so that copies do not refresh the same GPUs again.
+    `free_milli` / `free_mem_mb` (numpy, per GPU) are built when read: until they are read for the first time by
+    a state or any copy in its line (`_read`, shared between them), every GPU is either completely free or wholly
+    taken (a fractional share is taken or given only through them), so the free-GPU bits say what the arrays
+    must hold (a completely free GPU: its whole share and memory, else 0 and 0). Until then a take or give only
+    marks the arrays out of date (`_arrays_ok`), a copy shares them, and the first read rebuilds them from the
+    bits (new arrays: a state changes its arrays in place only while they are up to date, and then they are its
+    own). Most runs have no fractional job and read neither array: they never pay a numpy store per GPU, nor a
+    copy of the arrays per scratch copy. Once they are read (fractional jobs, CBF), takes and gives store at once
+    and a copy copies them.
     """
 
     __slots__ = (
         "layout",
         "_free_milli",
         "_free_mem_mb",
-        "_stale",
+        "_arrays_ok",
         "_read",
         "node_whole",
         "node_free_bits",
@@ -296,15 +302,15 @@ class FreeState:
         if _copy_from is None:
             self._free_milli = np.full(layout.num_gpus, FULL, dtype=np.int64)
             self._free_mem_mb = layout.gpu_mem_mb_np.copy()
-            self._stale: dict[int, int] = {}
+            self._arrays_ok = True
             self._read = [False]
             self.node_whole = list(layout.node_num_gpus)
             self.node_free_bits = [(1 << k) - 1 for k in layout.node_num_gpus]
             self.type_whole = list(layout.type_num_gpus)
             self.free_milli_total = FULL * layout.num_gpus
             self.pool_free = [
-                [NodeSet() if big else _EMPTY for _ in range(m + 1)]
-                for m, big in zip(layout.pool_max_gpus, layout.pool_big, strict=True)
+                [(NodeBits() if bits else NodeSet()) if big else _EMPTY for _ in range(m + 1)]
+                for m, big, bits in zip(layout.pool_max_gpus, layout.pool_big, layout.pool_bits, strict=True)
             ]
             for n in range(layout.num_nodes):  # (ascending: a NodeSet appends)
                 by_c = self.pool_free[layout.node_pool[n]]
@@ -314,11 +320,16 @@ class FreeState:
                 by_c[c].add(n)
         else:
             self._read = _copy_from._read
-            if _copy_from._stale and self._read[0]:
-                _copy_from._refresh()
-            self._free_milli = _copy_from._free_milli.copy()
-            self._free_mem_mb = _copy_from._free_mem_mb.copy()
-            self._stale = dict(_copy_from._stale)
+            if (
+                _copy_from._arrays_ok
+            ):  # (then they are read: an unread state's takes and gives mark them out of date)
+                self._free_milli = _copy_from._free_milli.copy()
+                self._free_mem_mb = _copy_from._free_mem_mb.copy()
+                self._arrays_ok = True
+            else:  # shared, never changed in place: rebuilt (as new arrays) when first needed
+                self._free_milli = _copy_from._free_milli
+                self._free_mem_mb = _copy_from._free_mem_mb
+                self._arrays_ok = False
             self.node_whole = list(_copy_from.node_whole)
             self.node_free_bits = list(_copy_from.node_free_bits)
             self.type_whole = list(_copy_from.type_whole)
@@ -343,14 +354,17 @@ class FreeState:
         return self._up_to_date()._free_mem_mb
 
     def _up_to_date(self) -> FreeState:
-        """This state, its per-GPU arrays brought up to date and marked read (for its whole line of copies)."""
+        """This state, its per-GPU arrays up to date and marked read (for its whole line of copies)."""
         self._read[0] = True
-        if self._stale:
-            self._refresh()
+        if not self._arrays_ok:
+            self._rebuild()
         return self
 
     def _write(self, n: int, mask: int, free: bool) -> None:
         """Store node n's GPUs of `mask` into the per-GPU arrays as completely free (`free`) or wholly taken."""
+        if not self._arrays_ok:
+            self._rebuild()  # (from the bits, which already say the same for these GPUs)
+            return
         a = self.layout.node_first_gpu[n]
         fm, fmem, gpu_mem_mb = self._free_milli, self._free_mem_mb, self.layout.gpu_mem_mb
         while mask:
@@ -360,35 +374,17 @@ class FreeState:
             fmem[g] = gpu_mem_mb[g] if free else 0
             mask ^= low
 
-    def _refresh(self) -> None:
-        """Write the GPUs that whole-GPU takes and gives changed since the last refresh into the arrays."""
-        first, gpu_mem_mb, bits = self.layout.node_first_gpu, self.layout.gpu_mem_mb, self.node_free_bits
-        idx: list[int] = []
-        milli: list[int] = []
-        mem: list[int] = []
-        for n, m in self._stale.items():
-            a = first[n]
-            b = bits[n]
-            while m:
-                low = m & -m
-                g = a + low.bit_length() - 1
-                idx.append(g)
-                if b & low:
-                    milli.append(FULL)
-                    mem.append(gpu_mem_mb[g])
-                else:
-                    milli.append(0)
-                    mem.append(0)
-                m ^= low
-        self._stale = {}
-        fm, fmem = self._free_milli, self._free_mem_mb
-        if len(idx) <= _SCALAR_MAX:  # (a numpy store by index list costs as much as about eight scalar ones)
-            for g, v, w in zip(idx, milli, mem, strict=True):
-                fm[g] = v
-                fmem[g] = w
-        else:
-            fm[idx] = milli
-            fmem[idx] = mem
+    def _rebuild(self) -> None:
+        """New per-GPU arrays from the free-GPU bits (every GPU completely free or wholly taken: see the class)."""
+        layout = self.layout
+        free = [False] * layout.num_gpus
+        for a, k, b in zip(layout.node_first_gpu, layout.node_num_gpus, self.node_free_bits, strict=True):
+            if b:
+                free[a : a + k] = [bool(b >> j & 1) for j in range(k)]
+        free_np = np.asarray(free, dtype=bool)
+        self._free_milli = np.where(free_np, FULL, 0).astype(np.int64)
+        self._free_mem_mb = np.where(free_np, layout.gpu_mem_mb_np, 0).astype(np.int64)
+        self._arrays_ok = True
 
     def _add_whole(self, n: int, delta: int) -> None:
         """Node n gains `delta` (< 0: loses) completely free GPUs."""
@@ -403,11 +399,6 @@ class FreeState:
         else:
             _move(by_c, n, old, old + delta)
         self.node_whole[n] = old + delta
-
-    def _add_whole_on(self, nodes: tuple[int, ...], counts: tuple[int, ...], sign: int) -> None:
-        """`_add_whole(n, sign * c)` for each node n and count c (a multi-node placement)."""
-        for n, c in zip(nodes, counts, strict=True):
-            self._add_whole(n, sign * c)
 
     def min_node(self, q: int, c: int) -> int:
         """The lowest-indexed node of pool q with exactly c whole free GPUs (there is one)."""
@@ -453,8 +444,7 @@ class FreeState:
                 if self._read[0]:
                     self._write(n, mask, False)
                 else:
-                    stale = self._stale
-                    stale[n] = stale.get(n, 0) | mask
+                    self._arrays_ok = False
                 old = self.node_whole[n]
                 new = old - k
                 q = layout.node_pool[n]
@@ -467,8 +457,7 @@ class FreeState:
                     _move(by_c, n, old, new)
                 self.node_whole[n] = new
             else:
-                self._mark_gpus(gpus, False)
-                self._add_whole_on(nodes, counts, -1)
+                self._spread(gpus, nodes, counts, False)
             self.type_whole[t] -= k
             self.free_milli_total -= FULL * k
         else:
@@ -503,8 +492,7 @@ class FreeState:
                 if self._read[0]:
                     self._write(n, mask, True)
                 else:
-                    stale = self._stale
-                    stale[n] = stale.get(n, 0) | mask
+                    self._arrays_ok = False
                 old = self.node_whole[n]
                 new = old + k
                 q = layout.node_pool[n]
@@ -517,8 +505,7 @@ class FreeState:
                     _move(by_c, n, old, new)
                 self.node_whole[n] = new
             else:
-                self._mark_gpus(gpus, True)
-                self._add_whole_on(nodes, counts, 1)
+                self._spread(gpus, nodes, counts, True)
             self.type_whole[t] += k
             self.free_milli_total += FULL * k
         else:
@@ -563,16 +550,44 @@ class FreeState:
             mask |= gpu_bit[g]
         return mask
 
-    def _mark_gpus(self, gpus: tuple[int, ...], free: bool) -> None:
-        """Set (free) or clear each GPU's bit and note it for `_refresh` (a multi-node placement)."""
-        gpu_node, gpu_bit, bits, stale = (
-            self.layout.gpu_node,
-            self.layout.gpu_bit,
-            self.node_free_bits,
-            self._stale,
-        )
-        for g in gpus:
-            n = gpu_node[g]
-            b = gpu_bit[g]
-            bits[n] = bits[n] | b if free else bits[n] & ~b
-            stale[n] = stale.get(n, 0) | b
+    def _spread(
+        self, gpus: tuple[int, ...], nodes: tuple[int, ...], counts: tuple[int, ...], free: bool
+    ) -> None:
+        """Give (`free`) or take a multi-node placement's GPUs node by node: its GPUs come grouped by node, in
+        the order of `nodes` (every placement is built so), so a node's share of them is the next `counts` of
+        them, and a node taken or given whole needs no look at its GPUs."""
+        layout = self.layout
+        num, gpu_bit = layout.node_num_gpus, layout.gpu_bit
+        node_pool, pool_big = layout.node_pool, layout.pool_big
+        bits, whole, pool_free = self.node_free_bits, self.node_whole, self.pool_free
+        write = self._read[0]
+        if not write:
+            self._arrays_ok = False
+        i = 0
+        for n, c in zip(nodes, counts, strict=True):
+            if c == num[n]:
+                mask = (1 << c) - 1
+            else:
+                mask = 0
+                for g in gpus[i : i + c]:
+                    mask |= gpu_bit[g]
+            i += c
+            old = whole[n]
+            if free:
+                bits[n] |= mask
+                new = old + c
+            else:
+                bits[n] &= ~mask
+                new = old - c
+            q = node_pool[n]
+            by_c = pool_free[q]
+            if pool_big[q]:
+                if old:
+                    by_c[old].discard(n)
+                if new:
+                    by_c[new].add(n)
+            else:
+                _move(by_c, n, old, new)
+            whole[n] = new
+            if write:
+                self._write(n, mask, free)

@@ -212,6 +212,8 @@ def _type_has(free: FreeState, t: int, pools: tuple[int, ...], k: int) -> bool:
     """Whether a spread over type t has k whole GPUs free on its acceptable nodes (`pools`)."""
     if free.type_whole[t] < k:
         return False
+    if len(pools) == free.layout.type_num_pools[t]:  # every pool of t: its whole GPUs free are the type's
+        return True
     pool_free = free.pool_free
     return sum(c * len(by_c[c]) for q in pools for by_c in (pool_free[q],) for c in range(1, len(by_c))) >= k
 
@@ -269,8 +271,14 @@ def fit_type(
     for _, t, pools in opts:
         if t < 0:
             if len(pools) == 1:  # (most options) a node of the pool has k free GPUs: the pool's type
-                if any(free.pool_free[pools[0]][num_gpus:]):
-                    return free.layout.pool_type[pools[0]]
+                q = pools[0]
+                tq = free.layout.pool_type[q]
+                if num_gpus == 1 and free.layout.type_num_pools[tq] == 1:  # the type's only pool: its count
+                    if free.type_whole[tq]:
+                        return tq
+                    continue
+                if any(free.pool_free[q][num_gpus:]):
+                    return tq
                 continue
             found = _find_one_node(free, pools, num_gpus)
             if found is not None:
@@ -298,20 +306,38 @@ def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placemen
 
 def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -> Placement:
     """k GPUs on the nodes of `pools` (acceptable pools of type t, which have them: `_type_has`)."""
-    by_cs = [free.pool_free[q] for q in pools]
+    layout = free.layout
+    node_first, node_size, bits = layout.node_first_gpu, layout.node_num_gpus, free.node_free_bits
     gpus: list[int] = []
     nodes: list[int] = []
     counts: list[int] = []
-    # nodes with the most free GPUs first (fewest nodes), ties -> lower node index
-    for c in range(max(len(by_c) for by_c in by_cs) - 1, 0, -1):
+    left = k
+    # nodes with the most free GPUs first (fewest nodes), ties -> lower node index; on each, its lowest free GPUs
+    # (`FreeState.free_gpus_on`, inlined)
+    for c in range(max(len(free.pool_free[q]) for q in pools) - 1, 0, -1):
         for n in _nodes_with(free, pools, c):
-            take = min(c, k - len(gpus))
-            gpus.extend(free.free_gpus_on(n, take))
+            take = c if c < left else left
+            a = node_first[n]
+            if c == node_size[n]:  # all free: the first ones
+                gpus.extend(range(a, a + take))
+            else:
+                offsets = _OFFSETS.get(bits[n]) or _offsets(bits[n])
+                gpus.extend([a + j for j in offsets[:take]])
             nodes.append(n)
             counts.append(take)
-            if len(gpus) == k:
+            left -= take
+            if not left:
                 return Placement(tuple(gpus), tuple(nodes), FULL, 0, t, -1, tuple(counts))
     raise AssertionError(f"type {t} has fewer than {k} free GPUs on acceptable nodes")
+
+
+_OFFSETS: dict[int, tuple[int, ...]] = {}  # a node's free-GPU bits -> the offsets of its free GPUs, ascending
+
+
+def _offsets(bits: int) -> tuple[int, ...]:
+    """The positions of the set bits of `bits`, ascending (memoised in _OFFSETS)."""
+    out = _OFFSETS[bits] = tuple(j for j in range(bits.bit_length()) if bits >> j & 1)
+    return out
 
 
 def _fraction_key(elig: Eligible, pace: Pace) -> tuple[np.ndarray, int]:

@@ -404,3 +404,60 @@ class NodeSet:
 
     def __repr__(self) -> str:
         return f"NodeSet({list(self)!r})"
+
+
+class NodeBits:
+    """The same set as a NodeSet (same operations, same results), kept as one int with bit n set for node n: an
+    add or a discard is one int operation and a copy shares the (immutable) int, but each costs time in the
+    highest node index, so FreeState uses it for big pools of up to BITS_MAX nodes and NodeSets above."""
+
+    __slots__ = ("bits",)
+
+    def __init__(self, values=()):
+        bits = 0
+        for n in values:
+            bits |= 1 << n
+        self.bits = bits
+
+    def copy(self) -> NodeBits:
+        out = NodeBits.__new__(NodeBits)
+        out.bits = self.bits
+        return out
+
+    def add(self, n: int) -> None:
+        """Insert n (not present)."""
+        self.bits |= 1 << n
+
+    def discard(self, n: int) -> None:
+        """Remove n if present."""
+        if self.bits >> n & 1:
+            self.bits ^= 1 << n
+
+    def first(self) -> int:
+        """The smallest value (the set is not empty)."""
+        b = self.bits
+        return (b & -b).bit_length() - 1
+
+    def __contains__(self, n) -> bool:
+        return n >= 0 and bool(self.bits >> n & 1)
+
+    def __len__(self) -> int:
+        return self.bits.bit_count()
+
+    def __bool__(self) -> bool:
+        return self.bits != 0
+
+    def __iter__(self) -> Iterator[int]:
+        b = self.bits  # (a snapshot: the walk reads the set as it was when it began)
+        while b:
+            low = b & -b
+            yield low.bit_length() - 1
+            b ^= low
+
+    def __eq__(self, other) -> bool:
+        return set(self) == set(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"NodeBits({list(self)!r})"

@@ -3,6 +3,7 @@ path): cross-checked against pandas itself on random columns of every kind our t
 
 from __future__ import annotations
 
+import csv
 import io
 
 import numpy as np
@@ -10,6 +11,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metrics import csv_table
 from metrics.csv_table import FLOAT_FORMAT, Table, value_cells
 
 TEXT = st.text(alphabet=st.sampled_from(list('ab ,"\n\r;01é')), max_size=6)
@@ -94,3 +96,40 @@ def test_columns_of_different_lengths_are_refused():
         assert "different lengths" in str(err)
     else:
         raise AssertionError("no error")
+
+
+def _csv_module(names: list[str], cells: list[list[str]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    writer.writerow(names)
+    writer.writerows(zip(*cells, strict=True))
+    return buffer.getvalue()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cells=st.integers(1, 4).flatmap(
+        lambda width: st.lists(st.lists(TEXT, min_size=width, max_size=width), max_size=5)
+    )
+)
+def test_cells_are_written_as_the_csv_module_writes_them(tmp_path_factory, cells):
+    # the rows without a cell to quote are joined directly, the others go through the csv writer: same bytes
+    tmp_path = tmp_path_factory.mktemp("csv")
+    width = len(cells[0]) if cells else 2
+    names = [f"c{i}" for i in range(width)]
+    columns = [list(c) for c in zip(*cells, strict=True)] if cells else [[] for _ in names]
+    assert _ours(Table(names, dict(zip(names, columns, strict=True))), tmp_path) == _csv_module(
+        names, columns
+    )
+
+
+def test_a_table_longer_than_one_write_is_written_whole(tmp_path):
+    n = csv_table._ROWS_PER_WRITE * 2 + 3
+    columns = {"a": [str(i) for i in range(n)], "b": ["x" if i % 2 else "" for i in range(n)]}
+    text = _ours(Table(["a", "b"], columns), tmp_path)
+    assert text == _csv_module(["a", "b"], [columns["a"], columns["b"]])
+    assert text.count("\n") == n + 1 and text.endswith(f"\n{n - 2},x\n{n - 1},\n")
+    columns["b"][csv_table._ROWS_PER_WRITE + 1] = 'say "a,b"'  # one part of the rows needs quoting
+    text = _ours(Table(["a", "b"], columns), tmp_path)
+    assert text == _csv_module(["a", "b"], [columns["a"], columns["b"]])
+    assert f'\n{csv_table._ROWS_PER_WRITE + 1},"say ""a,b"""\n' in text

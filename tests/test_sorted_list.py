@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import sim.sorted_list as sorted_list
 from sim.cluster import ClusterLayout, FreeState, Placement
 from sim.cluster_spec import parse_cluster_spec
-from sim.sorted_list import LiveDict, NodeSet, OnDemandDict, OnDemandSortedList, SortedList
+from sim.sorted_list import LiveDict, NodeBits, NodeSet, OnDemandDict, OnDemandSortedList, SortedList
 
 ops = st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 60)), max_size=300)
 
@@ -72,14 +72,18 @@ def test_on_demand_sorted_list_fills_itself_when_first_read():
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), steps=st.integers(1, 300))
-def test_free_state_node_order_matches_its_sets(seed, steps):
-    """A pool of more than BIG_POOL nodes keeps its nodes in NodeSets: the lowest node with c free GPUs and the
-    ascending walk agree with min() and sorted() of the nodes that have c free GPUs after any sequence of takes
-    and gives, and in copies (which share buckets with the state they were copied from)."""
+@given(seed=st.integers(0, 10_000), steps=st.integers(1, 300), bits=st.booleans())
+def test_free_state_node_order_matches_its_sets(seed, steps, bits):
+    """A pool of more than BIG_POOL nodes keeps its nodes in NodeBits (up to BITS_MAX nodes) or NodeSets: the
+    lowest node with c free GPUs and the ascending walk agree with min() and sorted() of the nodes that have c
+    free GPUs after any sequence of takes and gives (one-node and spread), and in copies (which share their
+    content with the state they were copied from)."""
     layout = ClusterLayout(parse_cluster_spec("70xA100-80GB:2,80xA100-80GB:1,3xH100:4"))
     assert layout.pool_big == [True, False]  # pools: A100 nodes of both sizes (big), H100 nodes
+    assert layout.pool_bits == [True, False]
+    layout.pool_bits = [bits, False]
     free = FreeState(layout)
+    assert isinstance(free.pool_free[0][0], NodeBits if bits else NodeSet)
     rng = np.random.default_rng(seed)
     held: list[Placement] = []
     for _ in range(steps):
@@ -88,7 +92,14 @@ def test_free_state_node_order_matches_its_sets(seed, steps):
         else:
             n = int(rng.integers(layout.num_nodes))
             k = int(rng.integers(1, free.node_whole[n] + 1)) if free.node_whole[n] else 0
-            if k:
+            m = next((m for m in range(n + 1, layout.num_nodes) if free.node_whole[m]), None)
+            if k and m is not None and layout.node_type[m] == layout.node_type[n] and rng.random() < 0.3:
+                c = int(rng.integers(1, free.node_whole[m] + 1))  # a spread over n and m
+                gpus = tuple(free.free_gpus_on(n, k)) + tuple(free.free_gpus_on(m, c))
+                p = Placement(gpus, (n, m), 1000, 0, layout.node_type[n], -1, (k, c))
+                free.take(p)
+                held.append(p)
+            elif k:
                 gpus = tuple(free.free_gpus_on(n, k))
                 p = Placement(gpus, (n,), 1000, 0, layout.node_type[n])
                 free.take(p)
@@ -109,6 +120,21 @@ def test_free_state_node_order_matches_its_sets(seed, steps):
             assert list(free.nodes_ascending(q, c)) == expected
             if expected:
                 assert free.min_node(q, c) == expected[0]
+    for n in range(layout.num_nodes):  # the free-GPU bits and counts agree, and the arrays built from them
+        a, k = layout.node_first_gpu[n], layout.node_num_gpus[n]
+        held_here = [g for p in held for g in p.gpus if layout.gpu_node[g] == n]
+        assert free.node_free_bits[n] == sum(1 << (g - a) for g in range(a, a + k) if g not in held_here)
+        assert free.node_whole[n] == k - len(held_here)
+    for _ in range(2):  # the arrays, once read, then kept up to date by each take and give (and in a copy)
+        taken = {g for p in held for g in p.gpus}
+        assert free.free_milli.tolist() == [0 if g in taken else 1000 for g in range(layout.num_gpus)]
+        assert free.free_mem_mb.tolist() == [
+            0 if g in taken else layout.gpu_mem_mb[g] for g in range(layout.num_gpus)
+        ]
+        free = free.copy()
+        for p in held[::2]:
+            free.give(p)
+        held = held[1::2]
 
 
 def test_append_max_appends_as_add_does():
@@ -132,13 +158,14 @@ def test_append_max_appends_as_add_does():
         max_size=200,
     ),
     load=st.sampled_from([1, 2, 128]),
+    cls=st.sampled_from([NodeSet, NodeBits]),
 )
-def test_node_set_behaves_as_a_set_and_its_copies_are_independent(start, ops, load):
-    """Each of several NodeSets (copies of copies, changed in any order) holds what a plain set would."""
+def test_node_set_behaves_as_a_set_and_its_copies_are_independent(start, ops, load, cls):
+    """Each of several NodeSets or NodeBits (copies of copies, changed in any order) holds what a plain set would."""
     old = sorted_list.NODE_LOAD
     sorted_list.NODE_LOAD = load
     try:
-        pairs = [(NodeSet(start), set(start))]
+        pairs = [(cls(start), set(start))]
         for op, v, which in ops:
             ns, ref = pairs[which % len(pairs)]
             if op == "copy":
