@@ -544,7 +544,13 @@ class _Profile:
     """Free whole GPUs of each node over time, one step function per node (row n of `t`/`free`, Python lists:
     the rows are short, a few steps to a few dozen, so walking them beats numpy's per-call cost): node n has
     `free[n][j]` free GPUs during [t[n][j], t[n][j + 1]); the last step lasts forever. `free_now` is the sum
-    of the rows' first steps."""
+    of the rows' first steps.
+
+    `_take` keeps in a row only the steps where its count changes: a step with the count of the one before it
+    starts no run that its predecessor does not start as well or sooner, so no search's answer depends on it
+    (the earliest fit is always at a change or now), and with a long queue back-to-back reservations on a node
+    would otherwise leave a step at every seam for each later walk to cross (on the overloaded type-constrained
+    cluster, 100,000 jobs: 375 steps a row instead of 1,071, 5.5 steps walked per node searched instead of 15)."""
 
     def __init__(
         self, view: View, free: FreeState, started: list[tuple[float, Placement]], whole_only: bool = False
@@ -754,7 +760,15 @@ class _Profile:
                 fl.insert(b, fl[b - 1])
             for j in range(a, b):
                 fl[j] -= c
-            if a <= 1:  # the row's second step may have moved earlier
+            # a row keeps only the steps where its count changes (see the class): the steps of [a, b) lost c
+            # alike, so only its ends can have come to equal their neighbours
+            if fl[b] == fl[b - 1]:
+                del tl[b]
+                del fl[b]
+            if a and fl[a] == fl[a - 1]:
+                del tl[a]
+                del fl[a]
+            if a <= 1 and len(tl) > 1:  # the row's second step may have changed
                 heappush(self.next_steps, (tl[1], n))
 
     def fits_all_along(self, r: Reservation) -> bool:
