@@ -47,8 +47,7 @@ The profile's rows are short Python lists walked in Python (numpy's fixed cost p
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from heapq import heapify, heappop, heappush, merge
-from itertools import islice
+from heapq import heapify, heappop, heappush
 from math import nextafter
 from typing import NamedTuple
 from weakref import WeakKeyDictionary
@@ -706,35 +705,58 @@ class _Profile:
         """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
         that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none.
         A caller that knows no run starts before `from_s` skips the earlier steps."""
-        rows = [(self.t[n], self.free[n]) for n in nodes]
+        ts = [self.t[n] for n in nodes]
+        fs = [self.free[n] for n in nodes]
         now = self.view.now_s  # every row's first step starts now (whatever time it holds: `move_to`)
-        # the candidate starts, ascending and merged lazily (the search mostly ends soon after from_s): now, and
-        # every step of the rows from max(from_s, now) on
-        lo = max(from_s, now)
-        tails = [islice(tl, bisect_left(tl, lo), None) for tl, _ in rows]
-        prev = None
-        for s in merge((now,) if now >= from_s else (), *tails):
-            if s == prev:
-                continue
-            prev = s
+        # the candidate starts, ascending: now (unless before from_s), and every step of the rows from
+        # max(from_s, now) on; swept with each row's step holding the candidate (`at`) and the sum of their
+        # counts, which bounds the window minima's sum: a candidate below k needs no window walked
+        if now >= from_s:
+            s = now
+        else:
+            s = _INF
+            for tl in ts:
+                j = bisect_left(tl, from_s)
+                if j < len(tl) and tl[j] < s:
+                    s = tl[j]
+            if s == _INF:
+                return None
+        at = [bisect_right(tl, s) - 1 for tl in ts]
+        nxt = [tl[j + 1] if j + 1 < len(tl) else _INF for tl, j in zip(ts, at, strict=True)]
+        vals = [fl[j] for fl, j in zip(fs, at, strict=True)]
+        total = sum(vals)
+        rows = range(len(ts))
+        while True:
             end = s + dur_s
             if end >= before_s:
                 return None
-            avail = []
-            for tl, fl in rows:
-                # the step holding s, then every step that starts before the end
-                j = bisect_right(tl, s) - 1
-                v = fl[j]
-                j += 1
-                m = len(tl)
-                while j < m and tl[j] < end:
-                    if fl[j] < v:
-                        v = fl[j]
+            if total >= k:
+                avail = []
+                for r in rows:
+                    # the step holding s, then every step that starts before the end
+                    tl, fl = ts[r], fs[r]
+                    j = at[r]
+                    v = fl[j]
                     j += 1
-                avail.append(v)
-            if sum(avail) >= k:
-                return float(s), avail
-        return None
+                    m = len(tl)
+                    while j < m and tl[j] < end:
+                        if fl[j] < v:
+                            v = fl[j]
+                        j += 1
+                    avail.append(v)
+                if sum(avail) >= k:
+                    return float(s), avail
+            s = min(nxt)
+            if s == _INF:
+                return None
+            for r in rows:
+                if nxt[r] == s:
+                    tl = ts[r]
+                    j = at[r] = at[r] + 1
+                    nxt[r] = tl[j + 1] if j + 1 < len(tl) else _INF
+                    v = fs[r][j]
+                    total += v - vals[r]
+                    vals[r] = v
 
     def _take(self, start_s: float, end_s: float, nodes, counts) -> None:
         """Remove counts[x] GPUs of node nodes[x] during [start_s, end_s) (a zero-length run holds them
