@@ -47,8 +47,7 @@ The profile's rows are short Python lists walked in Python (numpy's fixed cost p
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from heapq import heapify, heappop, heappush, merge
-from itertools import islice
+from heapq import heapify, heappop, heappush
 from math import nextafter
 from typing import NamedTuple
 from weakref import WeakKeyDictionary
@@ -366,7 +365,11 @@ class _Kept:
         self.whole_run = whole_run
         """no job of the run is fractional (`cbf` then takes the schedule up directly)"""
         self.prof = prof
-        self.res = {r.job: r for r in later}  # future reservations, in queue order
+        self.res = {r.job: (r.end_s, r.type_idx, r.nodes, r.counts) for r in later}
+        """the future reservations in queue order, job -> (end, type, nodes, GPUs on each): plain tuples of
+        numbers, which the cyclic garbage collector stops tracking (a Reservation, a tuple subclass, it would scan
+        at every full collection for as long as its job waits: overloaded, 300,000 jobs, the collections during
+        the run took 1.27 CPU s with them against 0.57 without)"""
         self.starts = [(r.start_s, r.job) for r in later]  # a heap: the next reservation to start first
         heapify(self.starts)
         self.seen = max(view.queue, default=-1)
@@ -455,14 +458,14 @@ class _Kept:
                 due.append(heappop(starts)[1])
             due.sort()  # queue order (the queue is in job index order): the GPUs each one gets depend on it
             for i in due:
-                r = res.pop(i)
+                end_s, t, nodes, counts = res.pop(i)
                 k = jt.num_gpus[i]
-                if len(r.nodes) == 1:
-                    p = _on_node(plan.free, r.nodes[0], k, FULL, 0)
+                if len(nodes) == 1:
+                    p = _on_node(plan.free, nodes[0], k, FULL, 0)
                 else:
-                    p = _spread_placement(plan.free, list(r.nodes), list(r.counts), r.type_idx)
+                    p = _spread_placement(plan.free, list(nodes), list(counts), t)
                 plan.add(i, p)
-                started.append((r.end_s, i))
+                started.append((end_s, i))
         for i in arrivals:
             r, p = prof.reserve(i, plan)
             if r is None:  # capacity it needs is powered off: forget the kept schedule, rebuild next instant
@@ -472,7 +475,7 @@ class _Kept:
                 plan.add(i, p)
                 started.append((r.end_s, i))
             else:
-                res[i] = r
+                res[i] = (r.end_s, r.type_idx, r.nodes, r.counts)
                 heappush(starts, (r.start_s, i))
         if res:
             if started:
@@ -544,7 +547,13 @@ class _Profile:
     """Free whole GPUs of each node over time, one step function per node (row n of `t`/`free`, Python lists:
     the rows are short, a few steps to a few dozen, so walking them beats numpy's per-call cost): node n has
     `free[n][j]` free GPUs during [t[n][j], t[n][j + 1]); the last step lasts forever. `free_now` is the sum
-    of the rows' first steps."""
+    of the rows' first steps.
+
+    `_take` keeps in a row only the steps where its count changes: a step with the count of the one before it
+    starts no run that its predecessor does not start as well or sooner, so no search's answer depends on it
+    (the earliest fit is always at a change or now), and with a long queue back-to-back reservations on a node
+    would otherwise leave a step at every seam for each later walk to cross (on the overloaded type-constrained
+    cluster, 100,000 jobs: 375 steps a row instead of 1,071, 5.5 steps walked per node searched instead of 15)."""
 
     def __init__(
         self, view: View, free: FreeState, started: list[tuple[float, Placement]], whole_only: bool = False
@@ -700,35 +709,58 @@ class _Profile:
         """(start, GPUs free all along per node of `nodes`) of the earliest run with k GPUs summed over `nodes`
         that ends before `before_s` (a window's minimum only grows as its start moves to a step). None if none.
         A caller that knows no run starts before `from_s` skips the earlier steps."""
-        rows = [(self.t[n], self.free[n]) for n in nodes]
+        ts = [self.t[n] for n in nodes]
+        fs = [self.free[n] for n in nodes]
         now = self.view.now_s  # every row's first step starts now (whatever time it holds: `move_to`)
-        # the candidate starts, ascending and merged lazily (the search mostly ends soon after from_s): now, and
-        # every step of the rows from max(from_s, now) on
-        lo = max(from_s, now)
-        tails = [islice(tl, bisect_left(tl, lo), None) for tl, _ in rows]
-        prev = None
-        for s in merge((now,) if now >= from_s else (), *tails):
-            if s == prev:
-                continue
-            prev = s
+        # the candidate starts, ascending: now (unless before from_s), and every step of the rows from
+        # max(from_s, now) on; swept with each row's step holding the candidate (`at`) and the sum of their
+        # counts, which bounds the window minima's sum: a candidate below k needs no window walked
+        if now >= from_s:
+            s = now
+        else:
+            s = _INF
+            for tl in ts:
+                j = bisect_left(tl, from_s)
+                if j < len(tl) and tl[j] < s:
+                    s = tl[j]
+            if s == _INF:
+                return None
+        at = [bisect_right(tl, s) - 1 for tl in ts]
+        nxt = [tl[j + 1] if j + 1 < len(tl) else _INF for tl, j in zip(ts, at, strict=True)]
+        vals = [fl[j] for fl, j in zip(fs, at, strict=True)]
+        total = sum(vals)
+        rows = range(len(ts))
+        while True:
             end = s + dur_s
             if end >= before_s:
                 return None
-            avail = []
-            for tl, fl in rows:
-                # the step holding s, then every step that starts before the end
-                j = bisect_right(tl, s) - 1
-                v = fl[j]
-                j += 1
-                m = len(tl)
-                while j < m and tl[j] < end:
-                    if fl[j] < v:
-                        v = fl[j]
+            if total >= k:
+                avail = []
+                for r in rows:
+                    # the step holding s, then every step that starts before the end
+                    tl, fl = ts[r], fs[r]
+                    j = at[r]
+                    v = fl[j]
                     j += 1
-                avail.append(v)
-            if sum(avail) >= k:
-                return float(s), avail
-        return None
+                    m = len(tl)
+                    while j < m and tl[j] < end:
+                        if fl[j] < v:
+                            v = fl[j]
+                        j += 1
+                    avail.append(v)
+                if sum(avail) >= k:
+                    return float(s), avail
+            s = min(nxt)
+            if s == _INF:
+                return None
+            for r in rows:
+                if nxt[r] == s:
+                    tl = ts[r]
+                    j = at[r] = at[r] + 1
+                    nxt[r] = tl[j + 1] if j + 1 < len(tl) else _INF
+                    v = fs[r][j]
+                    total += v - vals[r]
+                    vals[r] = v
 
     def _take(self, start_s: float, end_s: float, nodes, counts) -> None:
         """Remove counts[x] GPUs of node nodes[x] during [start_s, end_s) (a zero-length run holds them
@@ -754,7 +786,15 @@ class _Profile:
                 fl.insert(b, fl[b - 1])
             for j in range(a, b):
                 fl[j] -= c
-            if a <= 1:  # the row's second step may have moved earlier
+            # a row keeps only the steps where its count changes (see the class): the steps of [a, b) lost c
+            # alike, so only its ends can have come to equal their neighbours
+            if fl[b] == fl[b - 1]:
+                del tl[b]
+                del fl[b]
+            if a and fl[a] == fl[a - 1]:
+                del tl[a]
+                del fl[a]
+            if a <= 1 and len(tl) > 1:  # the row's second step may have changed
                 heappush(self.next_steps, (tl[1], n))
 
     def fits_all_along(self, r: Reservation) -> bool:

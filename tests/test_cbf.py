@@ -460,6 +460,60 @@ def test_take_removes_gpus_over_the_interval_only(case, data):
     assert prof.free_now == sum(row[0] for row in prof.free)
 
 
+def _take_keeping_every_step(prof: _Profile, start_s: float, end_s: float, n: int, c: int) -> None:
+    """A plain `_Profile._take` of c GPUs of node n: a step at start_s (after now) and at end_s, the free count
+    lowered in between, no step ever merged."""
+    end_s = max(end_s, np.nextafter(start_s, np.inf))
+    tl, fl = prof.t[n], prof.free[n]
+    for x in (start_s, end_s):
+        if x > prof.view.now_s and x not in tl:
+            j = bisect.bisect_left(tl, x)
+            tl.insert(j, x)
+            fl.insert(j, fl[j - 1])
+    for j in range(len(tl)):
+        if (j == 0 and start_s <= prof.view.now_s or tl[j] >= start_s) and tl[j] < end_s:
+            fl[j] -= c
+    if start_s <= prof.view.now_s:
+        prof.free_now -= c
+
+
+def _merged(rows_t: list[list[float]], rows_f: list[list[int]]) -> None:
+    """Drop every step (after the first) whose free count equals the one before it."""
+    for tl, fl in zip(rows_t, rows_f, strict=True):
+        for j in range(len(tl) - 1, 0, -1):
+            if fl[j] == fl[j - 1]:
+                del tl[j], fl[j]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_profiles(), st.data())
+def test_a_profile_keeping_only_changes_searches_as_one_keeping_every_step(case, data):
+    """`_take` keeps in a row only the steps where its free count changes (a merged step starts no run that its
+    predecessor does not start as well or sooner): after any takes, no two neighbouring steps of a row are equal
+    and every search (one node, spread) gives what it gives on the same profile with every step kept."""
+    prof, k, dur_s, before_s = case
+    _merged(prof.t, prof.free)
+    prof.free_now = sum(f[0] for f in prof.free)
+    plain = copy.deepcopy(prof)
+    nodes = list(range(len(prof.t)))
+    for _ in range(data.draw(st.integers(1, 6))):
+        n = data.draw(st.sampled_from(nodes))
+        start_s = data.draw(st.sampled_from([10.0, 11.0, 12.5, 17.0, 20.0, 30.0, 45.0, 60.0]))
+        end_s = start_s + data.draw(st.sampled_from([0.0, 1.5, 3.0, 10.0, 20.0, 70.0]))
+        held = _steps_during(prof.t[n], prof.free[n], start_s, max(end_s, start_s + 1e-6))
+        c = data.draw(st.integers(-2, min(held)))  # < 0: a held slot given back (`_Profile.hold`)
+        prof._take(start_s, end_s, [n], [c])
+        _take_keeping_every_step(plain, start_s, end_s, n, c)
+        for tl, fl in zip(prof.t, prof.free, strict=True):
+            assert all(fl[j] != fl[j - 1] for j in range(1, len(fl))), (tl, fl)
+        assert prof.free_now == plain.free_now == sum(f[0] for f in prof.free)
+        for d in (dur_s, 0.0, 4.0):
+            for from_s in (-float("inf"), 10.0):
+                args = (nodes, k, d, before_s, from_s)
+                assert prof._one_node(*args) == plain._one_node(*args)
+                assert prof._spread(*args) == plain._spread(*args)
+
+
 @settings(max_examples=300, deadline=None)
 @given(_profiles(), st.data())
 def test_a_search_after_capacity_is_taken_starts_no_earlier(case, data):
