@@ -4,8 +4,9 @@ bad file one error line."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,20 +38,22 @@ def check_scorer_features(path: str | Path, checkpoint: dict[str, Any]) -> None:
         )
 
 
-def scorer_round_s(cfg: RunConfig, path: str | Path) -> float:
-    """The round length a trained scorer runs at: --round_s when the command line gives it, else the round it was
-    trained at (its checkpoint's run config; ROUND_S for one that records none)."""
-    if "round_s" in cfg.explicit_options:
-        return cfg.policy.round_s
-    from agents.checkpoint import load_checkpoint
+class TrainedScorer(NamedTuple):
+    """What a scorer checkpoint holds (`load_scorer`)."""
 
-    saved = (load_checkpoint(path).get("run_config") or {}).get("policy") or {}
-    return float(saved.get("round_s", ROUND_S))
+    algo: str
+    scorer: Scorer
+    round_s: float
+    """the round length it was trained at (its run config's; ROUND_S for a checkpoint that records none)"""
+
+    def round_for(self, cfg: RunConfig) -> float:
+        """The round length it runs at: --round_s when the command line gives it, else its trained one."""
+        return cfg.policy.round_s if "round_s" in cfg.explicit_options else self.round_s
 
 
-def load_scorer(path: str | Path) -> tuple[str, Scorer]:
-    """(algo, the trained scorer) of a scorer checkpoint; a file that is not one, or holds unusable parameters, is
-    a UserError naming it."""
+def load_scorer(path: str | Path) -> TrainedScorer:
+    """The trained scorer of a scorer checkpoint; a file that is not one, or holds unusable parameters or round
+    length, is a UserError naming it."""
     from agents.checkpoint import load_checkpoint
 
     checkpoint = load_checkpoint(path)
@@ -59,11 +62,16 @@ def load_scorer(path: str | Path) -> tuple[str, Scorer]:
         raise UserError(f"{path} holds a {algo} agent, not a score-round scorer ({', '.join(SCORER_ALGOS)})")
     check_scorer_features(path, checkpoint)
     entry = checkpoint.get("scorer") or {}
+    round_s = ((checkpoint.get("run_config") or {}).get("policy") or {}).get("round_s", ROUND_S)
+    if not (isinstance(round_s, (int, float)) and math.isfinite(round_s) and round_s > 0):
+        raise UserError(f"{path}: unusable round length {round_s!r} in its run config (seconds > 0)")
     try:
         if entry.get("kind") == "mlp":
             from agents.row_mlp import RowMLP  # lazy: torch's scorer, for es checkpoints only
 
-            return algo, RowMLP(np.asarray(entry.get("params"), dtype=float), int(entry.get("hidden")))
-        return algo, LinearScorer(np.asarray(entry.get("weights"), dtype=float))
+            scorer = RowMLP(np.asarray(entry.get("params"), dtype=float), int(entry.get("hidden")))
+        else:
+            scorer = LinearScorer(np.asarray(entry.get("weights"), dtype=float))
     except (TypeError, ValueError) as err:
         raise UserError(f"{path}: unusable scorer weights ({err})") from None
+    return TrainedScorer(algo, scorer, float(round_s))

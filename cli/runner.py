@@ -156,12 +156,11 @@ def _always_on_record(result: RunResult, power: PowerSetup, name: str) -> RunRes
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
     """Run a trained agent greedily through the Gymnasium env on the scenario (a scorer: its score rounds)."""
     if algo in SCORER_ALGOS:
-        from agents.scorers import scorer_round_s
         from env.score_env import run_with_scorer
 
-        scorer = _load_agent(algo, checkpoint)
-        round_s = scorer_round_s(cfg, checkpoint)
-        return run_with_scorer(sc, scorer, round_s=round_s, name=algo, preempt=cfg.policy.score_preempt)
+        trained = _load_scorer(algo, checkpoint)
+        round_s, preempt = trained.round_for(cfg), cfg.policy.score_preempt
+        return run_with_scorer(sc, trained.scorer, round_s=round_s, name=algo, preempt=preempt)
     from env.gym_env import run_policy_in_env
 
     policy = _load_agent(algo, checkpoint)
@@ -213,17 +212,22 @@ def checkpoint_choice(cfg: RunConfig) -> dict[str, str]:
     return {algo: find_checkpoint(cfg, algo) for algo in run_agents(cfg)}
 
 
+def _load_scorer(algo: str, checkpoint: str):
+    """The trained scorer (agents.scorers.TrainedScorer) in `checkpoint`, which must hold an `algo` scorer."""
+    from agents.scorers import load_scorer
+
+    trained = load_scorer(checkpoint)
+    if trained.algo != algo:
+        raise UserError(f"checkpoint {checkpoint} holds a {trained.algo} agent, not {algo}")
+    return trained
+
+
 def _load_agent(algo: str, checkpoint: str):
     """The greedy policy (a scorer's: its scorer) stored in `checkpoint`, which must hold an `algo` agent."""
     import torch
 
     if algo in SCORER_ALGOS:
-        from agents.scorers import load_scorer
-
-        saved, scorer = load_scorer(checkpoint)
-        if saved != algo:
-            raise UserError(f"checkpoint {checkpoint} holds a {saved} agent, not {algo}")
-        return scorer
+        return _load_scorer(algo, checkpoint).scorer
 
     from agents.policy import load_policy
 

@@ -110,13 +110,12 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
     torch.set_num_threads(1)
     for model in task.models:
         if model.algo in SCORER_ALGOS:  # a score-round scorer runs natively, as las_speed does
-            from agents.scorers import load_scorer, scorer_round_s
+            from agents.scorers import load_scorer
             from env.score_env import run_with_scorer
 
-            _, scorer = load_scorer(model.path)
-            round_s = scorer_round_s(cfg, model.path)
-            preempt = cfg.policy.score_preempt
-            result = run_with_scorer(sc, scorer, round_s=round_s, name=model.algo, preempt=preempt)
+            trained = load_scorer(model.path)
+            round_s, preempt = trained.round_for(cfg), cfg.policy.score_preempt
+            result = run_with_scorer(sc, trained.scorer, round_s=round_s, name=model.algo, preempt=preempt)
             out.append(_row(task.case, model.algo, model.seed, model.kind, summarize(result)))
             continue
         saved = load_checkpoint(model.path).get("run_config") or {}

@@ -148,13 +148,8 @@ def easy_backfill(view: View) -> list[Decision]:
                 speed,
                 shadow_s,
             )
-            fails_a[id(s)] = (
-                f[0] if valid else first,
-                hi if not valid or hi > f[1] else f[1],
-                shadow_s,
-                speed,
-                now,
-            )
+            a, b = (f[0], max(hi, f[1])) if valid else (first, hi)
+            fails_a[id(s)] = (a, b, shadow_s, speed, now)
             if j < best:
                 best, best_s, best_p = j, s, None
         groups = [g for _, _, g in live if id(g) not in unfit] if unfit else [g for _, _, g in live]

@@ -94,13 +94,13 @@ class Plan:
                     # nodes of q with >= k whole GPUs free once p applies
                     room = sum(map(len, pool_free[q][k:]))
                     if room > len(taken):  # (p takes GPUs from fewer nodes than that)
-                        return pool_type[q]
+                        return tq
                     if room:
                         for n, c in taken:
                             if node_pool[n] == q and node_whole[n] >= k > node_whole[n] - c:
                                 room -= 1
                         if room:
-                            return pool_type[q]
+                            return tq
             elif free.type_whole[t] - (len(p.gpus) if p.type_idx == t else 0) >= k:
                 if len(pools) == free.layout.type_num_pools[t]:  # every pool of t: the type's count decides
                     return t

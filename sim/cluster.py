@@ -320,9 +320,9 @@ class FreeState:
                 by_c[c].add(n)
         else:
             self._read = _copy_from._read
-            if (
-                _copy_from._arrays_ok
-            ):  # (then they are read: an unread state's takes and gives mark them out of date)
+            if self._read[0] and not _copy_from._arrays_ok:
+                _copy_from._rebuild()  # once, not in every copy that shares the out-of-date arrays
+            if _copy_from._arrays_ok:  # (up to date: copied, as each state then changes its own in place)
                 self._free_milli = _copy_from._free_milli.copy()
                 self._free_mem_mb = _copy_from._free_mem_mb.copy()
                 self._arrays_ok = True
@@ -558,8 +558,7 @@ class FreeState:
         them, and a node taken or given whole needs no look at its GPUs."""
         layout = self.layout
         num, gpu_bit = layout.node_num_gpus, layout.gpu_bit
-        node_pool, pool_big = layout.node_pool, layout.pool_big
-        bits, whole, pool_free = self.node_free_bits, self.node_whole, self.pool_free
+        bits, add_whole = self.node_free_bits, self._add_whole
         write = self._read[0]
         if not write:
             self._arrays_ok = False
@@ -572,22 +571,10 @@ class FreeState:
                 for g in gpus[i : i + c]:
                     mask |= gpu_bit[g]
             i += c
-            old = whole[n]
             if free:
                 bits[n] |= mask
-                new = old + c
             else:
                 bits[n] &= ~mask
-                new = old - c
-            q = node_pool[n]
-            by_c = pool_free[q]
-            if pool_big[q]:
-                if old:
-                    by_c[old].discard(n)
-                if new:
-                    by_c[new].add(n)
-            else:
-                _move(by_c, n, old, new)
-            whole[n] = new
+            add_whole(n, c if free else -c)
             if write:
                 self._write(n, mask, free)

@@ -266,7 +266,7 @@ def one_error_line(capsys) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("damage", ["text", "nan_weights", "short_weights", "other_features"])
+@pytest.mark.parametrize("damage", ["text", "nan_weights", "short_weights", "other_features", "nan_round"])
 def test_a_bad_weights_file_is_one_error_line(tmp_path, capsys, damage):
     path = tmp_path / "cem_seed0_final.pt"
     if damage == "text":
@@ -278,6 +278,8 @@ def test_a_bad_weights_file_is_one_error_line(tmp_path, capsys, damage):
             checkpoint["scorer"]["weights"] = [float("nan")] * NUM_FEATURES
         elif damage == "short_weights":
             checkpoint["scorer"]["weights"] = [1.0, 2.0]
+        elif damage == "nan_round":  # (rounds of NaN seconds would never advance)
+            checkpoint["run_config"]["policy"]["round_s"] = float("nan")
         else:
             checkpoint["action_space"]["features"] = ["log_est_runtime", "something_else"]
         save_checkpoint(path, checkpoint)
@@ -299,7 +301,7 @@ def test_a_bad_weights_file_is_one_error_line(tmp_path, capsys, damage):
     line = one_error_line(capsys)
     assert str(path) in line
     expected = {"text": "not a readable checkpoint", "nan_weights": "finite", "short_weights": "weights",
-                "other_features": "retrain"}[damage]  # fmt: skip
+                "other_features": "retrain", "nan_round": "unusable round length nan"}[damage]  # fmt: skip
     assert expected in line
 
 
