@@ -44,21 +44,28 @@ def run_with_scorer(
     round_s: float | None = None,
     name: str = "scorer",
     preempt: bool | None = None,
+    on_arrival: bool | None = None,
 ) -> RunResult:
     """One run of the score-round mechanism with `scorer` (features -> scores) on a scenario, or on the scenario
     `build_scenario(config, seed)`; no env in between. `round_s` defaults to the config's (a RunConfig source)
     or ROUND_S (360 s); `preempt` (default: the config's policy.score_preempt, else True) False runs the
-    non-preemptive ablation (schedulers.score_rounds.make_score_policy). The result is the run's RunResult (job records, runs, timeline) named `name`."""
+    non-preemptive ablation (schedulers.score_rounds.make_score_policy); `on_arrival` (default: the config's
+    policy.round_on_arrival, else False) makes every arrival instant a round too. The result is the run's RunResult (job records, runs, timeline) named `name`."""
     if isinstance(source, RunConfig):
         if seed is None:
             raise ValueError("run_with_scorer(config, ...) needs the scenario seed")
         sc = build_scenario(source, seed)
         round_s = source.policy.round_s if round_s is None else round_s
         preempt = source.policy.score_preempt if preempt is None else preempt
+        on_arrival = source.policy.round_on_arrival if on_arrival is None else on_arrival
     else:
         sc = source
     sim = sc.simulator()
-    sim.run(make_score_policy(scorer, ROUND_S if round_s is None else round_s, preempt is not False))
+    sim.run(
+        make_score_policy(
+            scorer, ROUND_S if round_s is None else round_s, preempt is not False, bool(on_arrival)
+        )
+    )
     return sim.result(name, sc.seed, preemptive=True)
 
 

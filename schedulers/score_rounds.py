@@ -122,14 +122,18 @@ class Consult(NamedTuple):
     """between boundaries, when exactly one waiting job fits: its start (no score can change it)"""
 
 
-def consult(view: View, round_s: float = ROUND_S) -> Consult:
-    """Which rows the scorer must score now (see the module's rule)."""
+def consult(view: View, round_s: float = ROUND_S, on_arrival: bool = False) -> Consult:
+    """Which rows the scorer must score now (see the module's rule); `on_arrival`: an instant at which a job
+    arrived (and waits) is a round too."""
     now = view.now_s
     k = math.floor(now / round_s)
     at_round = k * round_s == now
     nxt = (k + 1) * round_s
-    if not (view.queue or view.running):
+    queue = view.queue
+    if not (queue or view.running):
         return _tuple_new(Consult, (at_round, None, (), nxt, False, None))
+    if on_arrival and not at_round and queue and view.jobs.arrival_s[next(reversed(queue))] == now:
+        at_round = True  # the queue is in job-index (arrival) order: its last job is the latest arrival
     if at_round:
         return _tuple_new(Consult, (True, active_rows(view), (), nxt, True, None))
     free = view.free
@@ -280,7 +284,7 @@ def _fill(view: View, ranked: list[int], trial, candidates: set[int]) -> list:
 
 
 def make_score_policy(
-    scorer: Scorer, round_s: float = ROUND_S, preempt: bool = True
+    scorer: Scorer, round_s: float = ROUND_S, preempt: bool = True, on_arrival: bool = False
 ) -> Callable[[View], list]:
     """The score-round policy of `scorer` with rounds of `round_s` seconds. `preempt=False` (the non-preemptive
     ablation, `--score_preempt no`): no rounds at all; at every arrival and completion the waiting jobs that fit
@@ -289,7 +293,7 @@ def make_score_policy(
         raise ValueError(f"round_s must be a finite number of seconds > 0, got {round_s}")
 
     def score_rounds(view: View) -> list:
-        c = consult(view, round_s)
+        c = consult(view, round_s, on_arrival)
         return decide(view, c, None if c.rows is None else scorer(c.rows.features))
 
     def score_fill(view: View) -> list:
