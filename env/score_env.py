@@ -76,7 +76,8 @@ class GPUClusterScoreEnv(gym.Env):
     The environment wraps the same event-driven `Simulator` as every heuristic and runs the score-round mechanism
     of schedulers/score_rounds.py (docs/schedulers.md, Score rounds), which `las_speed` runs with fixed weights.
     The agent acts where that mechanism consults its scorer: at every round boundary (multiples of `round_s`
-    from t = 0) while some job is active, and between boundaries at an arrival or completion after which at least
+    from t = 0) while some job is active (with `policy.round_on_arrival`, also at every instant at which a job
+    arrives and waits: a round like a boundary's), and between boundaries at an arrival or completion after which at least
     two waiting jobs fit (with one, its start needs no score: it is applied without asking). At a boundary the
     rows are every active job (waiting or running) on every GPU type it can use; rows are taken in descending
     score while the type has room, running jobs not taken (or taken for another type) are preempted and pay the
@@ -119,7 +120,8 @@ class GPUClusterScoreEnv(gym.Env):
     than `max_rows` at some instant raise RuntimeError (make the env with a larger `max_rows`).
 
     ## Arguments
-    `config` (RunConfig: workload, cluster, sim; `policy.round_s` the round length), `scenario` (a fixed Scenario),
+    `config` (RunConfig: workload, cluster, sim; `policy.round_s` the round length, `policy.round_on_arrival`
+    rounds at arrivals too), `scenario` (a fixed Scenario),
     `max_rows` (observation rows, 1,024), `reward_scale_s` (3,600).
     """
 
@@ -139,6 +141,7 @@ class GPUClusterScoreEnv(gym.Env):
         if not (math.isfinite(reward_scale_s) and reward_scale_s > 0):
             raise ValueError(f"reward_scale_s must be a finite number > 0, got {reward_scale_s}")
         self.round_s = float(self.config.policy.round_s)
+        self.on_arrival = bool(self.config.policy.round_on_arrival)
         self.max_rows = max_rows
         self.reward_scale_s = float(reward_scale_s)
         self._fixed = scenario
@@ -229,7 +232,7 @@ class GPUClusterScoreEnv(gym.Env):
                 return False
             self._charge(sim.now_s)
             view = sim.view()
-            c = consult(view, self.round_s)
+            c = consult(view, self.round_s, self.on_arrival)
             if c.rows is not None:
                 if len(c.rows) > self.max_rows:
                     raise RuntimeError(

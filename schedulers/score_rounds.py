@@ -20,7 +20,12 @@ t = 0; the policy asks for a WakeUp at the next boundary while any job is active
   progress kept, restore overhead paid at the next start).
 - Fill (work conservation): the jobs still waiting (preempted ones included) then start in the order of their
   best row wherever they fit now, on their placement-rule placement (any acceptable type).
-- Between boundaries (an arrival or a completion while jobs wait) nothing is preempted: the waiting jobs that fit
+- Rounds at arrivals (`on_arrival`, --round_on_arrival yes; off by default): an instant at which a job arrives
+  and waits is a round too, walked and realised exactly as at a boundary (the boundaries stay at multiples of
+  `round_s`), so a job that outranks a running one preempts it at once, as SRTF does, instead of at the next
+  boundary.
+- Otherwise between boundaries (a completion, or an arrival without `on_arrival`, while jobs wait) nothing is
+  preempted: the waiting jobs that fit
   now start, filled as above; only their rows are scored, and not even those when a single job fits (no score can
   change its start).
 The scorer is consulted exactly when rows are scored (`consult` says when), so a Gymnasium env can ask an agent
