@@ -22,7 +22,7 @@ from sim.records import RunResult
 from sim.simulator import Simulator
 
 CONTEXT_FEATURES = (
-    "at_round",  # 1 at a round boundary (the walk may preempt), 0 at a fill between rounds
+    "at_round",  # 1 at a round (a boundary, or an arrival with rounds at arrivals: the walk may preempt), 0 at a fill
     "to_next_round",  # (next boundary - now) / round_s
     "waiting_jobs",  # log1p(waiting jobs) / log1p(100,000), clipped to 1
     "running_jobs",  # log1p(running jobs) / log1p(100,000), clipped to 1
