@@ -110,6 +110,9 @@ class PolicyConfig:
     round_s: float = 360.0
     """las_speed (and the score env, GPUClusterScore-v0): seconds between the rounds at which jobs are re-chosen
     and preempted (Gavel's default round)"""
+    round_on_arrival: bool = False
+    """las_speed, the trained scorers and the score env: an instant at which a job arrives (and waits) is a round
+    too (the walk may preempt for it at once, as SRTF does), besides the boundaries every `round_s`"""
     score_preempt: bool = True
     """las_speed and the trained scorers (eval, compare, report): the score rounds as they are (True), or their
     non-preemptive ablation (False: no rounds; waiting jobs start at arrivals and completions in score order)"""

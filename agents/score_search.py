@@ -103,7 +103,9 @@ def avg_jct(cfg: RunConfig, scenario_seed: int, params: tuple[float, ...] | None
         result = sim.result("sjf", sc.seed)
     else:
         scorer = scorer_from_params(cfg, np.asarray(params, dtype=float))
-        result = run_with_scorer(sc, scorer, round_s=cfg.policy.round_s)
+        result = run_with_scorer(
+            sc, scorer, round_s=cfg.policy.round_s, on_arrival=cfg.policy.round_on_arrival
+        )
     return summarize(result).avg_jct_s
 
 

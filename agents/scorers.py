@@ -45,10 +45,16 @@ class TrainedScorer(NamedTuple):
     scorer: Scorer
     round_s: float
     """the round length it was trained at (its run config's; ROUND_S for a checkpoint that records none)"""
+    on_arrival: bool = False
+    """whether it was trained with a round at every arrival too (False for a checkpoint that records none)"""
 
     def round_for(self, cfg: RunConfig) -> float:
         """The round length it runs at: --round_s when the command line gives it, else its trained one."""
         return cfg.policy.round_s if "round_s" in cfg.explicit_options else self.round_s
+
+    def on_arrival_for(self, cfg: RunConfig) -> bool:
+        """Whether it runs with rounds at arrivals: --round_on_arrival when given, else as it was trained."""
+        return cfg.policy.round_on_arrival if "round_on_arrival" in cfg.explicit_options else self.on_arrival
 
 
 def load_scorer(path: str | Path) -> TrainedScorer:
@@ -62,9 +68,13 @@ def load_scorer(path: str | Path) -> TrainedScorer:
         raise UserError(f"{path} holds a {algo} agent, not a score-round scorer ({', '.join(SCORER_ALGOS)})")
     check_scorer_features(path, checkpoint)
     entry = checkpoint.get("scorer") or {}
-    round_s = ((checkpoint.get("run_config") or {}).get("policy") or {}).get("round_s", ROUND_S)
+    policy = (checkpoint.get("run_config") or {}).get("policy") or {}
+    round_s = policy.get("round_s", ROUND_S)
     if not (isinstance(round_s, (int, float)) and math.isfinite(round_s) and round_s > 0):
         raise UserError(f"{path}: unusable round length {round_s!r} in its run config (seconds > 0)")
+    on_arrival = policy.get("round_on_arrival", False)
+    if not isinstance(on_arrival, bool):
+        raise UserError(f"{path}: unusable round_on_arrival {on_arrival!r} in its run config (true or false)")
     try:
         if entry.get("kind") == "mlp":
             from agents.row_mlp import RowMLP  # lazy: torch's scorer, for es checkpoints only
@@ -74,4 +84,4 @@ def load_scorer(path: str | Path) -> TrainedScorer:
             scorer = LinearScorer(np.asarray(entry.get("weights"), dtype=float))
     except (TypeError, ValueError) as err:
         raise UserError(f"{path}: unusable scorer weights ({err})") from None
-    return TrainedScorer(algo, scorer, float(round_s))
+    return TrainedScorer(algo, scorer, float(round_s), on_arrival)

@@ -29,7 +29,7 @@ from bench.bench_scenario import fingerprint  # noqa: E402
 from config import SimConfig  # noqa: E402
 from metrics.energy import energy_report  # noqa: E402
 from scenario.build import known_runtimes  # noqa: E402
-from schedulers import POLICIES, PREEMPTIVE  # noqa: E402
+from schedulers import POLICIES, PREEMPTIVE, make_policy  # noqa: E402
 from schedulers.power_managers import make_manager, parse_manager  # noqa: E402
 from sim.cluster import ClusterLayout  # noqa: E402
 from sim.cluster_spec import parse_cluster_spec  # noqa: E402
@@ -60,6 +60,11 @@ def main() -> None:
         help="what policies know of runtimes (as main.py's --runtime_info; estimates drawn after the jobs)",
     )
     p.add_argument(
+        "--round_on_arrival",
+        action="store_true",
+        help="las_speed: a score round at every arrival too (as main.py's --round_on_arrival yes)",
+    )
+    p.add_argument(
         "--cpu_time",
         action="store_true",
         help="time with this process's CPU time instead of wall time (steadier on a shared machine)",
@@ -83,7 +88,8 @@ def main() -> None:
                 manager = None if spec is None else make_manager(spec, synthetic_curve())
                 gc.collect()  # the previous runs' cyclic garbage is freed here, not inside the timed run
                 t0, c0 = clock(), time.process_time()
-                sim.run(POLICIES[algo], manager=manager)
+                policy = make_policy(algo, round_on_arrival=True) if a.round_on_arrival else POLICIES[algo]
+                sim.run(policy, manager=manager)
                 if spec is not None:
                     energy_report(sim.result(algo, a.seed), synthetic_curve())
                 best = min(best, clock() - t0)

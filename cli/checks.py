@@ -254,12 +254,15 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         refuse(("model",), "--checkpoint names the model file itself")
     if "sjf_gate" not in algos or cfg.mode == "train":
         refuse(("gate_s",), "sjf_gate's gate; sjf_gate does not run")
-    if cfg.mode == "train" and cfg.algo not in SCORER_ALGOS:
-        refuse(
-            ("round_s",), f"the length of the score rounds of las_speed, cem and es; this trains {cfg.algo}"
-        )
-    elif cfg.mode in ("eval", "compare") and not any(a in scorers for a in algos):
-        refuse(("round_s",), "the length of the score rounds of las_speed, cem and es, none of which runs")
+    rounds = {
+        "round_s": "the length of the score rounds",
+        "round_on_arrival": "rounds at arrivals in the score rounds",
+    }
+    for option, what in rounds.items():
+        if cfg.mode == "train" and cfg.algo not in SCORER_ALGOS:
+            refuse((option,), f"{what} of las_speed, cem and es; this trains {cfg.algo}")
+        elif cfg.mode in ("eval", "compare") and not any(a in scorers for a in algos):
+            refuse((option,), f"{what} of las_speed, cem and es, none of which runs")
     if w.workload_type != "google":
         refuse(("google_unit",), f"it maps the google trace; the workload is {w.workload_type}")
     if w.workload_type != "synthetic":

@@ -353,6 +353,14 @@ def build_parser() -> argparse.ArgumentParser:
         "preempted); a cem/es model runs at the round it was trained at unless this is given",
     )
     g.add_argument(
+        "--round_on_arrival",
+        choices=("yes", "no"),
+        default="no",
+        help="las_speed, cem, es: an instant at which a job arrives is a round too (the walk may preempt for it at "
+        "once, as SRTF does), besides the boundaries every --round_s; a cem/es model runs as it was trained unless "
+        "this is given",
+    )
+    g.add_argument(
         "--score_preempt",
         choices=("yes", "no"),
         default="yes",
@@ -618,7 +626,12 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
             job_types=a.job_types,
         ),
         sim=replace(d.sim, runtime_info=a.runtime_info, preempt_overhead_s=a.preempt_overhead_s),
-        policy=PolicyConfig(gate_s=a.gate_s, round_s=a.round_s, score_preempt=a.score_preempt == "yes"),
+        policy=PolicyConfig(
+            gate_s=a.gate_s,
+            round_s=a.round_s,
+            round_on_arrival=a.round_on_arrival == "yes",
+            score_preempt=a.score_preempt == "yes",
+        ),
         env=replace(
             d.env, window=a.window, reward=a.reward or ("delay" if a.mode == "train" else d.env.reward)
         ),

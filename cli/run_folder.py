@@ -180,6 +180,8 @@ def run_identity(cfg: RunConfig, checkpoints: dict[str, str]) -> dict[str, Any]:
         options.pop("es", None)
     if cfg.policy.score_preempt:  # the score rounds as they are: recorded as before the ablation existed
         options["policy"].pop("score_preempt", None)
+    if not cfg.policy.round_on_arrival:  # no rounds at arrivals: recorded as before the option existed
+        options["policy"].pop("round_on_arrival", None)
     identity = {
         "options": options,
         "inputs": {name: file_record(path) for name, path in input_paths(cfg).items()},

@@ -119,14 +119,22 @@ def run_heuristic(
     gate_s: float | None = None,
     round_s: float | None = None,
     score_preempt: bool = True,
+    round_on_arrival: bool = False,
 ) -> RunResult:
     """Run heuristic `algo` on the scenario (under a power manager when `power` is given) and return its result
-    (`gate_s`: sjf_gate's gate, `round_s`: las_speed's round, default their own; the Gavel replays take the
-    scenario's seed and matrix)."""
+    (`gate_s`: sjf_gate's gate, `round_s`: las_speed's round, default their own; `score_preempt` and
+    `round_on_arrival`: las_speed's; the Gavel replays take the scenario's seed and matrix)."""
     sim = sc.simulator(power.model if power is not None else None)
     update, bar = _progress(len(sc.workload.jobs) - sim.num_rejected, algo, progress)
     params = {k: v for k, v in (("gate_s", gate_s), ("round_s", round_s)) if v is not None}
-    policy = make_policy(algo, seed=sc.seed, matrix=sc.throughput, score_preempt=score_preempt, **params)
+    policy = make_policy(
+        algo,
+        seed=sc.seed,
+        matrix=sc.throughput,
+        score_preempt=score_preempt,
+        round_on_arrival=round_on_arrival,
+        **params,
+    )
     manager = None
     if power is not None:
         manager = make_manager(power.spec, power.prices)
@@ -159,8 +167,14 @@ def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress
         from env.score_env import run_with_scorer
 
         trained = _load_scorer(algo, checkpoint)
-        round_s, preempt = trained.round_for(cfg), cfg.policy.score_preempt
-        return run_with_scorer(sc, trained.scorer, round_s=round_s, name=algo, preempt=preempt)
+        return run_with_scorer(
+            sc,
+            trained.scorer,
+            round_s=trained.round_for(cfg),
+            name=algo,
+            preempt=cfg.policy.score_preempt,
+            on_arrival=trained.on_arrival_for(cfg),
+        )
     from env.gym_env import run_policy_in_env
 
     policy = _load_agent(algo, checkpoint)
@@ -279,7 +293,7 @@ def run_one(
         result = run_agent(cfg, sc, algo, checkpoint or find_checkpoint(cfg, algo), progress)
         return result if power is None else _always_on_record(result, power, run_name(algo, power))
     p = cfg.policy
-    return run_heuristic(sc, algo, progress, power, p.gate_s, p.round_s, p.score_preempt)
+    return run_heuristic(sc, algo, progress, power, p.gate_s, p.round_s, p.score_preempt, p.round_on_arrival)
 
 
 def summarize_run(result: RunResult, power: PowerSetup | None) -> tuple[SummaryRow, EnergyReport | None]:

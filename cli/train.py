@@ -56,6 +56,7 @@ FIELD_OF_OPTION = {
     "checkpoint_every": "checkpoint_every_episodes",
     "cluster": "cluster.spec",
     "round_s": "policy.round_s",
+    "round_on_arrival": "policy.round_on_arrival",
     "cluster_path": "cluster.path",
     "multi_node_factor": "cluster.multi_node_runtime_factor",
     "trace_start": "workload.trace_start_s",

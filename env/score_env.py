@@ -22,7 +22,7 @@ from sim.records import RunResult
 from sim.simulator import Simulator
 
 CONTEXT_FEATURES = (
-    "at_round",  # 1 at a round boundary (the walk may preempt), 0 at a fill between rounds
+    "at_round",  # 1 at a round (a boundary, or an arrival with rounds at arrivals: the walk may preempt), 0 at a fill
     "to_next_round",  # (next boundary - now) / round_s
     "waiting_jobs",  # log1p(waiting jobs) / log1p(100,000), clipped to 1
     "running_jobs",  # log1p(running jobs) / log1p(100,000), clipped to 1
@@ -44,21 +44,28 @@ def run_with_scorer(
     round_s: float | None = None,
     name: str = "scorer",
     preempt: bool | None = None,
+    on_arrival: bool | None = None,
 ) -> RunResult:
     """One run of the score-round mechanism with `scorer` (features -> scores) on a scenario, or on the scenario
     `build_scenario(config, seed)`; no env in between. `round_s` defaults to the config's (a RunConfig source)
     or ROUND_S (360 s); `preempt` (default: the config's policy.score_preempt, else True) False runs the
-    non-preemptive ablation (schedulers.score_rounds.make_score_policy). The result is the run's RunResult (job records, runs, timeline) named `name`."""
+    non-preemptive ablation (schedulers.score_rounds.make_score_policy); `on_arrival` (default: the config's
+    policy.round_on_arrival, else False) makes every arrival instant a round too. The result is the run's RunResult (job records, runs, timeline) named `name`."""
     if isinstance(source, RunConfig):
         if seed is None:
             raise ValueError("run_with_scorer(config, ...) needs the scenario seed")
         sc = build_scenario(source, seed)
         round_s = source.policy.round_s if round_s is None else round_s
         preempt = source.policy.score_preempt if preempt is None else preempt
+        on_arrival = source.policy.round_on_arrival if on_arrival is None else on_arrival
     else:
         sc = source
     sim = sc.simulator()
-    sim.run(make_score_policy(scorer, ROUND_S if round_s is None else round_s, preempt is not False))
+    sim.run(
+        make_score_policy(
+            scorer, ROUND_S if round_s is None else round_s, preempt is not False, bool(on_arrival)
+        )
+    )
     return sim.result(name, sc.seed, preemptive=True)
 
 
@@ -69,7 +76,8 @@ class GPUClusterScoreEnv(gym.Env):
     The environment wraps the same event-driven `Simulator` as every heuristic and runs the score-round mechanism
     of schedulers/score_rounds.py (docs/schedulers.md, Score rounds), which `las_speed` runs with fixed weights.
     The agent acts where that mechanism consults its scorer: at every round boundary (multiples of `round_s`
-    from t = 0) while some job is active, and between boundaries at an arrival or completion after which at least
+    from t = 0) while some job is active (with `policy.round_on_arrival`, also at every instant at which a job
+    arrives and waits: a round like a boundary's), and between boundaries at an arrival or completion after which at least
     two waiting jobs fit (with one, its start needs no score: it is applied without asking). At a boundary the
     rows are every active job (waiting or running) on every GPU type it can use; rows are taken in descending
     score while the type has room, running jobs not taken (or taken for another type) are preempted and pay the
@@ -112,7 +120,8 @@ class GPUClusterScoreEnv(gym.Env):
     than `max_rows` at some instant raise RuntimeError (make the env with a larger `max_rows`).
 
     ## Arguments
-    `config` (RunConfig: workload, cluster, sim; `policy.round_s` the round length), `scenario` (a fixed Scenario),
+    `config` (RunConfig: workload, cluster, sim; `policy.round_s` the round length, `policy.round_on_arrival`
+    rounds at arrivals too), `scenario` (a fixed Scenario),
     `max_rows` (observation rows, 1,024), `reward_scale_s` (3,600).
     """
 
@@ -132,6 +141,7 @@ class GPUClusterScoreEnv(gym.Env):
         if not (math.isfinite(reward_scale_s) and reward_scale_s > 0):
             raise ValueError(f"reward_scale_s must be a finite number > 0, got {reward_scale_s}")
         self.round_s = float(self.config.policy.round_s)
+        self.on_arrival = bool(self.config.policy.round_on_arrival)
         self.max_rows = max_rows
         self.reward_scale_s = float(reward_scale_s)
         self._fixed = scenario
@@ -222,7 +232,7 @@ class GPUClusterScoreEnv(gym.Env):
                 return False
             self._charge(sim.now_s)
             view = sim.view()
-            c = consult(view, self.round_s)
+            c = consult(view, self.round_s, self.on_arrival)
             if c.rows is not None:
                 if len(c.rows) > self.max_rows:
                     raise RuntimeError(

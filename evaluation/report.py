@@ -96,6 +96,7 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
                     seed=sc.seed,
                     matrix=sc.throughput,
                     score_preempt=cfg.policy.score_preempt,
+                    round_on_arrival=cfg.policy.round_on_arrival,
                 )
             )
             out.append(_row(task.case, name, None, "", summarize(sim.result(name, sc.seed))))
@@ -114,8 +115,14 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
             from env.score_env import run_with_scorer
 
             trained = load_scorer(model.path)
-            round_s, preempt = trained.round_for(cfg), cfg.policy.score_preempt
-            result = run_with_scorer(sc, trained.scorer, round_s=round_s, name=model.algo, preempt=preempt)
+            result = run_with_scorer(
+                sc,
+                trained.scorer,
+                round_s=trained.round_for(cfg),
+                name=model.algo,
+                preempt=cfg.policy.score_preempt,
+                on_arrival=trained.on_arrival_for(cfg),
+            )
             out.append(_row(task.case, model.algo, model.seed, model.kind, summarize(result)))
             continue
         saved = load_checkpoint(model.path).get("run_config") or {}
@@ -329,6 +336,10 @@ def ablation_lines(cfg: RunConfig) -> list[str]:
     if not cfg.policy.score_preempt:
         said.append(
             "las_speed and the trained scorers run **without rounds or preemption** (`--score_preempt no`)"
+        )
+    if cfg.policy.round_on_arrival:
+        said.append(
+            "las_speed and the trained scorers hold a round **at every arrival** too (`--round_on_arrival yes`)"
         )
     if cfg.sim.preempt_overhead_s != defaults.sim.preempt_overhead_s:
         said.append(

@@ -72,9 +72,11 @@ def make_policy(
     seed: int = 0,
     matrix: ThroughputMatrix | None = None,
     score_preempt: bool = True,
+    round_on_arrival: bool = False,
 ) -> Policy:
     """The policy `name` with its parameters: sjf_gate's `gate_s` (--gate_s), las_speed's `round_s` (--round_s)
-    and `score_preempt` (--score_preempt no: its non-preemptive ablation);
+    and `score_preempt` (--score_preempt no: its non-preemptive ablation) and `round_on_arrival`
+    (--round_on_arrival yes: every arrival instant is a round too);
     for the Gavel replays the seed of Gavel's own generators (its type shuffles and FIFO's draws; the CLI passes
     the scenario's seed) and the run's throughput matrix (--job_types; None: every micro-task lasts a whole
     round). A replay is built afresh on each call (its per-run state stays its own)."""
@@ -85,6 +87,8 @@ def make_policy(
         return make_tiresias_original()
     if policy is sjf_gate and gate_s != DEFAULT_GATE_S:
         return functools.partial(sjf_gate, gate_s=gate_s)
-    if policy is las_speed and (round_s != ROUND_S or not score_preempt):
-        return make_score_policy(LinearScorer.from_named(LAS_SPEED_WEIGHTS), round_s, score_preempt)
+    if policy is las_speed and (round_s != ROUND_S or not score_preempt or round_on_arrival):
+        return make_score_policy(
+            LinearScorer.from_named(LAS_SPEED_WEIGHTS), round_s, score_preempt, round_on_arrival
+        )
     return policy

@@ -20,7 +20,12 @@ t = 0; the policy asks for a WakeUp at the next boundary while any job is active
   progress kept, restore overhead paid at the next start).
 - Fill (work conservation): the jobs still waiting (preempted ones included) then start in the order of their
   best row wherever they fit now, on their placement-rule placement (any acceptable type).
-- Between boundaries (an arrival or a completion while jobs wait) nothing is preempted: the waiting jobs that fit
+- Rounds at arrivals (`on_arrival`, --round_on_arrival yes; off by default): an instant at which a job arrives
+  and waits is a round too, walked and realised exactly as at a boundary (the boundaries stay at multiples of
+  `round_s`), so a job that outranks a running one preempts it at once, as SRTF does, instead of at the next
+  boundary.
+- Otherwise between boundaries (a completion, or an arrival without `on_arrival`, while jobs wait) nothing is
+  preempted: the waiting jobs that fit
   now start, filled as above; only their rows are scored, and not even those when a single job fits (no score can
   change its start).
 The scorer is consulted exactly when rows are scored (`consult` says when), so a Gymnasium env can ask an agent
@@ -122,14 +127,18 @@ class Consult(NamedTuple):
     """between boundaries, when exactly one waiting job fits: its start (no score can change it)"""
 
 
-def consult(view: View, round_s: float = ROUND_S) -> Consult:
-    """Which rows the scorer must score now (see the module's rule)."""
+def consult(view: View, round_s: float = ROUND_S, on_arrival: bool = False) -> Consult:
+    """Which rows the scorer must score now (see the module's rule); `on_arrival`: an instant at which a job
+    arrived (and waits) is a round too."""
     now = view.now_s
     k = math.floor(now / round_s)
     at_round = k * round_s == now
     nxt = (k + 1) * round_s
-    if not (view.queue or view.running):
+    queue = view.queue
+    if not (queue or view.running):
         return _tuple_new(Consult, (at_round, None, (), nxt, False, None))
+    if on_arrival and not at_round and queue and view.jobs.arrival_s[next(reversed(queue))] == now:
+        at_round = True  # the queue is in job-index (arrival) order: its last job is the latest arrival
     if at_round:
         return _tuple_new(Consult, (True, active_rows(view), (), nxt, True, None))
     free = view.free
@@ -280,7 +289,7 @@ def _fill(view: View, ranked: list[int], trial, candidates: set[int]) -> list:
 
 
 def make_score_policy(
-    scorer: Scorer, round_s: float = ROUND_S, preempt: bool = True
+    scorer: Scorer, round_s: float = ROUND_S, preempt: bool = True, on_arrival: bool = False
 ) -> Callable[[View], list]:
     """The score-round policy of `scorer` with rounds of `round_s` seconds. `preempt=False` (the non-preemptive
     ablation, `--score_preempt no`): no rounds at all; at every arrival and completion the waiting jobs that fit
@@ -289,7 +298,7 @@ def make_score_policy(
         raise ValueError(f"round_s must be a finite number of seconds > 0, got {round_s}")
 
     def score_rounds(view: View) -> list:
-        c = consult(view, round_s)
+        c = consult(view, round_s, on_arrival)
         return decide(view, c, None if c.rows is None else scorer(c.rows.features))
 
     def score_fill(view: View) -> list:

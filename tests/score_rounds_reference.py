@@ -89,8 +89,11 @@ def _placement_on(view: View, free, i: int, t: int):
     return place(free, elig_t, k, milli, mem_mb, pace)
 
 
-def score_rounds_reference(weights: dict[str, float], round_s: float, grid: float = 0.0, order=None):
-    """The policy of weights `weights`; `order` is the feature order in which the weighted sum is taken."""
+def score_rounds_reference(
+    weights: dict[str, float], round_s: float, grid: float = 0.0, order=None, on_arrival: bool = False
+):
+    """The policy of weights `weights`; `order` is the feature order in which the weighted sum is taken;
+    `on_arrival`: an instant at which some waiting job arrived is a round too."""
     names = list(order or weights)
 
     def score(f: dict[str, float]) -> float:
@@ -112,7 +115,7 @@ def score_rounds_reference(weights: dict[str, float], round_s: float, grid: floa
         waiting = list(view.queue)
         if not running and not waiting:
             return []
-        at_round = k * round_s == now
+        at_round = k * round_s == now or (on_arrival and any(jt.arrival_s[i] == now for i in waiting))
         if not at_round:
             fits = [i for i in waiting if place(view.free, *jt.shape[i]) is not None]
             if not fits:

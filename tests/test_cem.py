@@ -255,6 +255,61 @@ def test_a_scorer_runs_at_the_round_it_was_trained_at_unless_the_command_line_gi
     assert "this trains d3qn" in one_error_line(capsys)
 
 
+def test_a_scorer_trained_with_rounds_at_arrivals_runs_with_them_unless_the_command_line_says_otherwise(
+    tmp_path, capsys
+):
+    """--round_on_arrival yes trains cem with a round at every arrival (kept in the checkpoint, fixed on resume);
+    eval runs the model with them, or without when `--round_on_arrival no` is given, each exactly as
+    run_with_scorer; the report runs the model as trained and las_speed with them only when given."""
+    assert main(train_args(tmp_path, "--total_steps", "1", "--round_on_arrival", "yes")) == 0
+    final = tmp_path / "models" / "cem_seed4_final.pt"
+    checkpoint = load_checkpoint(final)
+    assert run_config_from_dict(checkpoint["run_config"]).policy.round_on_arrival is True
+    scorer = LinearScorer(checkpoint["scorer"]["weights"])
+    small = [*TINY, "--cluster", "1xA100-80GB:4", "--models_dir", str(tmp_path / "models")]
+    sc = build_scenario(config_from_args(build_parser().parse_args(["--mode", "eval", *small])), 4)
+    runs = {a: run_with_scorer(sc, scorer, on_arrival=a) for a in (True, False)}
+    assert summarize(runs[True]).avg_jct_s != summarize(runs[False]).avg_jct_s
+    for extra, a in (([], True), (["--round_on_arrival", "no"], False)):
+        out = tmp_path / f"eval{len(extra)}"
+        assert (
+            main(["--mode", "eval", "--algo", "cem", "--seed", "4", *small, *extra, "--log_dir", str(out)])
+            == 0
+        )
+        summary = pd.read_csv(out / "summary.csv")
+        assert summary["avg_jct_s"].iloc[0] == pytest.approx(summarize(runs[a]).avg_jct_s, rel=1e-9)
+        assert summary["preemptions"].iloc[0] == int(runs[a].preemptions.sum())
+    report = ["--mode", "report", "--models_dir", str(tmp_path / "models"), "--num_jobs", "40", "--no_progress",
+              "--seeds", "900", "--report_sets", "medium"]  # fmt: skip
+    case = evaluation.sets.scenario(run_config_from_dict(checkpoint["run_config"]), evaluation.sets.cases(
+        "medium", (900,))[0], None, 40)  # fmt: skip
+    for extra, las_arrivals in (([], False), (["--round_on_arrival", "yes"], True)):
+        log = tmp_path / f"report{len(extra)}"
+        assert main([*report, *extra, "--log_dir", str(log)]) == 0
+        got = pd.read_csv(log / "evaluations.csv")
+        cem = got[(got["policy"] == "cem") & (got["checkpoint"] == "final")]["avg_jct_s"].item()
+        assert cem == pytest.approx(
+            summarize(run_with_scorer(case, scorer, on_arrival=True)).avg_jct_s, rel=1e-9
+        )
+        sim = case.simulator()
+        sim.run(make_policy("las_speed", round_on_arrival=las_arrivals))
+        las = got[got["policy"] == "las_speed"]["avg_jct_s"].item()
+        assert las == pytest.approx(summarize(sim.result("las_speed", 900)).avg_jct_s, rel=1e-9)
+        assert ("at every arrival" in (log / "report.md").read_text()) is las_arrivals
+    args = train_args(
+        tmp_path, "--resume", str(final), "--total_steps", "2", "--round_on_arrival", "no", log="b"
+    )
+    assert main(args) == 2
+    assert "--round_on_arrival" in capsys.readouterr().err
+    assert main(["--mode", "eval", "--algo", "sjf", *TINY, "--round_on_arrival", "yes"]) == 2
+    assert "--round_on_arrival" in one_error_line(capsys)
+    assert (
+        main(["--mode", "train", "--algo", "d3qn", *TINY, "--round_on_arrival", "yes", "--total_steps", "10"])
+        == 2
+    )
+    assert "this trains d3qn" in one_error_line(capsys)
+
+
 # ---- bad files and options are one error line ---------------------------------------------------------------
 
 
@@ -266,7 +321,9 @@ def one_error_line(capsys) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("damage", ["text", "nan_weights", "short_weights", "other_features", "nan_round"])
+@pytest.mark.parametrize(
+    "damage", ["text", "nan_weights", "short_weights", "other_features", "nan_round", "text_arrivals"]
+)
 def test_a_bad_weights_file_is_one_error_line(tmp_path, capsys, damage):
     path = tmp_path / "cem_seed0_final.pt"
     if damage == "text":
@@ -280,6 +337,8 @@ def test_a_bad_weights_file_is_one_error_line(tmp_path, capsys, damage):
             checkpoint["scorer"]["weights"] = [1.0, 2.0]
         elif damage == "nan_round":  # (rounds of NaN seconds would never advance)
             checkpoint["run_config"]["policy"]["round_s"] = float("nan")
+        elif damage == "text_arrivals":
+            checkpoint["run_config"]["policy"]["round_on_arrival"] = "sometimes"
         else:
             checkpoint["action_space"]["features"] = ["log_est_runtime", "something_else"]
         save_checkpoint(path, checkpoint)
@@ -301,7 +360,8 @@ def test_a_bad_weights_file_is_one_error_line(tmp_path, capsys, damage):
     line = one_error_line(capsys)
     assert str(path) in line
     expected = {"text": "not a readable checkpoint", "nan_weights": "finite", "short_weights": "weights",
-                "other_features": "retrain", "nan_round": "unusable round length nan"}[damage]  # fmt: skip
+                "other_features": "retrain", "nan_round": "unusable round length nan",
+                "text_arrivals": "unusable round_on_arrival 'sometimes'"}[damage]  # fmt: skip
     assert expected in line
 
 

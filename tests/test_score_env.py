@@ -93,30 +93,33 @@ def test_return_is_exactly_minus_sum_jct_and_the_same_seed_gives_the_same_bytes(
 
 
 @pytest.mark.parametrize(
-    ("difficulty", "seed", "job_types", "round_s", "overhead_s"),
+    ("difficulty", "seed", "job_types", "round_s", "overhead_s", "on_arrival"),
     [
-        ("medium", 200, None, 360.0, 60.0),
-        ("hard", 201, None, 360.0, 60.0),
-        ("easy", 3, "gavel", 120.0, 30.0),
+        ("medium", 200, None, 360.0, 60.0, False),
+        ("hard", 201, None, 360.0, 60.0, False),
+        ("easy", 3, "gavel", 120.0, 30.0, False),
+        ("medium", 202, None, 360.0, 60.0, True),
     ],
 )
 def test_las_speed_scores_through_the_env_reproduce_the_native_run(
-    difficulty, seed, job_types, round_s, overhead_s
+    difficulty, seed, job_types, round_s, overhead_s, on_arrival
 ):
     """las_speed run natively (the CLI's run) and its weights applied to the env's observation rows: identical
-    RunResults (job records, runs, timeline)."""
+    RunResults (job records, runs, timeline); with rounds at arrivals too."""
     num_jobs = {"hard": 400, "easy": 80}.get(difficulty)
     cfg = RunConfig(
         workload=WorkloadConfig(difficulty=difficulty, num_jobs=num_jobs, job_types=job_types),
         sim=SimConfig(runtime_info="estimate", preempt_overhead_s=overhead_s),
-        policy=PolicyConfig(round_s=round_s),
+        policy=PolicyConfig(round_s=round_s, round_on_arrival=on_arrival),
     )
     sc = build_scenario(cfg, seed)
-    native = run_heuristic(sc, "las_speed", round_s=round_s)
+    native = run_heuristic(sc, "las_speed", round_s=round_s, round_on_arrival=on_arrival)
     via_env, ret = run_scores_in_env(GPUClusterScoreEnv(cfg, scenario=sc), lambda obs: LAS_SPEED(obs["rows"]))
     assert native.preemptions.sum() > 0
     assert_same_run(native, via_env)
-    assert_same_run(native, run_with_scorer(sc, LAS_SPEED, round_s=round_s))
+    assert_same_run(native, run_with_scorer(sc, LAS_SPEED, round_s=round_s, on_arrival=on_arrival))
+    if on_arrival:  # (the rounds at arrivals change this schedule)
+        assert native.preemptions.sum() != run_heuristic(sc, "las_speed", round_s=round_s).preemptions.sum()
     assert ret == pytest.approx(
         -(native.end_s - [j.arrival_s for j in native.jobs]).sum() / 3600.0, rel=1e-12
     )

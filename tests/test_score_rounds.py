@@ -32,10 +32,17 @@ LAS = {"log_attained_gpu": -1.0}
 SJF = {"log_est_runtime": -1.0}
 
 
-def _run(cluster: str, jobs, weights: dict, round_s: float = 100.0, overhead_s: float = 0.0):
+def _run(
+    cluster: str,
+    jobs,
+    weights: dict,
+    round_s: float = 100.0,
+    overhead_s: float = 0.0,
+    on_arrival: bool = False,
+):
     layout = ClusterLayout(parse_cluster_spec(cluster))
     sim = Simulator(Workload("t", tuple(jobs)), layout, None, 1.2, overhead_s)
-    sim.run(make_score_policy(LinearScorer.from_named(weights), round_s))
+    sim.run(make_score_policy(LinearScorer.from_named(weights), round_s, on_arrival=on_arrival))
     return sim.result("score", 0, preemptive=True)
 
 
@@ -86,6 +93,32 @@ def test_a_running_job_not_chosen_is_preempted_and_restarts_when_the_gpu_frees()
     assert r.start_s.tolist() == [0.0, 100.0] and r.end_s.tolist() == [580.0, 150.0]
     assert r.preemptions.tolist() == [1, 0] and r.overhead_s.tolist() == [30.0, 0.0]
     assert r.runs.start_s.tolist() == [0.0, 100.0, 150.0] and r.runs.end_s.tolist() == [100.0, 150.0, 580.0]
+
+
+def test_with_rounds_at_arrivals_an_arrival_that_outranks_a_running_job_preempts_it_at_once():
+    # The case above with a round at every arrival: at 10 B (0 GPU-s) outranks A (10 GPU-s): A is preempted with
+    # 10 s done, B runs 10-60; at 60 A restarts: 30 s restore + 490 s -> ends at 580.
+    r = _run("1xA100-80GB:1", [job("A", 0, 500), job("B", 10, 50)], LAS, overhead_s=30.0, on_arrival=True)
+    assert r.start_s.tolist() == [0.0, 10.0] and r.end_s.tolist() == [580.0, 60.0]
+    assert r.runs.start_s.tolist() == [0.0, 10.0, 60.0] and r.runs.end_s.tolist() == [10.0, 60.0, 580.0]
+    # shortest known runtime first instead: B (500 s) arriving at 10 does not outrank A (50 s): nothing moves
+    r = _run("1xA100-80GB:1", [job("A", 0, 50), job("B", 10, 500)], SJF, overhead_s=30.0, on_arrival=True)
+    assert r.start_s.tolist() == [0.0, 50.0] and r.end_s.tolist() == [50.0, 550.0]
+    assert r.preemptions.sum() == 0
+
+
+def test_a_round_at_an_arrival_keeps_the_boundaries_where_they_are():
+    layout = ClusterLayout(parse_cluster_spec("1xA100-80GB:1"))
+    sim = Simulator(Workload("t", (job("A", 0, 250), job("B", 5, 10))), layout, None, 1.2, 0.0)
+    policy = make_score_policy(LinearScorer.from_named(LAS), 100.0, on_arrival=True)
+    seen = []
+    while sim.advance():
+        ds = policy(sim.view())
+        seen.append((sim.now_s, [type(d).__name__ for d in ds], ds[-1] if ds else None))
+        for d in ds:
+            sim.apply(d)
+    assert seen[1] == (5.0, ["Preempt", "Decision", "WakeUp"], WakeUp(100.0))  # B preempts A on arrival
+    assert seen[2] == (15.0, ["Decision", "WakeUp"], WakeUp(100.0))  # B ends: A restarts between rounds
 
 
 def test_between_rounds_free_gpus_are_filled_at_once_in_score_order():
@@ -246,20 +279,21 @@ def _on_grid(features: np.ndarray) -> np.ndarray:
     st.sampled_from([5.0, 20.0, 60.0]),
     st.sampled_from([0.0, 30.0]),
     st.integers(0, 2**32 - 1),
+    st.booleans(),
 )
 def test_policy_equals_the_plain_reference_decision_for_decision(
-    spec, workload, weights, round_s, overhead, seed
+    spec, workload, weights, round_s, overhead, seed, on_arrival
 ):
     """Random clusters, workloads (gangs, fractions, type constraints, memory minimums, services), weights,
-    round lengths, overheads and estimated runtimes: at every instant the policy's decisions are the
-    reference's, in the same order, on the same placements."""
+    round lengths, overheads, estimated runtimes and rounds at arrivals or not: at every instant the policy's
+    decisions are the reference's, in the same order, on the same placements."""
     layout = ClusterLayout(spec)
     rng = np.random.default_rng(seed)
     known = np.array([j.runtime_s for j in workload.jobs]) * rng.lognormal(0.0, 0.8, len(workload.jobs))
     sim = Simulator(workload, layout, known, 1.2, overhead)
     scorer = LinearScorer.from_named(weights)
-    fast = make_score_policy(lambda f: scorer(_on_grid(f)), round_s)
-    plain = score_rounds_reference(weights, round_s, _GRID, FEATURE_NAMES)
+    fast = make_score_policy(lambda f: scorer(_on_grid(f)), round_s, on_arrival=on_arrival)
+    plain = score_rounds_reference(weights, round_s, _GRID, FEATURE_NAMES, on_arrival)
     instants = preempted = 0
     while sim.advance():
         view = sim.view()
