@@ -544,17 +544,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--train_mix",
-        choices=("none", "synthetic", "synthetic+traces"),
+        choices=("none", "synthetic", "synthetic+traces", "traces"),
         default=MixConfig().train_mix,
         help="train: what episodes are drawn from: the configured scenario (none), random cluster compositions, "
-        "difficulties and loads (synthetic), plus real-trace windows (synthetic+traces; training_mix.py)",
+        "difficulties and loads (synthetic), plus real-trace windows (synthetic+traces), or only the trace windows "
+        "(traces; scenario/mixtures.py)",
     )
     g.add_argument(
         "--train_windows",
         type=_name_list_keep_case,
         default=(),
         help="train: FORMAT=PATH[@CLUSTER][#MAX_JOBS],... traces whose first 70%% of time gives training windows "
-        "(with --train_mix synthetic+traces; default: none)",
+        "(with --train_mix synthetic+traces or traces; default: none)",
     )
     g = p.add_argument_group("report (--mode report; docs/agents.md)")
     g.add_argument(

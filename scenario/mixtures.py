@@ -16,6 +16,7 @@ window of WINDOW_JOBS consecutive jobs of one of the traces (uniformly), startin
 arriving in the first TRAIN_FRACTION of the trace's time span, cut at that point; evaluation windows
 (`later_window`) start at it. On a trace the seed changes only the runtime estimates, so evaluation uses later
 windows, never other seeds of a training window.
+`--train_mix traces` (needs `--train_windows`): every episode is such a window (no synthetic episodes).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from scenario.build import TRACE_TYPES, Scenario, build_scenario, known_runtimes
 from sim.cluster_spec import parse_cluster_spec
 from sim.job import Workload
 
-MIXES = ("none", "synthetic", "synthetic+traces")
+MIXES = ("none", "synthetic", "synthetic+traces", "traces")
 MIX_SALT = (
     0x6D6978  # "mix": keeps the mixture's draws apart from the workload generator's stream of the same seed
 )
@@ -101,10 +102,11 @@ def check_mix(cfg: RunConfig) -> None:
         raise UserError(
             f"--train_mix {mix.train_mix} draws the clusters itself; remove --cluster/--cluster_path"
         )
-    if mix.train_mix == "synthetic+traces" and not mix.train_windows:
-        raise UserError("--train_mix synthetic+traces needs --train_windows FORMAT=PATH[@CLUSTER],...")
-    if mix.train_windows and mix.train_mix != "synthetic+traces":
-        raise UserError("--train_windows has no effect without --train_mix synthetic+traces")
+    with_traces = ("synthetic+traces", "traces")
+    if mix.train_mix in with_traces and not mix.train_windows:
+        raise UserError(f"--train_mix {mix.train_mix} needs --train_windows FORMAT=PATH[@CLUSTER],...")
+    if mix.train_windows and mix.train_mix not in with_traces:
+        raise UserError("--train_windows has no effect without --train_mix synthetic+traces or traces")
     for text in mix.train_windows:
         source = TraceSource.parse(text)
         if not Path(source.path).exists():  # a damaged file is reported when the first window is read
@@ -158,7 +160,8 @@ def mixture_scenario(cfg: RunConfig, seed: int) -> Scenario:
     if mix == "none":
         return build_scenario(cfg, seed)
     rng = np.random.default_rng([MIX_SALT, seed, 1])
-    if mix == "synthetic+traces" and rng.random() < TRACE_PROBABILITY:
+    # the draw is made under either trace mix, so that both pick the same window for a seed
+    if mix in ("synthetic+traces", "traces") and (rng.random() < TRACE_PROBABILITY or mix == "traces"):
         sources = [TraceSource.parse(t) for t in cfg.mix.train_windows]
         source = sources[int(rng.integers(len(sources)))]
         return training_window(cfg, source, seed, rng)

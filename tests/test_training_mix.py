@@ -113,6 +113,29 @@ def test_trace_windows_train_on_the_first_part_and_evaluate_on_later_windows():
     assert all(len(sc.workload.jobs) == 500 and sc.cluster.name == "40xV100:8" for sc in later)
 
 
+def test_the_traces_mix_draws_only_trace_windows_and_the_same_ones_as_synthetic_plus_traces():
+    """`--train_mix traces`: every episode is a training window of a named trace; where synthetic+traces draws a
+    window for a seed, traces draws the same window (same jobs, same estimates)."""
+    windows = (f"itp={ITP}@40xV100:8",)
+    traces = RunConfig(mix=MixConfig("traces", windows))
+    both = RunConfig(mix=MixConfig("synthetic+traces", windows))
+    split = mix.split_index(mix._trace_scenario(RunConfig(), mix.TraceSource.parse(windows[0])).workload.jobs)
+    same = 0
+    for seed in range(12):
+        sc = mix.mixture_scenario(traces, seed)
+        assert (
+            sc.cluster.name == "40xV100:8"
+            and mix.WINDOW_JOBS[0] <= len(sc.workload.jobs) <= mix.WINDOW_JOBS[1]
+        )
+        other = mix.mixture_scenario(both, seed)
+        if other.cluster.name == "40xV100:8":
+            same += 1
+            assert [j.job_id for j in other.workload.jobs] == [j.job_id for j in sc.workload.jobs]
+            assert np.array_equal(other.known_runtime_s, sc.known_runtime_s)
+    assert 0 < same < 12
+    assert split > 0
+
+
 def test_training_on_the_synthetic_mix_through_the_cli_records_and_resumes_it(tmp_path, capsys):
     models = tmp_path / "models"
     args = ["--mode", "train", "--algo", "d3qn", "--seed", "4", "--train_mix", "synthetic", "--demo_policy", "none",
