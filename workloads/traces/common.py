@@ -14,9 +14,11 @@ import gzip
 import math
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -137,12 +139,12 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
         "arrival_offset_s": origin_s,
         "time_scale": cfg.time_scale,
         "window_s": [cfg.trace_start_s, cfg.trace_end_s],
-        "gpu_count_histogram": _histogram([j.num_gpus for j in jobs]),
+        "gpu_count_histogram": _histogram(list(map(attrgetter("num_gpus"), jobs))),
         "fractional_jobs": int(sum(1 for j in jobs if j.gpu_milli < FULL_GPU_MILLI)),
         "fractional_rounded_up": rounded,
         "type_constrained_jobs": int(sum(1 for j in jobs if j.gpu_types)),
-        "status_counts": _histogram([j.trace_status for j in jobs]),
-        "gpu_seconds": float(sum(j.gpu_demand * j.runtime_s for j in jobs)),
+        "status_counts": _histogram(list(map(attrgetter("trace_status"), jobs))),
+        "gpu_seconds": float(sum(map(_gpu_seconds, jobs))),
         "not_speed_scaled_jobs": int(sum(1 for j in jobs if not j.speed_scaled)),
         "mapping": dict(table.mapping),
         **table.extra,
@@ -206,10 +208,12 @@ def _build_jobs(
 
 
 def _histogram(values: list) -> dict:
-    out: dict = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return dict(sorted(out.items()))
+    return dict(sorted(Counter(values).items()))
+
+
+def _gpu_seconds(j: Job) -> float:
+    """GPU-seconds the job asks for at reference speed (its `gpu_demand` x runtime, that property inlined)."""
+    return j.num_gpus * j.gpu_milli / FULL_GPU_MILLI * j.runtime_s
 
 
 def split_fraction(total_gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
