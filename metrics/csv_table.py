@@ -62,7 +62,7 @@ def array_cells(x: np.ndarray | list[str]) -> list[str]:
     if x.dtype.kind == "b":
         return ["True" if v else "False" for v in x.tolist()]
     values = x.tolist()
-    if all(type(v) is str for v in values):  # (the usual object column: its cells as they are)
+    if set(map(type, values)) <= {str}:  # (the usual object column: its cells as they are)
         return values
     return [_object_cell(v) for v in values]
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, fields
 from operator import attrgetter
+from weakref import ref
 
 import numpy as np
 
@@ -176,7 +177,24 @@ def check_result(result: RunResult) -> None:
 
 
 def per_job(result: RunResult) -> JobMetrics:
-    """Wait, JCT and bounded slowdown of every job (see the module docstring)."""
+    """Wait, JCT and bounded slowdown of every job (see the module docstring). Read-only arrays, computed once
+    per result: a run's summary, jobs.csv and fairness each ask (its last result is remembered, `_last_per_job`;
+    a RunResult never changes)."""
+    last_result, last = _last_per_job
+    if last_result is not None and last_result() is result:
+        return last
+    m = _per_job(result)
+    for a in dataclasses.astuple(m):
+        a.flags.writeable = False
+    _last_per_job[:] = [ref(result), m]
+    return m
+
+
+_last_per_job: list = [None, None]
+"""(weak reference to the last result per_job was asked about, its JobMetrics)"""
+
+
+def _per_job(result: RunResult) -> JobMetrics:
     check_result(result)
     jobs = result.jobs
     n = len(jobs)

@@ -7,6 +7,7 @@ A whole-GPU allocation takes the GPU's entire share and memory; a fractional one
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -152,7 +153,9 @@ class ClusterLayout:
         labels = self._gpu_labels
         if labels is None:
             labels = self._gpu_labels = [self.gpu_label(g) for g in range(self.num_gpus)]
-        return ";".join([labels[g] for g in gpus])
+        if len(gpus) < 2:  # (itemgetter of one index returns the item itself, of none fails)
+            return labels[gpus[0]] if gpus else ""
+        return ";".join(itemgetter(*gpus)(labels))  # (the lookups in C)
 
 
 class Eligible:

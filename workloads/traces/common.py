@@ -27,7 +27,7 @@ import pandas as pd
 from config import WorkloadConfig
 from sim.catalog import CATALOG, REFERENCE_TYPE
 from sim.cluster_spec import ClusterSpec, NodeSpec
-from sim.job import FULL_GPU_MILLI, Job, Workload
+from sim.job import FULL_GPU_MILLI, Job, Workload, total_gpu_seconds
 from sim.limits import MAX_ARRIVAL_S, MAX_ESTIMATE_S, MAX_RUNTIME_S, time_problem
 from sim.load import offered_load_factor
 
@@ -144,7 +144,7 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
         "fractional_rounded_up": rounded,
         "type_constrained_jobs": int(sum(1 for j in jobs if j.gpu_types)),
         "status_counts": _histogram(list(map(attrgetter("trace_status"), jobs))),
-        "gpu_seconds": float(sum(map(_gpu_seconds, jobs))),
+        "gpu_seconds": float(total_gpu_seconds(jobs)),
         "not_speed_scaled_jobs": int(sum(1 for j in jobs if not j.speed_scaled)),
         "mapping": dict(table.mapping),
         **table.extra,
@@ -209,11 +209,6 @@ def _build_jobs(
 
 def _histogram(values: list) -> dict:
     return dict(sorted(Counter(values).items()))
-
-
-def _gpu_seconds(j: Job) -> float:
-    """GPU-seconds the job asks for at reference speed (its `gpu_demand` x runtime, that property inlined)."""
-    return j.num_gpus * j.gpu_milli / FULL_GPU_MILLI * j.runtime_s
 
 
 def split_fraction(total_gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
