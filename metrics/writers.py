@@ -108,7 +108,8 @@ def _jobs_table(result: RunResult, energy: EnergyReport | None = None) -> Table:
         columns["energy_kwh"] = energy.job_energy_kwh
         columns["energy_cost_eur"] = energy.job_cost_eur
         names += ENERGY_JOB_COLUMNS
-    if any(map(attrgetter("job_type"), jobs)):  # runs with --job_types only: every other jobs.csv keeps its bytes
+    # runs with --job_types only: every other jobs.csv keeps its bytes
+    if any(map(attrgetter("job_type"), jobs)):
         columns[JOB_TYPE_COLUMN] = np.asarray([j.job_type for j in jobs], dtype=object)
         names.insert(len(JOB_COLUMNS), JOB_TYPE_COLUMN)
     return Table(names, columns)

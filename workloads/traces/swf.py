@@ -100,7 +100,8 @@ def read_swf(path: Path, cpu_job_gpus: int) -> TraceTable:
     if (np.abs(numbers) < 2**53).all():
         whole = numbers.astype(np.int64)
         ids = pd.Series(list(map(str, whole.tolist())), dtype=object)
-        reused = len(np.unique(whole)) < len(whole)
+        ordered = np.sort(whole)  # (np.unique takes ten times as long)
+        reused = bool((ordered[1:] == ordered[:-1]).any())
     else:
         ids = pd.Series([str(int(x)) for x in numbers], dtype=object)
         reused = True
