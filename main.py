@@ -5,8 +5,11 @@ report)."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
+import os
 import sys
+import threading
 
 from cli.command import one_line_warnings, run_command
 from cli.parser import SERVE_OPTIONS
@@ -62,5 +65,31 @@ def main(argv: list[str] | None = None) -> int:
         return run_command(argv)
 
 
+QUICK_EXIT_MODES = ("eval", "compare")
+"""modes whose process, once they succeeded, ends without the interpreter's teardown (`quick_exit`)"""
+
+
+def quick_exit(argv: list[str], status: int) -> None:
+    """End the process now with `status`, without the interpreter's teardown, after a mode of QUICK_EXIT_MODES
+    that succeeded, when no other thread runs; else return (the caller exits as usual). The exit handlers run
+    and the standard streams are flushed; what is skipped is freeing, one by one, the objects still alive: a big
+    run's all are (matplotlib's mathtext parser caches exceptions whose frames reach the run's locals), and
+    freeing them took 1.2 s of a RICC-2010 replay's 34 s of CPU. Those modes close every file they write."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--mode")
+    mode = pre.parse_known_args(argv)[0].mode
+    if status != 0 or mode not in QUICK_EXIT_MODES or threading.active_count() > 1:
+        return
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: the usual exit reports it
+        return
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    quick_exit(sys.argv[1:], code)
+    sys.exit(code)

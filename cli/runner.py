@@ -28,7 +28,7 @@ from metrics.compare import aggregate, assert_same_jobs, compare_table, format_t
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.fairness import FairnessRow, fairness, write_fairness_csv
 from metrics.power_states import write_power_states_csv
-from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, summarize
+from metrics.summary import EnergySummaryRow, SummaryRow, capacity_load_factor, energy_of, per_job, summarize
 from metrics.writers import write_cluster_csv, write_jobs_csv, write_runs_csv, write_summary_csv
 from scenario.build import Scenario, build_scenario
 from schedulers import PREEMPTIVE, make_policy
@@ -320,8 +320,12 @@ def refuse_all_rejected(result: RunResult, sc: Scenario) -> None:
 def workload_report(sc: Scenario, result: RunResult) -> dict:
     """The loader's report plus what the run found: load factor, GPU-count histogram, rejections per reason."""
     jobs = sc.workload.jobs
-    arrivals = [j.arrival_s for j in jobs]
-    hist = Counter(j.gpu_demand for j in jobs)
+    if result.jobs is jobs and jobs:  # (a simulator's run: per_job has the arrays, computed once per result)
+        m = per_job(result)
+        arrivals, demands = m.submit_s.tolist(), m.gpu_demand.tolist()
+    else:
+        arrivals, demands = [j.arrival_s for j in jobs], [j.gpu_demand for j in jobs]
+    hist = Counter(demands)
     rejected = Counter(r for r, s in zip(result.reject_reason, result.status, strict=True) if s == REJECTED)
     report = dict(sc.workload.report)
     filtered = dict(report.get("filtered", {}))

@@ -24,7 +24,24 @@ FLOAT_FORMAT = "%.12g"  # 12 significant digits: 1 ms resolution up to 1e8 s; 4.
 
 def float_cells(x) -> list[str]:
     """FLOAT_FORMAT applied to every value, NaN as ""."""
-    return ["" if v != v else FLOAT_FORMAT % v for v in np.asarray(x, dtype=float).tolist()]
+    a = np.asarray(x, dtype=float)
+    # a whole number below 1e12 in magnitude is written in all its digits, as str(int(v)) writes it (in half
+    # the time; simulated times are mostly whole seconds); -0.0 is not ("-0")
+    with np.errstate(invalid="ignore"):
+        whole = (a == np.trunc(a)) & (np.abs(a) < _ALL_DIGITS_BELOW) & ~(np.signbit(a) & (a == 0))
+    if whole.all():
+        return list(map(str, a.astype(np.int64).tolist()))
+    if not whole.any():
+        return ["" if v != v else FLOAT_FORMAT % v for v in a.tolist()]
+    ints = np.where(whole, a, 0).astype(np.int64).tolist()
+    return [
+        str(i) if w else "" if v != v else FLOAT_FORMAT % v
+        for v, i, w in zip(a.tolist(), ints, whole.tolist(), strict=True)
+    ]
+
+
+_ALL_DIGITS_BELOW = 1e12
+"""FLOAT_FORMAT's 12 significant digits write every whole number below this in all its digits (no exponent)"""
 
 
 def _object_cell(v) -> str:
@@ -44,7 +61,10 @@ def array_cells(x: np.ndarray | list[str]) -> list[str]:
         return [str(v) for v in x.tolist()]
     if x.dtype.kind == "b":
         return ["True" if v else "False" for v in x.tolist()]
-    return [_object_cell(v) for v in x.tolist()]
+    values = x.tolist()
+    if set(map(type, values)) <= {str}:  # (the usual object column: its cells as they are)
+        return values
+    return [_object_cell(v) for v in values]
 
 
 def _is_missing(v) -> bool:

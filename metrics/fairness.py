@@ -81,8 +81,7 @@ def jobs_in_system_at_arrival(result: RunResult) -> np.ndarray:
 
     A job finishing exactly at another's arrival instant is no longer in the system (completions and arrivals
     of one instant: the finished one has left). Rejected jobs never enter; jobs never finished stay in."""
-    n = len(result.jobs)
-    arrival = np.fromiter((j.arrival_s for j in result.jobs), dtype=float, count=n)
+    arrival = per_job(result).submit_s
     accepted = np.asarray(result.status, dtype=object) != REJECTED
     end = np.where(np.isnan(result.end_s), np.inf, np.asarray(result.end_s, dtype=float))
     arr_sorted = np.sort(arrival[accepted])

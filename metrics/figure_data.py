@@ -34,6 +34,10 @@ class PowerStates:
     end_s: np.ndarray
 
 
+JOB_FIGURE_COLUMNS = ("job_id", "submit_time", "num_gpus", "status", "priority", "jct_s")
+"""the columns of jobs.csv that the figures read"""
+
+
 @dataclass(frozen=True)
 class RunTables:
     """A run folder's jobs.csv, runs.csv and cluster.csv as aligned arrays (job arrays in jobs.csv's order, run
@@ -87,10 +91,23 @@ def read_run_tables(folder: str | Path) -> RunTables:
     is imported only to draw)."""
     folder = Path(folder)
     text = {"job_id": str, "placement": str, "gpu_type": str, "status": str, "node_id": str}
-    jobs = pd.read_csv(folder / "jobs.csv", dtype=text, keep_default_na=False, na_values={"jct_s": [""]})
+    jobs = pd.read_csv(
+        folder / "jobs.csv",
+        dtype=text,
+        keep_default_na=False,
+        na_values={"jct_s": [""]},
+        usecols=JOB_FIGURE_COLUMNS,  # (the others, placements above all, would only cost their conversion)
+    )
     runs = pd.read_csv(folder / "runs.csv", dtype=text, keep_default_na=False, na_values={"end_time": [""]})
     nodes = pd.read_csv(folder / "cluster.csv", dtype=text, keep_default_na=False)
-    index = {job_id: i for i, job_id in enumerate(jobs["job_id"].tolist())}
+    job_ids = pd.Index(jobs["job_id"])
+    if job_ids.is_unique:  # each run's job as one hashed lookup of the whole column
+        run_job = job_ids.get_indexer(runs["job_id"])
+        if (run_job < 0).any():
+            raise KeyError(runs["job_id"][int(np.flatnonzero(run_job < 0)[0])])
+    else:
+        index = {job_id: i for i, job_id in enumerate(jobs["job_id"].tolist())}
+        run_job = np.array([index[j] for j in runs["job_id"].tolist()], dtype=np.int64)
     power_states = None
     if (folder / "power_states.csv").is_file():
         states = pd.read_csv(folder / "power_states.csv", dtype=text, keep_default_na=False)
@@ -108,7 +125,7 @@ def read_run_tables(folder: str | Path) -> RunTables:
         status=jobs["status"].to_numpy(dtype=object),
         priority=jobs["priority"].to_numpy(dtype=np.int64),
         jct_s=pd.to_numeric(jobs["jct_s"]).to_numpy(dtype=float),
-        run_job=np.array([index[j] for j in runs["job_id"].tolist()], dtype=np.int64),
+        run_job=run_job.astype(np.int64),
         run_start_s=runs["start_time"].to_numpy(dtype=float),
         run_end_s=pd.to_numeric(runs["end_time"]).to_numpy(dtype=float),
         run_placement=runs["placement"].to_numpy(dtype=object),

@@ -43,10 +43,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, fields
+from operator import attrgetter
+from weakref import ref
 
 import numpy as np
 
 from metrics.timeline import check_timeline, step_integral
+from sim.job import FULL_GPU_MILLI
 from sim.records import COMPLETED, REJECTED, UNFINISHED, RunResult
 
 SLOWDOWN_BOUND_S = 10.0  # Feitelson's interactive threshold: short jobs do not inflate slowdown
@@ -174,12 +177,36 @@ def check_result(result: RunResult) -> None:
 
 
 def per_job(result: RunResult) -> JobMetrics:
-    """Wait, JCT and bounded slowdown of every job (see the module docstring)."""
+    """Wait, JCT and bounded slowdown of every job (see the module docstring). Read-only arrays, computed once
+    per result: a run's summary, jobs.csv and fairness each ask (its last result is remembered, `_last_per_job`;
+    a RunResult never changes)."""
+    last_result, last = _last_per_job
+    if last_result is not None and last_result() is result:
+        return last
+    m = _per_job(result)
+    for a in dataclasses.astuple(m):
+        a.flags.writeable = False
+    _last_per_job[:] = [ref(result), m]
+    return m
+
+
+_last_per_job: list = [None, None]
+"""(weak reference to the last result per_job was asked about, its JobMetrics)"""
+
+
+def _per_job(result: RunResult) -> JobMetrics:
     check_result(result)
-    n = len(result.jobs)
-    submit_s = np.fromiter((j.arrival_s for j in result.jobs), dtype=float, count=n)
-    gpu_demand = np.fromiter((j.gpu_demand for j in result.jobs), dtype=float, count=n)
-    priority = np.fromiter((j.priority for j in result.jobs), dtype=np.int64, count=n)
+    jobs = result.jobs
+    n = len(jobs)
+    submit_s = np.fromiter(map(attrgetter("arrival_s"), jobs), dtype=float, count=n)
+    # Job.gpu_demand (num_gpus x milli / 1000) per array: both products are exact integers, so each quotient is
+    # the same correctly rounded float as the property's
+    gpu_demand = (
+        np.fromiter(map(attrgetter("num_gpus"), jobs), dtype=np.int64, count=n)
+        * np.fromiter(map(attrgetter("gpu_milli"), jobs), dtype=np.int64, count=n)
+        / FULL_GPU_MILLI
+    )
+    priority = np.fromiter(map(attrgetter("priority"), jobs), dtype=np.int64, count=n)
     status = np.asarray(result.status, dtype=object)
     completed, unfinished, rejected = (status == s for s in STATUSES)
     start_s = np.asarray(result.start_s, dtype=float)
@@ -193,7 +220,7 @@ def per_job(result: RunResult) -> JobMetrics:
     with np.errstate(invalid="ignore"):
         slowdown = np.maximum(1.0, jct_s / np.maximum(runtime_s, SLOWDOWN_BOUND_S))
     slowdown = np.where(completed, slowdown, np.nan)  # np.maximum(1, NaN) is NaN, kept explicit
-    reference_s = np.fromiter((j.runtime_s for j in result.jobs), dtype=float, count=n)
+    reference_s = np.fromiter(map(attrgetter("runtime_s"), jobs), dtype=float, count=n)
     reference_slowdown = jct_s / np.maximum(reference_s, SLOWDOWN_BOUND_S)  # NaN where not completed
     return JobMetrics(
         submit_s,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -78,7 +79,7 @@ def _jobs_table(result: RunResult, energy: EnergyReport | None = None) -> Table:
     jobs = result.jobs
     n = len(jobs)
     columns = {
-        "job_id": np.asarray([j.job_id for j in jobs], dtype=object),
+        "job_id": np.asarray(list(map(attrgetter("job_id"), jobs)), dtype=object),
         "submit_time": m.submit_s,
         "start_time": np.asarray(result.start_s, dtype=float),
         "end_time": np.asarray(result.end_s, dtype=float),
@@ -91,9 +92,9 @@ def _jobs_table(result: RunResult, energy: EnergyReport | None = None) -> Table:
         "bounded_slowdown": m.bounded_slowdown,
         "status": np.asarray(result.status, dtype=object),
         "priority": m.priority,
-        "gpu_milli": np.fromiter((j.gpu_milli for j in jobs), dtype=np.int64, count=n),
-        "gpu_mem_gb": np.fromiter((j.gpu_mem_gb for j in jobs), dtype=float, count=n),
-        "trace_status": np.asarray([j.trace_status for j in jobs], dtype=object),
+        "gpu_milli": np.fromiter(map(attrgetter("gpu_milli"), jobs), dtype=np.int64, count=n),
+        "gpu_mem_gb": np.fromiter(map(attrgetter("gpu_mem_gb"), jobs), dtype=float, count=n),
+        "trace_status": np.asarray(list(map(attrgetter("trace_status"), jobs)), dtype=object),
         "reject_reason": np.asarray(result.reject_reason, dtype=object),
     }
     names = list(JOB_COLUMNS)
@@ -107,7 +108,8 @@ def _jobs_table(result: RunResult, energy: EnergyReport | None = None) -> Table:
         columns["energy_kwh"] = energy.job_energy_kwh
         columns["energy_cost_eur"] = energy.job_cost_eur
         names += ENERGY_JOB_COLUMNS
-    if any(j.job_type for j in jobs):  # runs with --job_types only: every other jobs.csv keeps its bytes
+    # runs with --job_types only: every other jobs.csv keeps its bytes
+    if any(map(attrgetter("job_type"), jobs)):
         columns[JOB_TYPE_COLUMN] = np.asarray([j.job_type for j in jobs], dtype=object)
         names.insert(len(JOB_COLUMNS), JOB_TYPE_COLUMN)
     return Table(names, columns)
@@ -123,7 +125,7 @@ def write_runs_csv(result: RunResult, path: str | Path) -> Path:
     runs = result.runs
     if runs is None:
         raise ValueError("this result records no runs (RunResult.runs is None)")
-    ids = [j.job_id for j in result.jobs]
+    ids = list(map(attrgetter("job_id"), result.jobs))
     columns = {
         "job_id": np.asarray([ids[i] for i in runs.job.tolist()], dtype=object),
         "start_time": float_cells(runs.start_s),

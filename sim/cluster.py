@@ -7,6 +7,7 @@ A whole-GPU allocation takes the GPU's entire share and memory; a fractional one
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -78,6 +79,9 @@ class ClusterLayout:
             gpu_node.extend([i] * n.num_gpus)
         self.num_gpus = len(gpu_node)
         self.gpu_node = gpu_node  # python list: scalar lookups on the hot path
+        # every GPU index as one shared int object: a placement's GPUs are slices or items of it, so no placement
+        # allocates an int per GPU (above 256 each would be its own object: ~7M of them kept by a RICC replay)
+        self.gpu_ids: tuple[int, ...] = tuple(range(self.num_gpus))
         # each GPU's bit in its node's free-GPU mask (FreeState.node_free_bits) and its memory, as python ints
         self.gpu_bit = [1 << (g - self.node_first_gpu[gpu_node[g]]) for g in range(len(gpu_node))]
         self.gpu_mem_mb = [self.node_mem_mb[n] for n in gpu_node]
@@ -138,7 +142,7 @@ class ClusterLayout:
         """All GPUs of node n as one placement (what a node that is not powered on withholds from FreeState)."""
         a = self.node_first_gpu[n]
         k = self.node_num_gpus[n]
-        return Placement(tuple(range(a, a + k)), (n,), FULL, 0, self.node_type[n], a)
+        return Placement(self.gpu_ids[a : a + k], (n,), FULL, 0, self.node_type[n], a)
 
     def gpu_label(self, g: int) -> str:
         n = self.gpu_node[g]
@@ -149,7 +153,9 @@ class ClusterLayout:
         labels = self._gpu_labels
         if labels is None:
             labels = self._gpu_labels = [self.gpu_label(g) for g in range(self.num_gpus)]
-        return ";".join([labels[g] for g in gpus])
+        if len(gpus) < 2:  # (itemgetter of one index returns the item itself, of none fails)
+            return labels[gpus[0]] if gpus else ""
+        return ";".join(itemgetter(*gpus)(labels))  # (the lookups in C)
 
 
 class Eligible:
@@ -414,13 +420,14 @@ class FreeState:
     def free_gpus_on(self, node: int, k: int) -> list[int]:
         """The k lowest-indexed completely free GPUs of `node` (it has them), ascending."""
         a = self.layout.node_first_gpu[node]
+        ids = self.layout.gpu_ids
         if self.node_whole[node] == self.layout.node_num_gpus[node]:  # all free: the first k
-            return list(range(a, a + k))
+            return list(ids[a : a + k])
         m = self.node_free_bits[node]
         gpus = []
         for _ in range(k):
             low = m & -m
-            gpus.append(a + low.bit_length() - 1)
+            gpus.append(ids[a + low.bit_length() - 1])
             m ^= low
         return gpus
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 FULL_GPU_MILLI = 1000  # a whole GPU in 1/1000-GPU units (openb's gpu_milli)
@@ -40,6 +41,12 @@ class Job:
     def gpu_demand(self) -> float:
         """GPUs requested, counting a fractional request as its fraction."""
         return self.num_gpus * self.gpu_milli / FULL_GPU_MILLI
+
+
+def total_gpu_seconds(jobs: Iterable[Job]) -> float:
+    """sum(job.gpu_demand * job.runtime_s) over `jobs` in their order, the property inlined (a property call per
+    job was most of the time of this sum over a large trace)."""
+    return sum([j.num_gpus * j.gpu_milli / FULL_GPU_MILLI * j.runtime_s for j in jobs])
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.job import Job
+from sim.job import Job, total_gpu_seconds
 
 
 def offered_load_factor(jobs: Sequence[Job], num_gpus: int) -> float:
@@ -19,7 +19,7 @@ def offered_load_factor(jobs: Sequence[Job], num_gpus: int) -> float:
         raise ValueError(f"num_gpus must be > 0, got {num_gpus}")
     if not jobs:
         return 0.0
-    work_gpu_s = sum(j.gpu_demand * j.runtime_s for j in jobs)
+    work_gpu_s = total_gpu_seconds(jobs)
     if work_gpu_s <= 0.0:
         return 0.0
     arrivals_s = [j.arrival_s for j in jobs]

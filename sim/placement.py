@@ -294,10 +294,10 @@ def _gpus_on_node(free: FreeState, node: int, k: int, num_free: int) -> Placemen
     t = layout.node_type[node]
     if num_free == layout.node_num_gpus[node]:
         a = layout.node_first_gpu[node]
-        return _tuple_new(Placement, (tuple(range(a, a + k)), (node,), FULL, 0, t, a, ()))
+        return _tuple_new(Placement, (layout.gpu_ids[a : a + k], (node,), FULL, 0, t, a, ()))
     m = free.node_free_bits[node]
     if k == 1:
-        g = layout.node_first_gpu[node] + (m & -m).bit_length() - 1
+        g = layout.gpu_ids[layout.node_first_gpu[node] + (m & -m).bit_length() - 1]
         return _tuple_new(Placement, ((g,), (node,), FULL, 0, t, g, ()))
     gpus = free.free_gpus_on(node, k)
     first = gpus[0] if gpus[-1] - gpus[0] == k - 1 else -1
@@ -308,6 +308,7 @@ def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -
     """k GPUs on the nodes of `pools` (acceptable pools of type t, which have them: `_type_has`)."""
     layout = free.layout
     node_first, node_size, bits = layout.node_first_gpu, layout.node_num_gpus, free.node_free_bits
+    ids = layout.gpu_ids
     gpus: list[int] = []
     nodes: list[int] = []
     counts: list[int] = []
@@ -319,10 +320,10 @@ def _place_multi_node(free: FreeState, pools: tuple[int, ...], k: int, t: int) -
             take = c if c < left else left
             a = node_first[n]
             if c == node_size[n]:  # all free: the first ones
-                gpus.extend(range(a, a + take))
+                gpus.extend(ids[a : a + take])
             else:
                 offsets = _OFFSETS.get(bits[n]) or _offsets(bits[n])
-                gpus.extend([a + j for j in offsets[:take]])
+                gpus.extend([ids[a + j] for j in offsets[:take]])
             nodes.append(n)
             counts.append(take)
             left -= take

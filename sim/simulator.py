@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from heapq import heappop, heappush
 from itertools import count
-from operator import itemgetter
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -109,7 +109,8 @@ class JobTable:
         self.runtime_s = [j.runtime_s for j in jobs]
         self.num_gpus = [j.num_gpus for j in jobs]
         self.milli = [j.gpu_milli for j in jobs]
-        self.gpu_demand = [j.gpu_demand for j in jobs]
+        # Job.gpu_demand, inlined
+        self.gpu_demand = [k * m / FULL for k, m in zip(self.num_gpus, self.milli, strict=True)]
         self.mem_mb = [gb_to_mb(j.gpu_mem_gb) if j.gpu_milli < FULL else 0 for j in jobs]
         self.priority = [j.priority for j in jobs]
         self.known_runtime_s = [float(x) for x in known_runtime_s]
@@ -143,8 +144,10 @@ class JobTable:
             else:
                 types.append(j.gpu_types)
         # a whole-GPU job's memory minimum only filters nodes; a fractional one also consumes it
+        eligible: dict[tuple, Eligible] = {}  # (types, memory in GB) -> layout.eligible's answer
         self.elig: list[Eligible] = [
-            layout.eligible(t, gb_to_mb(j.gpu_mem_gb)) for t, j in zip(types, jobs, strict=True)
+            eligible.get(key) or eligible.setdefault(key, layout.eligible(key[0], gb_to_mb(key[1])))
+            for key in zip(types, map(attrgetter("gpu_mem_gb"), jobs), strict=True)
         ]
         # (eligible nodes, GPUs, share, memory, pace): the arguments of place(); equal shapes place identically
         # equal shapes are one tuple object: the queue indexes' dict lookups then match by identity
@@ -977,23 +980,27 @@ class Simulator:
         """Every execution interval so far, ordered by (start, job): the closed (preempted) runs and each started
         job's current or last run (end NaN while it runs)."""
         layout = self.layout
-        rows = [
-            (start, i, end, layout.placement_label(gpus), layout.type_names[t])
-            for i, start, end, gpus, t in self._closed_runs
+        closed = self._closed_runs
+        end_s, events = self.end_s, self._event
+        current = [
+            i
+            for i, p in enumerate(self.placements)
+            if p is not None and (events[i] is not None or end_s[i] == end_s[i])
         ]
-        rows += [
-            (self.run_start_s[i], i, self.end_s[i], placement[i], gpu_type[i])
-            for i in range(len(self.jobs))
-            if self.placements[i] is not None
-            and (self._event[i] is not None or self.end_s[i] == self.end_s[i])
-        ]
-        rows.sort(key=itemgetter(0, 1))
+        job = np.array([r[0] for r in closed] + current, dtype=np.int64)
+        start_s = np.array([r[1] for r in closed] + [self.run_start_s[i] for i in current], dtype=float)
+        ends = np.array([r[2] for r in closed] + [end_s[i] for i in current], dtype=float)
+        labels = [layout.placement_label(r[3]) for r in closed] + [placement[i] for i in current]
+        types = [layout.type_names[r[4]] for r in closed] + [gpu_type[i] for i in current]
+        # by start, then job, then closed runs first (a stable sort of the (start, job) rows, in numpy)
+        order = np.lexsort((np.arange(len(job)), job, start_s))
+        pick = order.tolist()
         return Runs(
-            job=np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
-            start_s=np.fromiter((r[0] for r in rows), dtype=float, count=len(rows)),
-            end_s=np.fromiter((r[2] for r in rows), dtype=float, count=len(rows)),
-            placement=tuple(r[3] for r in rows),
-            gpu_type=tuple(r[4] for r in rows),
+            job=job[order],
+            start_s=start_s[order],
+            end_s=ends[order],
+            placement=tuple(map(labels.__getitem__, pick)),
+            gpu_type=tuple(map(types.__getitem__, pick)),
         )
 
     def _power_record(self) -> dict:

@@ -314,3 +314,32 @@ def test_output_does_not_depend_on_python_hash_seed(tmp_path):
         )  # fmt: skip
         outs.append((out / "jobs.csv").read_bytes())
     assert outs[0] == outs[1] == outs[2]
+
+
+@pytest.mark.parametrize(
+    "argv, status, ends",
+    [
+        (["--mode", "eval"], 0, True),
+        (["--algo", "sjf", "--mode=compare"], 0, True),
+        (["--mode", "eval"], 2, False),  # a failed run exits as usual
+        (["--mode", "train"], 0, False),  # other modes (checkpoints, TensorBoard writers) exit as usual
+        ([], 0, False),
+    ],
+)
+def test_quick_exit_ends_only_a_successful_eval_or_compare_after_the_exit_handlers(argv, status, ends):
+    """main.quick_exit skips the interpreter's teardown, never the exit handlers or buffered output."""
+    script = (
+        "import atexit, sys, main\n"
+        "atexit.register(print, 'handler ran')\n"
+        "print('buffered', end=' ')\n"
+        f"main.quick_exit({argv!r}, {status})\n"
+        "print('returned', end=' ')\n"
+        "sys.exit(5)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+    )
+    if ends:
+        assert (proc.returncode, proc.stdout) == (status, "buffered handler ran\n")
+    else:
+        assert (proc.returncode, proc.stdout) == (5, "buffered returned handler ran\n")

@@ -126,3 +126,14 @@ def test_reused_job_numbers_stay_separate_jobs(tmp_path):
     t = _load(path)
     assert [j.job_id for j in t.workload.jobs] == ["1", "1#1"]
     assert t.workload.report["reused_job_numbers"] == 1
+
+
+def test_job_numbers_are_their_integer_digits_whatever_their_size(tmp_path):
+    """Ids are str(int(number)): job numbers below 2**53 go through one array (a fast path), larger ones one by
+    one; a reuse is found either way (2**53 + 1 reads as 2**53)."""
+    path = tmp_path / "numbers.swf"
+    path.write_text(HEADER + _line(7, 0, 10, 1) + _line(2**53, 1, 10, 1) + _line(2**53 + 1, 2, 10, 1))
+    t = _load(path)
+    assert [j.job_id for j in t.workload.jobs] == ["7", str(2**53), f"{2**53}#1"]
+    path.write_text(HEADER + _line(3, 0, 10, 1) + _line(12, 1, 10, 1) + _line(3, 2, 10, 1))
+    assert [j.job_id for j in _load(path).workload.jobs] == ["3", "12", "3#1"]

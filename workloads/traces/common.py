@@ -14,9 +14,11 @@ import gzip
 import math
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,7 @@ import pandas as pd
 from config import WorkloadConfig
 from sim.catalog import CATALOG, REFERENCE_TYPE
 from sim.cluster_spec import ClusterSpec, NodeSpec
-from sim.job import FULL_GPU_MILLI, Job, Workload
+from sim.job import FULL_GPU_MILLI, Job, Workload, total_gpu_seconds
 from sim.limits import MAX_ARRIVAL_S, MAX_ESTIMATE_S, MAX_RUNTIME_S, time_problem
 from sim.load import offered_load_factor
 
@@ -137,12 +139,12 @@ def finish(table: TraceTable, cfg: WorkloadConfig) -> Workload:
         "arrival_offset_s": origin_s,
         "time_scale": cfg.time_scale,
         "window_s": [cfg.trace_start_s, cfg.trace_end_s],
-        "gpu_count_histogram": _histogram([j.num_gpus for j in jobs]),
+        "gpu_count_histogram": _histogram(list(map(attrgetter("num_gpus"), jobs))),
         "fractional_jobs": int(sum(1 for j in jobs if j.gpu_milli < FULL_GPU_MILLI)),
         "fractional_rounded_up": rounded,
         "type_constrained_jobs": int(sum(1 for j in jobs if j.gpu_types)),
-        "status_counts": _histogram([j.trace_status for j in jobs]),
-        "gpu_seconds": float(sum(j.gpu_demand * j.runtime_s for j in jobs)),
+        "status_counts": _histogram(list(map(attrgetter("trace_status"), jobs))),
+        "gpu_seconds": float(total_gpu_seconds(jobs)),
         "not_speed_scaled_jobs": int(sum(1 for j in jobs if not j.speed_scaled)),
         "mapping": dict(table.mapping),
         **table.extra,
@@ -206,10 +208,7 @@ def _build_jobs(
 
 
 def _histogram(values: list) -> dict:
-    out: dict = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return dict(sorted(out.items()))
+    return dict(sorted(Counter(values).items()))
 
 
 def split_fraction(total_gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
