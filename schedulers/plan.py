@@ -14,7 +14,7 @@ _tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's
 
 
 class Plan:
-    __slots__ = ("_free", "_pending", "_copied", "decisions", "_no_fit")
+    __slots__ = ("_free", "_pending", "_copied", "decisions", "_no_fit", "_most")
 
     def __init__(self, free: FreeState):
         self._free = free
@@ -22,6 +22,7 @@ class Plan:
         self._copied = False
         self.decisions: list[Decision | Preempt] = []
         self._no_fit: set = set()
+        self._most: dict[int, int] | None = None  # refuses()'s most whole GPUs free on a node, by pool
 
     def place(self, shape: tuple) -> Placement | None:
         """`place(free, *shape)` on the capacity left, remembering shapes that did not fit: capacity only
@@ -35,6 +36,55 @@ class Plan:
         if p is None:
             self._no_fit.add(shape)
         return p
+
+    def refuses(self, shape: tuple, pools: tuple[int, ...], spread_types: tuple[int, ...]) -> bool:
+        """Whether whole-GPU `shape` surely does not fit on the capacity left, told from counts: no node of
+        `pools` (its one-node options' pools) has its k GPUs whole and free, and no type of `spread_types` (its
+        spread options' types) has k whole GPUs free. False says nothing (`place` decides). Cheaper than a
+        refused `place` where several shapes are refused in a row: each pool's most whole GPUs free on one node
+        is found once per decision added, and a pending one-node decision is counted without applying it (no
+        copy of the live state)."""
+        k = shape[1]
+        p = self._pending
+        if p is not None:
+            if self._too_few_whole(shape):
+                return True
+            if p.milli < FULL or len(p.nodes) > 1:  # (rare here: applied, on a copy)
+                self.free  # noqa: B018
+                p = None
+        free = self._free  # the capacity left before `p`
+        type_whole = free.type_whole
+        for t in spread_types:
+            if type_whole[t] - (len(p.gpus) if p is not None and p.type_idx == t else 0) >= k:
+                return False
+        most = self._most
+        if most is None:
+            most = self._most = {}
+        pool_free = free.pool_free
+        if p is None:
+            qn = -1
+        else:  # p takes GPUs of one node, n: its count drops from cn to `after`
+            n = p.nodes[0]
+            qn = free.layout.node_pool[n]
+            cn = free.node_whole[n]
+            after = cn - len(p.gpus)
+        for q in pools:
+            m = most.get(q)
+            if m is None:
+                by_c = pool_free[q]
+                m = len(by_c) - 1
+                if q == qn:  # the most over the other nodes (n is one of by_c[cn]), or n's own after p
+                    while m and (not by_c[m] or (m == cn and len(by_c[m]) == 1)):
+                        m -= 1
+                    if after > m:
+                        m = after
+                else:
+                    while m and not by_c[m]:
+                        m -= 1
+                most[q] = m
+            if m >= k:
+                return False
+        return True
 
     def fit_type(self, shape: tuple) -> int:
         """`fit_type(free, *shape)` on the capacity left (-1: does not fit), sharing `place`'s no-fit memo."""
@@ -142,6 +192,7 @@ class Plan:
             self.free  # noqa: B018 -- apply the previous pending placement first
         self.decisions.append(_tuple_new(Decision, (job, p)))
         self._pending = p
+        self._most = None
 
     def preempt(self, job: int, p: Placement) -> None:
         """Plan to suspend running job `job`, which holds `p`: its capacity is free for the decisions after it."""
@@ -151,6 +202,7 @@ class Plan:
             self._copied = True
         free.give(p)
         self._no_fit.clear()  # capacity grew: a shape that did not fit may fit now
+        self._most = None
         self.decisions.append(_tuple_new(Preempt, (job,)))
 
     def whole_left(self) -> int:
@@ -168,3 +220,14 @@ class Plan:
         if self._pending is not None:
             left -= self._pending.milli * len(self._pending.gpus)
         return left <= 0
+
+
+def refusal_counts(shape: tuple) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """`Plan.refuses`'s arguments for a shape: (the pools of its one-node options, the types of its spread
+    options); None for a fractional shape."""
+    elig, k, milli, _, pace = shape
+    if milli < FULL:
+        return None
+    opts = _options(elig, k, pace)
+    pools = tuple(sorted({q for o in opts if o.multi_type < 0 for q in o.pools}))
+    return pools, tuple(o.multi_type for o in opts if o.multi_type >= 0)

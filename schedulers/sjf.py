@@ -13,7 +13,8 @@ decisions applied since, capacity grew only where jobs released GPUs, so only th
 pools (a shape placed on one node there: that needs no more GPUs than some node of the pool has free; one
 spread over the pool's type: no more than the type has free; a fractional shape), and the shapes of jobs that
 arrived since that had no job waiting, can fit: the scan starts from those alone, and a call where none is left
-returns at once.
+returns at once. After a start, the shapes left are mostly refused (the start took the GPUs they were candidates
+for): `Plan.refuses` says so from counts, without placing them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush, heapreplace
 from weakref import WeakKeyDictionary, ref
 
-from schedulers.plan import Plan
+from schedulers.plan import Plan, refusal_counts
 from schedulers.shape_registry import ShapeRegistry
 from sim.simulator import Decision, View
 from sim.sorted_list import OnDemandDict
@@ -85,8 +86,18 @@ def sjf(view: View) -> list[Decision]:
             h = heaps[id(s)]
             heads.append((h[0], s, h))
         heapify(heads)
+        counts = memo.counts
         while heads and not plan.exhausted():
             entry, s, h = heads[0]
+            # after a start most shapes left are refused (it took the GPUs they were candidates for): from
+            # counts where they say so, else by placing
+            if plan.decisions:
+                c = counts.get(id(s), counts)
+                if c is counts:
+                    c = counts[id(s)] = refusal_counts(s)
+                if c is not None and plan.refuses(s, *c):
+                    heappop(heads)
+                    continue
             p = plan.place(s)
             if p is None:
                 heappop(heads)
@@ -99,6 +110,12 @@ def sjf(view: View) -> list[Decision]:
                 heappop(heads)
                 reg.drop(s)
                 del heaps[id(s)]
+    new = memo.new
+    if new:  # the shapes that arrived with no job of theirs waiting and still wait: registered only now
+        for s in new:
+            if id(s) in heaps:
+                reg.add(s)
+        new.clear()
     decisions = plan.decisions
     free = view.free
     memo.takes = free.version - free.gives + len(decisions)
@@ -118,7 +135,7 @@ class _Memo:
     other change (`reset` a second time) it reads the simulator's lists from then on."""
 
     __slots__ = ("jobs", "armed", "resets", "free", "by_shape", "takes", "gives", "pool_gives", "decisions",
-                 "last_job", "queued", "shapes", "heaps")  # fmt: skip
+                 "last_job", "queued", "shapes", "heaps", "new", "counts")  # fmt: skip
 
     def __init__(self, view: View):
         self.jobs = ref(view.jobs)
@@ -126,6 +143,10 @@ class _Memo:
         self.resets = 0
         self.shapes = ShapeRegistry()  # the shapes waiting at the last call's end (once armed)
         self.heaps: dict[int, list[tuple[float, int]]] | None = None  # id(shape) -> heap of (runtime, job)
+        # with the heaps: the shapes of this call's arrivals that had no job waiting (candidates, not registered
+        # yet: most start their job at once, and registering a shape costs a store per pool it may use)
+        self.new: list[tuple] = []
+        self.counts: dict[int, tuple | None] = {}  # id(shape) -> refusal_counts(shape)
 
     def reset(self, view: View) -> list[tuple]:
         """Forget the last call: every shape waiting may fit (returned), and registered from now on."""
@@ -148,6 +169,7 @@ class _Memo:
                 heapify(h)
         else:
             self.heaps = None
+        self.new.clear()
         reg = self.shapes
         reg.clear()
         shapes = list(by_shape)
@@ -177,6 +199,7 @@ class _Memo:
             shape = view.jobs.shape
             heaps = self.heaps
             key_s = view.queue_key_s
+            new = self.new
             arrived = 0
             for i in reversed(queue):
                 if i <= last_job:
@@ -184,13 +207,18 @@ class _Memo:
                 arrived += 1
                 s = shape[i]
                 key = id(s)
-                if key not in live:  # no job of its shape waited: one not known not to fit
+                if key in live:
+                    if heaps is not None:
+                        heappush(heaps[key], (key_s[i], i))
+                elif heaps is None:  # no job of its shape waited: one not known not to fit
                     out[key] = s
                     reg.add(s)
-                    if heaps is not None:
-                        heaps[key] = [(key_s[i], i)]
-                elif heaps is not None:
+                elif key in out:  # (an earlier arrival of this call)
                     heappush(heaps[key], (key_s[i], i))
+                else:
+                    out[key] = s
+                    heaps[key] = [(key_s[i], i)]
+                    new.append(s)
             if len(queue) != self.queued + arrived:
                 return None  # a job came back to the queue (preempted)
             self.queued += arrived
