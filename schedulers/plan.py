@@ -45,46 +45,51 @@ class Plan:
         is found once per decision added, and a pending one-node decision is counted without applying it (no
         copy of the live state)."""
         k = shape[1]
-        p = self._pending
-        if p is not None:
-            if self._too_few_whole(shape):
-                return True
-            if p.milli < FULL or len(p.nodes) > 1:  # (rare here: applied, on a copy)
-                self.free  # noqa: B018
-                p = None
-        free = self._free  # the capacity left before `p`
-        type_whole = free.type_whole
-        for t in spread_types:
-            if type_whole[t] - (len(p.gpus) if p is not None and p.type_idx == t else 0) >= k:
-                return False
         most = self._most
         if most is None:
-            most = self._most = {}
-        pool_free = free.pool_free
-        if p is None:
-            qn = -1
-        else:  # p takes GPUs of one node, n: its count drops from cn to `after`
-            n = p.nodes[0]
-            qn = free.layout.node_pool[n]
-            cn = free.node_whole[n]
-            after = cn - len(p.gpus)
+            most = self._most_left()
+        if spread_types:
+            type_whole, (t_cut, k_cut) = self._free.type_whole, most[-1]
+            for t in spread_types:
+                if type_whole[t] - (k_cut if t == t_cut else 0) >= k:
+                    return False
         for q in pools:
             m = most.get(q)
             if m is None:
-                by_c = pool_free[q]
-                m = len(by_c) - 1
-                if q == qn:  # the most over the other nodes (n is one of by_c[cn]), or n's own after p
-                    while m and (not by_c[m] or (m == cn and len(by_c[m]) == 1)):
-                        m -= 1
-                    if after > m:
-                        m = after
-                else:
-                    while m and not by_c[m]:
-                        m -= 1
-                most[q] = m
+                m = self._most_on(q)
             if m >= k:
                 return False
         return True
+
+    def _most_left(self) -> dict:
+        """A new memo for `refuses`, whose key -1 says what the pending decision takes from its type, (type,
+        GPUs); a pending decision other than one node's whole GPUs is applied first."""
+        p = self._pending
+        if p is not None and (p.milli < FULL or len(p.nodes) > 1):
+            self.free  # noqa: B018 -- (rare) applied, on a copy
+            p = None
+        most = self._most = {-1: (-1, 0) if p is None else (p.type_idx, len(p.gpus))}
+        return most
+
+    def _most_on(self, q: int) -> int:
+        """The most whole GPUs free on one node of pool q once the pending decision applies (into `_most`)."""
+        free = self._free
+        by_c = free.pool_free[q]
+        m = len(by_c) - 1
+        p = self._pending
+        n = -1 if p is None else p.nodes[0]
+        if n >= 0 and free.layout.node_pool[n] == q:  # the most over the other nodes, or n's own after p
+            cn = free.node_whole[n]  # (n is one of by_c[cn])
+            while m and (not by_c[m] or (m == cn and len(by_c[m]) == 1)):
+                m -= 1
+            after = cn - len(p.gpus)
+            if after > m:
+                m = after
+        else:
+            while m and not by_c[m]:
+                m -= 1
+        self._most[q] = m
+        return m
 
     def fit_type(self, shape: tuple) -> int:
         """`fit_type(free, *shape)` on the capacity left (-1: does not fit), sharing `place`'s no-fit memo."""
@@ -179,6 +184,7 @@ class Plan:
                 self._copied = True
             self._free.take(p)
             self._pending = None
+            self._most = None  # (its key -1 counted p as pending)
         return self._free
 
     def snapshot(self) -> FreeState:

@@ -109,6 +109,8 @@ def test_a_refusal_from_counts_is_a_refused_placement(layout, data):
             assert refused
         elif not counts[1]:  # one-node options only: the counts decide exactly
             assert not refused
+        if data.draw(st.booleans(), label="place it too"):  # (applies a pending decision)
+            assert (plan.place(shape) is None) == refused
 
 
 def test_a_refusal_counts_a_pending_decision_on_the_node_that_had_room():
@@ -156,3 +158,17 @@ def test_a_pending_decision_on_the_only_acceptable_pool_counts_against_a_spread(
     plan.add(0, p)  # 31 A100s stay free, only 15 of them with 80 GB
     assert plan.fit_type(spread) == -1
     assert fit_type(free, *spread) == layout.node_type[0]
+
+
+def test_a_refusal_after_the_pending_decision_was_applied_counts_it_once():
+    # three H100 nodes of 4: a job of 8 spreads; a planned 4-GPU job leaves exactly 8
+    layout = ClusterLayout(ClusterSpec("c", tuple(NodeSpec(f"n{i}", "H100", 4, 80) for i in range(3))))
+    elig = layout.eligible((), 0)
+    eight, one = (elig, 8, FULL, 0, DEFAULT_PACE), (elig, 1, FULL, 0, DEFAULT_PACE)
+    free = FreeState(layout)
+    plan = Plan(free)
+    plan.add(0, place(free, elig, 4, FULL, 0))
+    assert not plan.refuses(eight, *refusal_counts(eight))  # pending: counted from the live state
+    assert plan.place(one) is not None  # applies the pending decision (on a copy)
+    assert not plan.refuses(eight, *refusal_counts(eight))  # applied: not counted a second time
+    assert plan.place(eight) is not None
