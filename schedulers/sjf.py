@@ -24,8 +24,11 @@ from weakref import WeakKeyDictionary, ref
 
 from schedulers.plan import Plan, refusal_counts
 from schedulers.shape_registry import ShapeRegistry
+from sim.placement import place
 from sim.simulator import Decision, View
 from sim.sorted_list import OnDemandDict
+
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
 
 
 def sjf(view: View) -> list[Decision]:
@@ -42,8 +45,34 @@ def sjf(view: View) -> list[Decision]:
         memo.decisions = ()
         return []
     reg = memo.shapes
-    plan = Plan(view.free)
     heaps = memo.heaps
+    if (
+        heaps is not None and len(candidates) == 1
+    ):  # the memo's heaps, one shape: its jobs in order while they fit
+        s = candidates[0]
+        h = heaps[id(s)]
+        p = place(view.free, *s)  # (the plan's first placement, without a plan: most calls start one job)
+        if p is None:
+            decisions = []
+        elif len(h) == 1:  # its last job
+            decisions = [_tuple_new(Decision, (heappop(h)[1], p))]
+            reg.drop(s)
+            del heaps[id(s)]
+        else:
+            plan = Plan(view.free)
+            plan.add(heappop(h)[1], p)
+            decisions = plan.decisions
+            while not plan.exhausted():
+                p = plan.place(s)
+                if p is None:
+                    break
+                plan.add(heappop(h)[1], p)
+                if not h:
+                    reg.drop(s)
+                    del heaps[id(s)]
+                    break
+        return _end_call(memo, view, decisions)
+    plan = Plan(view.free)
     if heaps is None:  # the simulator's (runtime, job) lists
         by_shape_runtime = view.queue_by_shape_runtime
         # (next (runtime, job) of the shape, position of that entry, the shape's entries, the shape); runtimes
@@ -66,20 +95,6 @@ def sjf(view: View) -> list[Decision]:
             else:  # its last job starts: the shape no longer waits
                 heappop(heads)
                 reg.drop(s)
-    elif len(candidates) == 1:  # the memo's heaps, one shape: its jobs in order while they fit
-        s = candidates[0]
-        h = heaps[id(s)]
-        while True:
-            p = plan.place(s)
-            if p is None:
-                break
-            plan.add(heappop(h)[1], p)
-            if not h:
-                reg.drop(s)
-                del heaps[id(s)]
-                break
-            if plan.exhausted():
-                break
     else:  # the memo's heaps: the same scan, each start popped from its shape's heap
         heads = []
         for s in candidates:
@@ -110,13 +125,19 @@ def sjf(view: View) -> list[Decision]:
                 heappop(heads)
                 reg.drop(s)
                 del heaps[id(s)]
+    return _end_call(memo, view, plan.decisions)
+
+
+def _end_call(memo: _Memo, view: View, decisions: list[Decision]) -> list[Decision]:
+    """Note what the live state must look like once `decisions` are applied, and register the shapes that
+    arrived with no job of theirs waiting and still wait (registered only now)."""
     new = memo.new
-    if new:  # the shapes that arrived with no job of theirs waiting and still wait: registered only now
+    if new:
+        heaps, reg = memo.heaps, memo.shapes
         for s in new:
             if id(s) in heaps:
                 reg.add(s)
         new.clear()
-    decisions = plan.decisions
     free = view.free
     memo.takes = free.version - free.gives + len(decisions)
     memo.queued -= len(decisions)
