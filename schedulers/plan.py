@@ -14,7 +14,7 @@ _tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's
 
 
 class Plan:
-    __slots__ = ("_free", "_pending", "_copied", "decisions", "_no_fit", "_most")
+    __slots__ = ("_free", "_pending", "_copied", "decisions", "_no_fit")
 
     def __init__(self, free: FreeState):
         self._free = free
@@ -22,7 +22,6 @@ class Plan:
         self._copied = False
         self.decisions: list[Decision | Preempt] = []
         self._no_fit: set = set()
-        self._most: dict[int, int] | None = None  # refuses()'s most whole GPUs free on a node, by pool
 
     def place(self, shape: tuple) -> Placement | None:
         """`place(free, *shape)` on the capacity left, remembering shapes that did not fit: capacity only
@@ -37,42 +36,47 @@ class Plan:
             self._no_fit.add(shape)
         return p
 
-    def refuses(self, shape: tuple, pools: tuple[int, ...], spread_types: tuple[int, ...]) -> bool:
+    def refuses(
+        self, shape: tuple, pools: tuple[int, ...], spread_types: tuple[int, ...], memo: dict
+    ) -> bool:
         """Whether whole-GPU `shape` surely does not fit on the capacity left, told from counts: no node of
         `pools` (its one-node options' pools) has its k GPUs whole and free, and no type of `spread_types` (its
-        spread options' types) has k whole GPUs free. False says nothing (`place` decides). Cheaper than a
-        refused `place` where several shapes are refused in a row: each pool's most whole GPUs free on one node
-        is found once per decision added, and a pending one-node decision is counted without applying it (no
-        copy of the live state)."""
+        spread options' types) has k whole GPUs free (`refusal_counts` gives both). False says nothing (`place`
+        decides). Cheaper than a refused `place` where several shapes are refused in a row: each pool's most whole
+        GPUs free on one node is found once per planned decision (kept in the caller's `memo`, a dict it passes
+        to every such call), and a pending one-node decision is counted without applying it (no copy of the
+        live state)."""
         k = shape[1]
-        most = self._most
-        if most is None:
-            most = self._most_left()
+        cut = memo.get(-1)
+        if cut is None or cut[0] is not self or cut[1] is not self._pending:
+            cut = self._new_memo(memo)
         if spread_types:
-            type_whole, (t_cut, k_cut) = self._free.type_whole, most[-1]
+            type_whole, t_cut, k_cut = self._free.type_whole, cut[2], cut[3]
             for t in spread_types:
                 if type_whole[t] - (k_cut if t == t_cut else 0) >= k:
                     return False
         for q in pools:
-            m = most.get(q)
+            m = memo.get(q)
             if m is None:
-                m = self._most_on(q)
+                m = self._most_on(q, memo)
             if m >= k:
                 return False
         return True
 
-    def _most_left(self) -> dict:
-        """A new memo for `refuses`, whose key -1 says what the pending decision takes from its type, (type,
-        GPUs); a pending decision other than one node's whole GPUs is applied first."""
+    def _new_memo(self, memo: dict) -> tuple:
+        """Empty `refuses`' memo for the capacity left now; its key -1 says for which plan and pending decision
+        it holds and what that decision takes from its type: (plan, pending, type, GPUs). A pending decision
+        other than one node's whole GPUs is applied first."""
         p = self._pending
         if p is not None and (p.milli < FULL or len(p.nodes) > 1):
             self.free  # noqa: B018 -- (rare) applied, on a copy
             p = None
-        most = self._most = {-1: (-1, 0) if p is None else (p.type_idx, len(p.gpus))}
-        return most
+        memo.clear()
+        cut = memo[-1] = (self, p, -1, 0) if p is None else (self, p, p.type_idx, len(p.gpus))
+        return cut
 
-    def _most_on(self, q: int) -> int:
-        """The most whole GPUs free on one node of pool q once the pending decision applies (into `_most`)."""
+    def _most_on(self, q: int, memo: dict) -> int:
+        """The most whole GPUs free on one node of pool q once the pending decision applies (into `memo`)."""
         free = self._free
         by_c = free.pool_free[q]
         m = len(by_c) - 1
@@ -88,7 +92,7 @@ class Plan:
         else:
             while m and not by_c[m]:
                 m -= 1
-        self._most[q] = m
+        memo[q] = m
         return m
 
     def fit_type(self, shape: tuple) -> int:
@@ -184,7 +188,6 @@ class Plan:
                 self._copied = True
             self._free.take(p)
             self._pending = None
-            self._most = None  # (its key -1 counted p as pending)
         return self._free
 
     def snapshot(self) -> FreeState:
@@ -198,7 +201,6 @@ class Plan:
             self.free  # noqa: B018 -- apply the previous pending placement first
         self.decisions.append(_tuple_new(Decision, (job, p)))
         self._pending = p
-        self._most = None
 
     def preempt(self, job: int, p: Placement) -> None:
         """Plan to suspend running job `job`, which holds `p`: its capacity is free for the decisions after it."""
@@ -208,7 +210,6 @@ class Plan:
             self._copied = True
         free.give(p)
         self._no_fit.clear()  # capacity grew: a shape that did not fit may fit now
-        self._most = None
         self.decisions.append(_tuple_new(Preempt, (job,)))
 
     def whole_left(self) -> int:

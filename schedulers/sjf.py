@@ -101,7 +101,7 @@ def sjf(view: View) -> list[Decision]:
             h = heaps[id(s)]
             heads.append((h[0], s, h))
         heapify(heads)
-        counts = memo.counts
+        counts, refusals = memo.counts, {}
         while heads and not plan.exhausted():
             entry, s, h = heads[0]
             # after a start most shapes left are refused (it took the GPUs they were candidates for): from
@@ -110,7 +110,7 @@ def sjf(view: View) -> list[Decision]:
                 c = counts.get(id(s), counts)
                 if c is counts:
                     c = counts[id(s)] = refusal_counts(s)
-                if c is not None and plan.refuses(s, *c):
+                if c is not None and plan.refuses(s, *c, refusals):
                     heappop(heads)
                     continue
             p = plan.place(s)

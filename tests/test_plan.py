@@ -77,7 +77,7 @@ def test_a_pending_decision_counts_as_applied(layout, data):
         if counts is not None:
             plan = Plan(free)
             plan.add(0, p)
-            if plan.refuses(shape, *counts):
+            if plan.refuses(shape, *counts, {}):
                 assert place(applied, *shape) is None, "a refusal from counts is never wrong"
     assert free.version == applied.version - 1, "the live state is left unchanged"
 
@@ -99,13 +99,14 @@ def test_a_refusal_from_counts_is_a_refused_placement(layout, data):
         if p is not None:
             plan.add(0, p)
             applied.take(p)
+    memo: dict = {}  # one memo for the plan's calls (it says itself when it is out of date)
     for shape in data.draw(st.lists(shapes(layout), min_size=1, max_size=8), label="asked"):
         counts = refusal_counts(shape)
         if counts is None:
             assert shape[2] < FULL
             continue
         refused = place(applied, *shape) is None
-        if plan.refuses(shape, *counts):
+        if plan.refuses(shape, *counts, memo):
             assert refused
         elif not counts[1]:  # one-node options only: the counts decide exactly
             assert not refused
@@ -121,12 +122,12 @@ def test_a_refusal_counts_a_pending_decision_on_the_node_that_had_room():
     free = FreeState(layout)
     free.take(next(p for p in alternatives(free, elig, 6, FULL, 0) if p.nodes == (1,)))
     assert free.node_whole == [8, 2]
-    plan = Plan(free)
+    plan, memo = Plan(free), {}
     plan.add(0, place(free, *four))  # best fit for 4: node 0 (8 free) -> 4 left there
-    assert not plan.refuses(four, *refusal_counts(four))  # node 0 keeps 4
+    assert not plan.refuses(four, *refusal_counts(four), memo)  # node 0 keeps 4
     plan.add(1, place(plan.free, *four))  # node 0 -> 0 left
-    assert plan.refuses(four, *refusal_counts(four))  # the most on a node is 2
-    assert not plan.refuses(two, *refusal_counts(two))
+    assert plan.refuses(four, *refusal_counts(four), memo)  # the most on a node is 2
+    assert not plan.refuses(two, *refusal_counts(two), memo)
     assert free.node_whole == [8, 2], "the live state is left unchanged"
 
 
@@ -166,9 +167,9 @@ def test_a_refusal_after_the_pending_decision_was_applied_counts_it_once():
     elig = layout.eligible((), 0)
     eight, one = (elig, 8, FULL, 0, DEFAULT_PACE), (elig, 1, FULL, 0, DEFAULT_PACE)
     free = FreeState(layout)
-    plan = Plan(free)
+    plan, memo = Plan(free), {}
     plan.add(0, place(free, elig, 4, FULL, 0))
-    assert not plan.refuses(eight, *refusal_counts(eight))  # pending: counted from the live state
+    assert not plan.refuses(eight, *refusal_counts(eight), memo)  # pending: counted from the live state
     assert plan.place(one) is not None  # applies the pending decision (on a copy)
-    assert not plan.refuses(eight, *refusal_counts(eight))  # applied: not counted a second time
+    assert not plan.refuses(eight, *refusal_counts(eight), memo)  # applied: not counted a second time
     assert plan.place(eight) is not None
