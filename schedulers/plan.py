@@ -36,6 +36,65 @@ class Plan:
             self._no_fit.add(shape)
         return p
 
+    def refuses(
+        self, shape: tuple, pools: tuple[int, ...], spread_types: tuple[int, ...], memo: dict
+    ) -> bool:
+        """Whether whole-GPU `shape` surely does not fit on the capacity left, told from counts: no node of
+        `pools` (its one-node options' pools) has its k GPUs whole and free, and no type of `spread_types` (its
+        spread options' types) has k whole GPUs free (`refusal_counts` gives both). False says nothing (`place`
+        decides). Cheaper than a refused `place` where several shapes are refused in a row: each pool's most whole
+        GPUs free on one node is found once per planned decision (kept in the caller's `memo`, a dict it passes
+        to every such call), and a pending one-node decision is counted without applying it (no copy of the
+        live state)."""
+        k = shape[1]
+        cut = memo.get(-1)
+        if cut is None or cut[0] is not self or cut[1] is not self._pending:
+            cut = self._new_memo(memo)
+        if spread_types:
+            type_whole, t_cut, k_cut = self._free.type_whole, cut[2], cut[3]
+            for t in spread_types:
+                if type_whole[t] - (k_cut if t == t_cut else 0) >= k:
+                    return False
+        for q in pools:
+            m = memo.get(q)
+            if m is None:
+                m = self._most_on(q, memo)
+            if m >= k:
+                return False
+        return True
+
+    def _new_memo(self, memo: dict) -> tuple:
+        """Empty `refuses`' memo for the capacity left now; its key -1 says for which plan and pending decision
+        it holds and what that decision takes from its type: (plan, pending, type, GPUs). A pending decision
+        other than one node's whole GPUs is applied first."""
+        p = self._pending
+        if p is not None and (p.milli < FULL or len(p.nodes) > 1):
+            self.free  # noqa: B018 -- (rare) applied, on a copy
+            p = None
+        memo.clear()
+        cut = memo[-1] = (self, p, -1, 0) if p is None else (self, p, p.type_idx, len(p.gpus))
+        return cut
+
+    def _most_on(self, q: int, memo: dict) -> int:
+        """The most whole GPUs free on one node of pool q once the pending decision applies (into `memo`)."""
+        free = self._free
+        by_c = free.pool_free[q]
+        m = len(by_c) - 1
+        p = self._pending
+        n = -1 if p is None else p.nodes[0]
+        if n >= 0 and free.layout.node_pool[n] == q:  # the most over the other nodes, or n's own after p
+            cn = free.node_whole[n]  # (n is one of by_c[cn])
+            while m and (not by_c[m] or (m == cn and len(by_c[m]) == 1)):
+                m -= 1
+            after = cn - len(p.gpus)
+            if after > m:
+                m = after
+        else:
+            while m and not by_c[m]:
+                m -= 1
+        memo[q] = m
+        return m
+
     def fit_type(self, shape: tuple) -> int:
         """`fit_type(free, *shape)` on the capacity left (-1: does not fit), sharing `place`'s no-fit memo."""
         if self._no_fit and shape in self._no_fit:  # (an empty set needs no hash of the shape)
@@ -168,3 +227,14 @@ class Plan:
         if self._pending is not None:
             left -= self._pending.milli * len(self._pending.gpus)
         return left <= 0
+
+
+def refusal_counts(shape: tuple) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """`Plan.refuses`'s arguments for a shape: (the pools of its one-node options, the types of its spread
+    options); None for a fractional shape."""
+    elig, k, milli, _, pace = shape
+    if milli < FULL:
+        return None
+    opts = _options(elig, k, pace)
+    pools = tuple(sorted({q for o in opts if o.multi_type < 0 for q in o.pools}))
+    return pools, tuple(o.multi_type for o in opts if o.multi_type >= 0)

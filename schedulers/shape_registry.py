@@ -54,7 +54,10 @@ class ShapeRegistry:
 
     def drop(self, s: tuple) -> None:
         key = id(s)
-        self.live.discard(key)
+        live = self.live
+        if key not in live:  # (not registered: nothing to drop)
+            return
+        live.remove(key)
         for registered in self._places[key]:
             registered.pop(key, None)
 

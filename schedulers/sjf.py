@@ -13,7 +13,8 @@ decisions applied since, capacity grew only where jobs released GPUs, so only th
 pools (a shape placed on one node there: that needs no more GPUs than some node of the pool has free; one
 spread over the pool's type: no more than the type has free; a fractional shape), and the shapes of jobs that
 arrived since that had no job waiting, can fit: the scan starts from those alone, and a call where none is left
-returns at once.
+returns at once. After a start, the shapes left are mostly refused (the start took the GPUs they were candidates
+for): `Plan.refuses` says so from counts, without placing them.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush, heapreplace
 from weakref import WeakKeyDictionary, ref
 
-from schedulers.plan import Plan
+from schedulers.plan import Plan, refusal_counts
 from schedulers.shape_registry import ShapeRegistry
+from sim.placement import place
 from sim.simulator import Decision, View
 from sim.sorted_list import OnDemandDict
+
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
 
 
 def sjf(view: View) -> list[Decision]:
@@ -41,8 +45,34 @@ def sjf(view: View) -> list[Decision]:
         memo.decisions = ()
         return []
     reg = memo.shapes
-    plan = Plan(view.free)
     heaps = memo.heaps
+    if (
+        heaps is not None and len(candidates) == 1
+    ):  # the memo's heaps, one shape: its jobs in order while they fit
+        s = candidates[0]
+        h = heaps[id(s)]
+        p = place(view.free, *s)  # (the plan's first placement, without a plan: most calls start one job)
+        if p is None:
+            decisions = []
+        elif len(h) == 1:  # its last job
+            decisions = [_tuple_new(Decision, (heappop(h)[1], p))]
+            reg.drop(s)
+            del heaps[id(s)]
+        else:
+            plan = Plan(view.free)
+            plan.add(heappop(h)[1], p)
+            decisions = plan.decisions
+            while not plan.exhausted():
+                p = plan.place(s)
+                if p is None:
+                    break
+                plan.add(heappop(h)[1], p)
+                if not h:
+                    reg.drop(s)
+                    del heaps[id(s)]
+                    break
+        return _end_call(memo, view, decisions)
+    plan = Plan(view.free)
     if heaps is None:  # the simulator's (runtime, job) lists
         by_shape_runtime = view.queue_by_shape_runtime
         # (next (runtime, job) of the shape, position of that entry, the shape's entries, the shape); runtimes
@@ -65,28 +95,24 @@ def sjf(view: View) -> list[Decision]:
             else:  # its last job starts: the shape no longer waits
                 heappop(heads)
                 reg.drop(s)
-    elif len(candidates) == 1:  # the memo's heaps, one shape: its jobs in order while they fit
-        s = candidates[0]
-        h = heaps[id(s)]
-        while True:
-            p = plan.place(s)
-            if p is None:
-                break
-            plan.add(heappop(h)[1], p)
-            if not h:
-                reg.drop(s)
-                del heaps[id(s)]
-                break
-            if plan.exhausted():
-                break
     else:  # the memo's heaps: the same scan, each start popped from its shape's heap
         heads = []
         for s in candidates:
             h = heaps[id(s)]
             heads.append((h[0], s, h))
         heapify(heads)
+        counts, refusals = memo.counts, {}
         while heads and not plan.exhausted():
             entry, s, h = heads[0]
+            # after a start most shapes left are refused (it took the GPUs they were candidates for): from
+            # counts where they say so, else by placing
+            if plan.decisions:
+                c = counts.get(id(s), counts)
+                if c is counts:
+                    c = counts[id(s)] = refusal_counts(s)
+                if c is not None and plan.refuses(s, *c, refusals):
+                    heappop(heads)
+                    continue
             p = plan.place(s)
             if p is None:
                 heappop(heads)
@@ -99,7 +125,19 @@ def sjf(view: View) -> list[Decision]:
                 heappop(heads)
                 reg.drop(s)
                 del heaps[id(s)]
-    decisions = plan.decisions
+    return _end_call(memo, view, plan.decisions)
+
+
+def _end_call(memo: _Memo, view: View, decisions: list[Decision]) -> list[Decision]:
+    """Note what the live state must look like once `decisions` are applied, and register the shapes that
+    arrived with no job of theirs waiting and still wait (registered only now)."""
+    new = memo.new
+    if new:
+        heaps, reg = memo.heaps, memo.shapes
+        for s in new:
+            if id(s) in heaps:
+                reg.add(s)
+        new.clear()
     free = view.free
     memo.takes = free.version - free.gives + len(decisions)
     memo.queued -= len(decisions)
@@ -118,7 +156,7 @@ class _Memo:
     other change (`reset` a second time) it reads the simulator's lists from then on."""
 
     __slots__ = ("jobs", "armed", "resets", "free", "by_shape", "takes", "gives", "pool_gives", "decisions",
-                 "last_job", "queued", "shapes", "heaps")  # fmt: skip
+                 "last_job", "queued", "shapes", "heaps", "new", "counts")  # fmt: skip
 
     def __init__(self, view: View):
         self.jobs = ref(view.jobs)
@@ -126,6 +164,10 @@ class _Memo:
         self.resets = 0
         self.shapes = ShapeRegistry()  # the shapes waiting at the last call's end (once armed)
         self.heaps: dict[int, list[tuple[float, int]]] | None = None  # id(shape) -> heap of (runtime, job)
+        # with the heaps: the shapes of this call's arrivals that had no job waiting (candidates, not registered
+        # yet: most start their job at once, and registering a shape costs a store per pool it may use)
+        self.new: list[tuple] = []
+        self.counts: dict[int, tuple | None] = {}  # id(shape) -> refusal_counts(shape)
 
     def reset(self, view: View) -> list[tuple]:
         """Forget the last call: every shape waiting may fit (returned), and registered from now on."""
@@ -148,6 +190,7 @@ class _Memo:
                 heapify(h)
         else:
             self.heaps = None
+        self.new.clear()
         reg = self.shapes
         reg.clear()
         shapes = list(by_shape)
@@ -177,6 +220,7 @@ class _Memo:
             shape = view.jobs.shape
             heaps = self.heaps
             key_s = view.queue_key_s
+            new = self.new
             arrived = 0
             for i in reversed(queue):
                 if i <= last_job:
@@ -184,13 +228,18 @@ class _Memo:
                 arrived += 1
                 s = shape[i]
                 key = id(s)
-                if key not in live:  # no job of its shape waited: one not known not to fit
+                if key in live:
+                    if heaps is not None:
+                        heappush(heaps[key], (key_s[i], i))
+                elif heaps is None:  # no job of its shape waited: one not known not to fit
                     out[key] = s
                     reg.add(s)
-                    if heaps is not None:
-                        heaps[key] = [(key_s[i], i)]
-                elif heaps is not None:
+                elif key in out:  # (an earlier arrival of this call)
                     heappush(heaps[key], (key_s[i], i))
+                else:
+                    out[key] = s
+                    heaps[key] = [(key_s[i], i)]
+                    new.append(s)
             if len(queue) != self.queued + arrived:
                 return None  # a job came back to the queue (preempted)
             self.queued += arrived

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schedulers.plan import Plan
+from schedulers.plan import Plan, refusal_counts
 from sim.catalog import CATALOG
 from sim.cluster import FULL, ClusterLayout, FreeState
 from sim.cluster_spec import ClusterSpec, NodeSpec
@@ -73,7 +73,62 @@ def test_a_pending_decision_counts_as_applied(layout, data):
         plan = Plan(free)
         plan.add(0, p)
         assert plan.place(shape) == place(applied, *shape)
+        counts = refusal_counts(shape)
+        if counts is not None:
+            plan = Plan(free)
+            plan.add(0, p)
+            if plan.refuses(shape, *counts, {}):
+                assert place(applied, *shape) is None, "a refusal from counts is never wrong"
     assert free.version == applied.version - 1, "the live state is left unchanged"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_a_refusal_from_counts_is_a_refused_placement(layout, data):
+    """After one or two planned decisions (pending, then applied), `refuses` says True only for shapes that
+    `place` refuses on the capacity left, and says it for every one-node-only shape that `place` refuses."""
+    free = FreeState(layout)
+    for shape in data.draw(st.lists(shapes(layout), max_size=12), label="running"):
+        p = place(free, *shape)
+        if p is not None:
+            free.take(p)
+    plan = Plan(free)
+    applied = free.copy()
+    for shape in data.draw(st.lists(shapes(layout), min_size=1, max_size=2), label="planned"):
+        p = place(applied, *shape)
+        if p is not None:
+            plan.add(0, p)
+            applied.take(p)
+    memo: dict = {}  # one memo for the plan's calls (it says itself when it is out of date)
+    for shape in data.draw(st.lists(shapes(layout), min_size=1, max_size=8), label="asked"):
+        counts = refusal_counts(shape)
+        if counts is None:
+            assert shape[2] < FULL
+            continue
+        refused = place(applied, *shape) is None
+        if plan.refuses(shape, *counts, memo):
+            assert refused
+        elif not counts[1]:  # one-node options only: the counts decide exactly
+            assert not refused
+        if data.draw(st.booleans(), label="place it too"):  # (applies a pending decision)
+            assert (plan.place(shape) is None) == refused
+
+
+def test_a_refusal_counts_a_pending_decision_on_the_node_that_had_room():
+    # two A100 nodes of 8: node 0 has 8 GPUs free, node 1 has 2
+    layout = ClusterLayout(ClusterSpec("c", tuple(NodeSpec(f"n{i}", "A100-80GB", 8, 80) for i in range(2))))
+    elig = layout.eligible((), 0)
+    four, two = (elig, 4, FULL, 0, DEFAULT_PACE), (elig, 2, FULL, 0, DEFAULT_PACE)
+    free = FreeState(layout)
+    free.take(next(p for p in alternatives(free, elig, 6, FULL, 0) if p.nodes == (1,)))
+    assert free.node_whole == [8, 2]
+    plan, memo = Plan(free), {}
+    plan.add(0, place(free, *four))  # best fit for 4: node 0 (8 free) -> 4 left there
+    assert not plan.refuses(four, *refusal_counts(four), memo)  # node 0 keeps 4
+    plan.add(1, place(plan.free, *four))  # node 0 -> 0 left
+    assert plan.refuses(four, *refusal_counts(four), memo)  # the most on a node is 2
+    assert not plan.refuses(two, *refusal_counts(two), memo)
+    assert free.node_whole == [8, 2], "the live state is left unchanged"
 
 
 def test_a_pending_decision_that_takes_the_only_big_enough_node_leaves_no_room():
@@ -104,3 +159,17 @@ def test_a_pending_decision_on_the_only_acceptable_pool_counts_against_a_spread(
     plan.add(0, p)  # 31 A100s stay free, only 15 of them with 80 GB
     assert plan.fit_type(spread) == -1
     assert fit_type(free, *spread) == layout.node_type[0]
+
+
+def test_a_refusal_after_the_pending_decision_was_applied_counts_it_once():
+    # three H100 nodes of 4: a job of 8 spreads; a planned 4-GPU job leaves exactly 8
+    layout = ClusterLayout(ClusterSpec("c", tuple(NodeSpec(f"n{i}", "H100", 4, 80) for i in range(3))))
+    elig = layout.eligible((), 0)
+    eight, one = (elig, 8, FULL, 0, DEFAULT_PACE), (elig, 1, FULL, 0, DEFAULT_PACE)
+    free = FreeState(layout)
+    plan, memo = Plan(free), {}
+    plan.add(0, place(free, elig, 4, FULL, 0))
+    assert not plan.refuses(eight, *refusal_counts(eight), memo)  # pending: counted from the live state
+    assert plan.place(one) is not None  # applies the pending decision (on a copy)
+    assert not plan.refuses(eight, *refusal_counts(eight), memo)  # applied: not counted a second time
+    assert plan.place(eight) is not None
