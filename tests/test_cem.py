@@ -204,6 +204,14 @@ def test_the_starting_spread_is_an_option_kept_in_the_checkpoint_and_fixed_on_re
     assert "--cem_init_std must be a finite number > 0" in one_error_line(capsys)
 
 
+def assert_eval_runs_as(out, args: list[str], expected) -> None:
+    """`--mode eval --algo cem --seed 4 <args>` writes the average JCT and preemptions of the run `expected`."""
+    assert main(["--mode", "eval", "--algo", "cem", "--seed", "4", *args, "--log_dir", str(out)]) == 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["avg_jct_s"].iloc[0] == pytest.approx(summarize(expected).avg_jct_s, rel=1e-9)
+    assert summary["preemptions"].iloc[0] == int(expected.preemptions.sum())
+
+
 def test_a_scorer_runs_at_the_round_it_was_trained_at_unless_the_command_line_gives_one(tmp_path, capsys):
     """--round_s trains cem at that round (kept in the checkpoint, fixed on resume); eval runs the model at its
     trained round, or at an explicit --round_s, each exactly as run_with_scorer at that round (on a 4-GPU
@@ -218,14 +226,7 @@ def test_a_scorer_runs_at_the_round_it_was_trained_at_unless_the_command_line_gi
     runs = {r: run_with_scorer(sc, scorer, round_s=r) for r in (60.0, 360.0)}
     assert summarize(runs[60.0]).avg_jct_s != summarize(runs[360.0]).avg_jct_s
     for extra, r in (([], 60.0), (["--round_s", "360"], 360.0)):
-        out = tmp_path / f"eval{len(extra)}"
-        assert (
-            main(["--mode", "eval", "--algo", "cem", "--seed", "4", *small, *extra, "--log_dir", str(out)])
-            == 0
-        )
-        summary = pd.read_csv(out / "summary.csv")
-        assert summary["avg_jct_s"].iloc[0] == pytest.approx(summarize(runs[r]).avg_jct_s, rel=1e-9)
-        assert summary["preemptions"].iloc[0] == int(runs[r].preemptions.sum())
+        assert_eval_runs_as(tmp_path / f"eval{len(extra)}", [*small, *extra], runs[r])
     # the report runs it at its trained round too, and --round_s there sets every score round's length
     log = tmp_path / "report"
     report = ["--mode", "report", "--models_dir", str(tmp_path / "models"), "--num_jobs", "40", "--no_progress",
@@ -271,14 +272,7 @@ def test_a_scorer_trained_with_rounds_at_arrivals_runs_with_them_unless_the_comm
     runs = {a: run_with_scorer(sc, scorer, on_arrival=a) for a in (True, False)}
     assert summarize(runs[True]).avg_jct_s != summarize(runs[False]).avg_jct_s
     for extra, a in (([], True), (["--round_on_arrival", "no"], False)):
-        out = tmp_path / f"eval{len(extra)}"
-        assert (
-            main(["--mode", "eval", "--algo", "cem", "--seed", "4", *small, *extra, "--log_dir", str(out)])
-            == 0
-        )
-        summary = pd.read_csv(out / "summary.csv")
-        assert summary["avg_jct_s"].iloc[0] == pytest.approx(summarize(runs[a]).avg_jct_s, rel=1e-9)
-        assert summary["preemptions"].iloc[0] == int(runs[a].preemptions.sum())
+        assert_eval_runs_as(tmp_path / f"eval{len(extra)}", [*small, *extra], runs[a])
     report = ["--mode", "report", "--models_dir", str(tmp_path / "models"), "--num_jobs", "40", "--no_progress",
               "--seeds", "900", "--report_sets", "medium"]  # fmt: skip
     case = evaluation.sets.scenario(run_config_from_dict(checkpoint["run_config"]), evaluation.sets.cases(
