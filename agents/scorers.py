@@ -56,6 +56,20 @@ class TrainedScorer(NamedTuple):
         """Whether it runs with rounds at arrivals: --round_on_arrival when given, else as it was trained."""
         return cfg.policy.round_on_arrival if "round_on_arrival" in cfg.explicit_options else self.on_arrival
 
+    def run(self, sc, cfg: RunConfig):
+        """Its run of the score rounds on scenario `sc` (a RunResult named after its algo), natively as
+        `las_speed` runs: at `round_for(cfg)`, with `on_arrival_for(cfg)` and cfg's `score_preempt`."""
+        from env.score_env import run_with_scorer  # lazy: the env module (gymnasium) only where a scorer runs
+
+        return run_with_scorer(
+            sc,
+            self.scorer,
+            round_s=self.round_for(cfg),
+            name=self.algo,
+            preempt=cfg.policy.score_preempt,
+            on_arrival=self.on_arrival_for(cfg),
+        )
+
 
 def load_scorer(path: str | Path) -> TrainedScorer:
     """The trained scorer of a scorer checkpoint; a file that is not one, or holds unusable parameters or round

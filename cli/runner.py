@@ -164,17 +164,7 @@ def _always_on_record(result: RunResult, power: PowerSetup, name: str) -> RunRes
 def run_agent(cfg: RunConfig, sc: Scenario, algo: str, checkpoint: str, progress: bool = False) -> RunResult:
     """Run a trained agent greedily through the Gymnasium env on the scenario (a scorer: its score rounds)."""
     if algo in SCORER_ALGOS:
-        from env.score_env import run_with_scorer
-
-        trained = _load_scorer(algo, checkpoint)
-        return run_with_scorer(
-            sc,
-            trained.scorer,
-            round_s=trained.round_for(cfg),
-            name=algo,
-            preempt=cfg.policy.score_preempt,
-            on_arrival=trained.on_arrival_for(cfg),
-        )
+        return _load_scorer(algo, checkpoint).run(sc, cfg)
     from env.gym_env import run_policy_in_env
 
     policy = _load_agent(algo, checkpoint)

@@ -112,17 +112,8 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
     for model in task.models:
         if model.algo in SCORER_ALGOS:  # a score-round scorer runs natively, as las_speed does
             from agents.scorers import load_scorer
-            from env.score_env import run_with_scorer
 
-            trained = load_scorer(model.path)
-            result = run_with_scorer(
-                sc,
-                trained.scorer,
-                round_s=trained.round_for(cfg),
-                name=model.algo,
-                preempt=cfg.policy.score_preempt,
-                on_arrival=trained.on_arrival_for(cfg),
-            )
+            result = load_scorer(model.path).run(sc, cfg)
             out.append(_row(task.case, model.algo, model.seed, model.kind, summarize(result)))
             continue
         saved = load_checkpoint(model.path).get("run_config") or {}

@@ -35,6 +35,8 @@ from sim.cluster_spec import parse_cluster_spec
 from sim.job import Workload
 
 MIXES = ("none", "synthetic", "synthetic+traces", "traces")
+TRACE_MIXES = ("synthetic+traces", "traces")
+"""the mixes with trace windows (they need --train_windows)"""
 MIX_SALT = (
     0x6D6978  # "mix": keeps the mixture's draws apart from the workload generator's stream of the same seed
 )
@@ -102,10 +104,9 @@ def check_mix(cfg: RunConfig) -> None:
         raise UserError(
             f"--train_mix {mix.train_mix} draws the clusters itself; remove --cluster/--cluster_path"
         )
-    with_traces = ("synthetic+traces", "traces")
-    if mix.train_mix in with_traces and not mix.train_windows:
+    if mix.train_mix in TRACE_MIXES and not mix.train_windows:
         raise UserError(f"--train_mix {mix.train_mix} needs --train_windows FORMAT=PATH[@CLUSTER],...")
-    if mix.train_windows and mix.train_mix not in with_traces:
+    if mix.train_windows and mix.train_mix not in TRACE_MIXES:
         raise UserError("--train_windows has no effect without --train_mix synthetic+traces or traces")
     for text in mix.train_windows:
         source = TraceSource.parse(text)
@@ -160,11 +161,12 @@ def mixture_scenario(cfg: RunConfig, seed: int) -> Scenario:
     if mix == "none":
         return build_scenario(cfg, seed)
     rng = np.random.default_rng([MIX_SALT, seed, 1])
-    # the draw is made under either trace mix, so that both pick the same window for a seed
-    if mix in ("synthetic+traces", "traces") and (rng.random() < TRACE_PROBABILITY or mix == "traces"):
-        sources = [TraceSource.parse(t) for t in cfg.mix.train_windows]
-        source = sources[int(rng.integers(len(sources)))]
-        return training_window(cfg, source, seed, rng)
+    if mix in TRACE_MIXES:
+        drawn = rng.random()  # under either trace mix, so that both pick the same window for a seed
+        if mix == "traces" or drawn < TRACE_PROBABILITY:
+            sources = [TraceSource.parse(t) for t in cfg.mix.train_windows]
+            source = sources[int(rng.integers(len(sources)))]
+            return training_window(cfg, source, seed, rng)
     return build_scenario(synthetic_config(cfg, seed), seed)
 
 

@@ -56,8 +56,7 @@ def sjf(view: View) -> list[Decision]:
             decisions = []
         elif len(h) == 1:  # its last job
             decisions = [_tuple_new(Decision, (heappop(h)[1], p))]
-            reg.drop(s)
-            del heaps[id(s)]
+            memo.forget(s)
         else:
             plan = Plan(view.free)
             plan.add(heappop(h)[1], p)
@@ -68,8 +67,7 @@ def sjf(view: View) -> list[Decision]:
                     break
                 plan.add(heappop(h)[1], p)
                 if not h:
-                    reg.drop(s)
-                    del heaps[id(s)]
+                    memo.forget(s)
                     break
         return _end_call(memo, view, decisions)
     plan = Plan(view.free)
@@ -123,8 +121,7 @@ def sjf(view: View) -> list[Decision]:
                 heapreplace(heads, (h[0], s, h))
             else:
                 heappop(heads)
-                reg.drop(s)
-                del heaps[id(s)]
+                memo.forget(s)
     return _end_call(memo, view, plan.decisions)
 
 
@@ -168,6 +165,11 @@ class _Memo:
         # yet: most start their job at once, and registering a shape costs a store per pool it may use)
         self.new: list[tuple] = []
         self.counts: dict[int, tuple | None] = {}  # id(shape) -> refusal_counts(shape)
+
+    def forget(self, s: tuple) -> None:
+        """The heaps' shape `s` has no job left waiting: forgotten."""
+        self.shapes.drop(s)
+        del self.heaps[id(s)]
 
     def reset(self, view: View) -> list[tuple]:
         """Forget the last call: every shape waiting may fit (returned), and registered from now on."""
