@@ -66,3 +66,40 @@ def test_bench_scenario_bad_algo_is_one_error_line():
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("error: unknown --algo 'nope'") and proc.stderr.count("\n") == 1
+
+
+def test_score_headroom_lower_bound_is_below_every_schedule():
+    """score_headroom.py's bound (every job alone on its fastest type from its arrival) is a lower bound: no
+    run of the script's scorers or heuristics has a lower average JCT on any seed; and the script runs."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("score_headroom", ROOT / "bench" / "score_headroom.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from cli.parser import build_parser, config_from_args
+    from env.score_env import run_with_scorer
+    from scenario.build import build_scenario
+    from schedulers import make_policy
+    from schedulers.score_rounds import LinearScorer
+
+    args = ["--mode", "eval", "--algo", "las_speed", "--difficulty", "easy", "--num_jobs", "60"]
+    cfg = config_from_args(build_parser().parse_args(args))
+    for seed in (3, 4):
+        sc = build_scenario(cfg, seed)
+        bound = mod.no_wait_bound_s(sc)
+        assert bound > 0
+        for weights, round_s, on_arrival in mod.CANDIDATES.values():
+            run = run_with_scorer(sc, LinearScorer.from_named(weights), round_s=round_s, on_arrival=on_arrival)
+            assert mod.avg_jct_s(run) >= bound * (1 - 1e-12)
+        for algo in ("sjf", *mod.HEURISTICS):
+            sim = sc.simulator()
+            sim.run(make_policy(algo, seed=sc.seed, matrix=sc.throughput))
+            assert mod.avg_jct_s(sim.result(algo, seed, True)) >= bound * (1 - 1e-12)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "score_headroom.py"), "--seeds", "3", *args[4:]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "las_speed" in proc.stdout and "lower bound" in proc.stdout
