@@ -89,7 +89,9 @@ def test_score_headroom_lower_bound_is_below_every_schedule():
         bound = mod.no_wait_bound_s(sc)
         assert bound > 0
         for weights, round_s, on_arrival in mod.CANDIDATES.values():
-            run = run_with_scorer(sc, LinearScorer.from_named(weights), round_s=round_s, on_arrival=on_arrival)
+            run = run_with_scorer(
+                sc, LinearScorer.from_named(weights), round_s=round_s, on_arrival=on_arrival
+            )
             assert mod.avg_jct_s(run) >= bound * (1 - 1e-12)
         for algo in ("sjf", *mod.HEURISTICS):
             sim = sc.simulator()
