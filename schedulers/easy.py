@@ -23,20 +23,19 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from itertools import accumulate, islice
-from operator import itemgetter
+from heapq import heapify, heappop, heappush
+from itertools import accumulate, count, islice
 from weakref import ref
 
 from schedulers.plan import Plan
 from schedulers.run_facts import run_facts
 from schedulers.shadow import CountShadow
-from schedulers.shape_registry import ShapeRegistry
+from schedulers.shapes_by_first import ShapesByFirst
 from sim.cluster import FULL, FreeState, Placement
 from sim.placement import _options, alternative_placement, effective_speed, spans_nodes_on
 from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
-_first = itemgetter(0)
 _INF = float("inf")
 
 
@@ -64,7 +63,7 @@ def easy_backfill(view: View) -> list[Decision]:
         if kept is None:
             memo.remember(view, head, last_job, plan.decisions, -1.0, None, [], True, False)
         else:
-            memo.groups(view, kept)  # registers the shapes of the jobs that arrived since
+            memo.refresh(view)
             stale = memo.spreads_stale  # (no spread was scanned again)
             memo.remember(view, head, last_job, plan.decisions, memo.shadow_s, memo.shadow, [], False, stale)
         return plan.decisions
@@ -77,46 +76,60 @@ def easy_backfill(view: View) -> list[Decision]:
     # test (a) is monotone in the known runtime; the next job the arrival-order scan would start is the
     # earliest, over all shapes, that passes (a) or (b). The reservation is computed only once some job fits.
     # Each group is (shape, its waiting jobs, a job up to which they are known to fail: `_Memo`).
+    tick = count()  # (a unique second key for the heap's entries: no two are ever compared further)
     if kept is None:
         shadow_s, shadow = -1.0, None
-        groups = [(s, members, -1) for s, members in view.queue_by_shape.items()]
+        recs = None
+        heap = [(members[0], next(tick), (s, members, -1)) for s, members in view.queue_by_shape.items()]
+        heapify(heap)
     else:
         shadow_s, shadow = memo.shadow_s, memo.shadow
-        groups = memo.groups(view, kept)
+        heap, recs = memo.candidates(view, kept, memo.refresh(view), tick)
     first_after_snapshot = 0  # plan.decisions from here on were taken after the shadow's base was
     spread_refused_at = _AFTER_ALL  # plan.decisions when (b) first refused a shape with a spread option
     pos = head
     while not plan.exhausted():
         best, best_s, best_p = _AFTER_ALL, None, None
         whole_left = plan.whole_left()  # no whole-GPU shape larger than this can fit
-        # the groups worth scanning after this round's start: a shape that does not fit, or has no job after
-        # `pos`, has none for the rest of the call (capacity only shrinks, `pos` only grows); scanned in the
-        # order of their first job after `pos`, so that once a job passes, no shape whose first job comes
-        # later is tested
-        live = []
-        for g in groups:
+        # the groups in the order of their first job after `pos`, lazily (`_Memo.candidates`): each entry's
+        # first number is at most that job (a lower bound, exact when above `lo`); so once a job passes, no
+        # shape whose first job comes later is tested. A shape that does not fit, or has no job after `pos`,
+        # has none for the rest of the call (capacity only shrinks, `pos` only grows): it is dropped.
+        again = []  # the groups tested this round that stay in the scan
+        while heap and heap[0][0] < best:
+            bound, _, g = heappop(heap)
+            if g.__class__ is list:  # a bucket's cursor: its next shape becomes a group
+                bucket, at, k = g
+                if k > whole_left:
+                    continue  # (its shapes are all whole-GPU shapes of k GPUs)
+                key, s = bucket[at]
+                if at + 1 < len(bucket):
+                    g[1] = at + 1
+                    heappush(heap, (bucket[at + 1][0], next(tick), g))
+                old = recs.get(id(s))
+                if old is not None and key > old[2]:
+                    continue  # a group already, whose jobs from `key` (its first) on are scanned
+                g = recs[id(s)] = (s, memo.shapes.members[id(s)], -1)
             s, members, failing = g
+            if failing >= 0 and recs[id(s)] is not g:
+                continue  # (a bucket made it a group with every job)
             if s[1] > whole_left and s[2] == FULL:
                 continue
             lo = pos if pos > failing else failing
-            first = members.first_after(lo, _AFTER_ALL)
-            if first != _AFTER_ALL:
-                live.append((first, lo, g))
-        if len(live) > 1:
-            live.sort(key=_first)
-        unfit: set[int] = set()  # id() of the groups that no longer fit
-        for first, lo, g in live:
-            if first >= best:
-                break
-            s, members, _ = g
+            if bound <= lo:
+                first = members.first_after(lo, _AFTER_ALL)
+                if first != _AFTER_ALL:
+                    heappush(heap, (first, next(tick), g))
+                continue
+            first = bound
             t = plan.fit_type(s)
             if t < 0:
-                unfit.add(id(g))
                 continue
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
                 first_after_snapshot = len(plan.decisions)
                 shadow_s, shadow = reservation(view, plan.snapshot(), head, started)
+            again.append((first, next(tick), g))
             elig, k_gpus, milli, _, pace = s
             # the preferred placement is the fastest free now: if a job does not end by the shadow time on it,
             # it does not on any other
@@ -152,7 +165,8 @@ def easy_backfill(view: View) -> list[Decision]:
             fails_a[id(s)] = (a, b, shadow_s, speed, now)
             if j < best:
                 best, best_s, best_p = j, s, None
-        groups = [g for _, _, g in live if id(g) not in unfit] if unfit else [g for _, _, g in live]
+        for e in again:
+            heappush(heap, e)
         if best_s is None:
             break
         if best_p is None:
@@ -201,7 +215,7 @@ class _Memo:
         fractional, exact = run_facts(jt)
         self.allowed = exact and not fractional  # whether the run allows it (see above)
         self.armed = False  # whether the fields below describe the last call
-        self.shapes = ShapeRegistry()
+        self.shapes = ShapesByFirst()  # every shape waiting at the last call's end (once armed)
         # per shape (id): (a, b, shadow time, speed, now): every job of the shape from a to b (excluded) was
         # found to fail (a) with that shadow time and speed at that time; it fails again at any later time
         # (a job's known runtime never changes; jobs arrive in index order, so none joins that range later:
@@ -233,16 +247,60 @@ class _Memo:
             self.shadow.rebase(view.free, self.taken, completed)
         return completed
 
-    def groups(self, view: View, completed: list[Placement]) -> list[tuple]:
-        """The scan's groups: the shapes of the jobs that arrived since, from `last_job` on, and every shape
-        whose jobs may pass now where they failed, from the start; a shape of neither kind is left out."""
+    def refresh(self, view: View) -> dict[int, tuple[tuple, int]]:
+        """Bring `shapes` up to date after the last call (its decisions were applied, and jobs arrived since) and
+        return the shapes of the jobs that arrived since: id(shape) -> (shape, its first job that arrived)."""
         by_shape = view.queue_by_shape
         shape = view.jobs.shape
         reg = self.shapes
+        first = reg.first
+        for i, _ in self.decisions:  # a shape whose first waiting job started is filed under its next one
+            s = shape[i]
+            if first.get(id(s)) == i:
+                members = by_shape.get(s)
+                if members is None:
+                    reg.drop(s)
+                else:
+                    reg.file(s, members[0], members)
         known = self.last_job
-        free = view.free
+        arrived: dict[int, tuple[tuple, int]] = {}
+        for i in reversed(view.queue):
+            if i <= known:
+                break
+            s = shape[i]
+            arrived[id(s)] = (s, i)  # (the last store is the shape's first job to arrive)
+        for key, (s, i) in arrived.items():
+            if key not in first:  # (none of its jobs waited: i is its first)
+                reg.file(s, i, by_shape[s])
+        return arrived
+
+    def candidates(self, view: View, completed: list[Placement], arrived: dict, tick) -> tuple[list, dict]:
+        """The scan's groups as a heap of (a lower bound of its first job, `next(tick)`, group), with a cursor
+        for each bucket of shapes whose jobs may pass now where they failed (its entry stands for the bucket's
+        shapes from the cursor's on: [bucket, position, k]), and the groups made so far (id(shape) -> group).
+        A group is (shape, its waiting jobs, a job up to which they are known to fail): the shapes of the jobs
+        that arrived since (`refresh`), from `last_job` on, and every shape whose jobs may pass now where they
+        failed, from the start; a shape of neither kind is left out."""
+        reg = self.shapes
+        members_of, first = reg.members, reg.first
+        recs: dict[int, tuple] = {}
+        heap = []
+        sh = self.shadow
+        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
+        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
+        stale = self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type))
+        for registered in (reg.always, reg.spreads) if stale else (reg.always,):
+            for key, s in registered.items():
+                g = recs[key] = (s, members_of[key], -1)
+                heap.append((first[key], next(tick), g))
+        known = self.last_job
+        for key, (s, i) in arrived.items():
+            if key not in recs:
+                g = recs[key] = (s, members_of[key], known)
+                heap.append((i, next(tick), g))
         # per pool where jobs completed: the most whole GPUs one of those nodes has free now (a one-node
         # placement on any other node of the pool was free before)
+        free = view.free
         node_pool, whole = view.layout.node_pool, free.node_whole
         dirty: dict[int, int] = {}
         for p in completed:
@@ -250,41 +308,17 @@ class _Memo:
                 q = node_pool[n]
                 if whole[n] > dirty.get(q, -1):
                     dirty[q] = whole[n]
-        picked: dict[int, tuple] = {}
-        for i in reversed(view.queue):
-            if i <= known:
-                break
-            s = shape[i]
-            if id(s) not in picked:
-                picked[id(s)] = (s, known)
-                reg.add(s)
-        again = list(reg.always.items())
-        sh = self.shadow
-        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
-        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
-        if self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type)):
-            again += reg.spreads.items()
-        gone = []
-        for key, s in again:
-            if s in by_shape:
-                picked[key] = (s, -1)
-            else:
-                gone.append(s)
         type_whole, pool_type = free.type_whole, view.layout.pool_type
         for q, c in dirty.items():
             type_free = type_whole[pool_type[q]]  # (>= c)
             for by_k, most in ((reg.spread.get(q, ()), type_free), (reg.one_node.get(q, ()), c)):
-                for k, registered in by_k:  # (k ascending)
+                for k, bucket in by_k:  # (k ascending)
                     if k > most:
                         break
-                    for key, s in registered.items():
-                        if s in by_shape:
-                            picked[key] = (s, -1)
-                        else:
-                            gone.append(s)
-        for s in gone:
-            reg.drop(s)
-        return [(s, by_shape[s], floor) for s, floor in picked.values()]
+                    if bucket:
+                        heap.append((bucket[0][0], next(tick), [bucket, 0, k]))
+        heapify(heap)
+        return heap, recs
 
     def remember(
         self, view: View, head, last_job, decisions, shadow_s, shadow, taken, scanned_all: bool, stale: bool
@@ -318,8 +352,7 @@ class _Memo:
             ending.append(placements[j])
         self.ending = ending
         if scanned_all:  # every shape waiting may be asked for next time
-            for s in view.queue_by_shape:
-                self.shapes.add(s)
+            self.shapes.sync(view.queue_by_shape)
 
 
 # the memo of the last run that called EASY (one slot: runs called in turn only lose their memos' speed-up)
