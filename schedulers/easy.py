@@ -44,21 +44,30 @@ def easy_backfill(view: View) -> list[Decision]:
     now = view.now_s
     plan = Plan(view.free)
     shape = jt.shape
-    head = -1
-    for i in view.queue:
-        p = plan.place(shape[i])
-        if p is None:
-            head = i
-            break
-        plan.add(i, p)
     memo = _last[0]
     if memo is None or memo.jobs() is not jt:
         memo = _last[0] = _Memo(jt)
+    head, kept = -1, None
+    queue = view.queue
+    if memo.armed and memo.shadow is not None and now < memo.shadow_s and next(iter(queue), -1) == memo.head:
+        # the reserved head still waits first: if the memo holds, it cannot fit before its shadow time (see
+        # `_Memo`), so it is not placed again
+        kept = memo.still_valid(view, memo.head)
+        if kept is not None:
+            head = memo.head
     if head < 0:
-        memo.armed = False
-        return plan.decisions
-    last_job = next(reversed(view.queue))
-    kept = None if plan.decisions else memo.still_valid(view, head)
+        for i in queue:
+            p = plan.place(shape[i])
+            if p is None:
+                head = i
+                break
+            plan.add(i, p)
+        if head < 0:
+            memo.armed = False
+            return plan.decisions
+        if not plan.decisions:
+            kept = memo.still_valid(view, head)
+    last_job = next(reversed(queue))
     if plan.exhausted():  # nothing can start: every waiting job fails
         if kept is None:
             memo.remember(view, head, last_job, plan.decisions, -1.0, None, [], True, False)
@@ -198,6 +207,9 @@ class _Memo:
       shadow time, so the rebuilt walk releases it where this call's plan still held its GPUs free; every job
       started by (b) ends after it, and the shadow took its GPUs. The shadow is only rebased (`rebase`) on the
       live free state;
+    - the head still cannot start before the shadow time: the release walk found it fitting at no earlier
+      estimated end, and the capacity free now is at most the walk's by now (the jobs started since hold
+      GPUs the walk counted free, and only jobs the walk released by now have completed);
     - a job up to `last_job` still cannot start if no job ended since where it could now go on one node (a
       node of a pool it may use on one node with as many whole GPUs free as it needs) and no job ended since
       on a type it may spread over that now has as many whole GPUs free as it needs: it does not fit, or its
@@ -393,9 +405,10 @@ def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placeme
             key = shadow.node_key(n) if n >= 0 else None
             fits = verdicts.get(key) if key is not None else None
             if fits is None:
-                fits = shadow.head_fits_without(alternative_placement(free, o, n, c, k))
-                if key is not None:
-                    verdicts[key] = fits
+                if key is not None:  # (counts: no placement is built for the verdict)
+                    fits = verdicts[key] = shadow.head_fits_without_gpus_on(n, k)
+                else:
+                    fits = shadow.head_fits_without(alternative_placement(free, o, n, c, k))
         if fits:
             return lambda o=o, n=n, c=c: alternative_placement(free, o, n, c, k)
     return None

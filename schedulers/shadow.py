@@ -194,6 +194,28 @@ class CountShadow:
         taken = shape[1] if type_idx == self.one_type else 0
         return self.avail - taken >= self.k
 
+    def head_fits_without_gpus_on(self, n: int, c: int) -> bool:
+        """`head_fits_without` for a whole-GPU placement of c GPUs on node n alone, told from the counts
+        without building it or changing the shadow; only while the shadow is kept as counts (`full` is None)."""
+        layout = self.base.layout
+        if self.one_type >= 0:
+            if layout.node_type[n] == self.one_type and (
+                self.whole_type or layout.node_pool[n] in self.eligible_pools
+            ):
+                return self.avail - c >= self.k
+            return self.avail >= self.k
+        k, q = self.k, layout.node_pool[n]
+        fit_nodes = self.fit_nodes
+        if self.track and q in self.fit_pools:
+            before = self.base.node_whole[n] + self.delta.get(n, 0)
+            fit_nodes -= (before >= k) - (before - c >= k)
+        if fit_nodes > 0:
+            return True
+        pool_sum = self.pool_sum
+        return any(
+            sum(pool_sum[p] for p in pools) - (c if q in pools else 0) >= k for _, pools in self.spreads
+        )
+
     def head_fits_without(self, p: Placement) -> bool:
         """Whether the head would still fit after `p` is taken (the shadow is left unchanged)."""
         if self.full is None and p.milli == FULL:
