@@ -73,8 +73,7 @@ def easy_backfill(view: View) -> list[Decision]:
             memo.remember(view, head, last_job, plan.decisions, -1.0, None, [], True, False)
         else:
             memo.refresh(view)
-            stale = memo.spreads_stale  # (no spread was scanned again)
-            memo.remember(view, head, last_job, plan.decisions, memo.shadow_s, memo.shadow, [], False, stale)
+            memo.remember_idle(view, last_job, plan.decisions)
         return plan.decisions
     shape_runtime = view.queue_by_shape_runtime
     known = jt.known_runtime_s
@@ -332,6 +331,13 @@ class _Memo:
         heapify(heap)
         return heap, recs
 
+    def remember_idle(self, view: View, last_job: int, decisions: list) -> None:
+        """`remember` after a call that kept the memo and found no GPU free: no job completed since (one would
+        have freed its GPUs) and none starts, so only the time and the last job waiting change (the shadow and
+        the first estimated ends stay; no spread was scanned again)."""
+        self.now = view.now_s
+        self.last_job, self.decisions, self.taken = last_job, decisions, []
+
     def remember(
         self, view: View, head, last_job, decisions, shadow_s, shadow, taken, scanned_all: bool, stale: bool
     ) -> None:
@@ -352,10 +358,15 @@ class _Memo:
         running = view.running
         first = running[0][0] if running else _INF
         ending = []
-        if decisions:
-            ends = [(now + view.duration_on(i, p), p) for i, p in decisions]
-            first = min(first, *[e for e, _ in ends])
-            ending = [p for end, p in ends if end == first]
+        if decisions:  # (each one's end as View.duration_on gives it)
+            jt, type_speed = view.jobs, view.layout.type_speed
+            known, pace = jt.known_runtime_s, jt.pace
+            for i, p in decisions:
+                end = now + known[i] / effective_speed(type_speed[p.type_idx], len(p.nodes) > 1, pace[i])
+                if end < first:
+                    first, ending = end, [p]
+                elif end == first:
+                    ending.append(p)
         placements = view.placements
         self.ending_s = first
         for end, j in running:

@@ -119,12 +119,16 @@ class CountShadow:
         """Keep this shadow's state on a new base: `base` is the old base less the whole-GPU placements
         `taken` and plus those `given` (the state the policy saw last time, once its decisions were applied and
         some jobs completed). Counts only: a shadow that is materialized, or later would be, is not rebased."""
-        if self.one_type < 0:
+        if self.one_type < 0 and (taken or given):
             delta = self.delta
             for sign, ps in ((1, taken), (-1, given)):
                 for p in ps:
-                    for n, c in zip(p.nodes, p.node_counts or (len(p.gpus),), strict=True):
-                        delta[n] = delta.get(n, 0) + sign * c
+                    if p.node_counts:
+                        for n, c in zip(p.nodes, p.node_counts, strict=True):
+                            delta[n] = delta.get(n, 0) + sign * c
+                    else:  # (one node)
+                        n = p.nodes[0]
+                        delta[n] = delta.get(n, 0) + sign * len(p.gpus)
         self.base = base
         self.rebased = True
 

@@ -20,7 +20,7 @@ class ShapesByFirst(ShapeRegistry):
     """See the module's docstring. `first` maps id(shape) -> its first waiting job (the key it is filed
     under), `members` id(shape) -> its waiting jobs (the queue's own ascending sequence of them)."""
 
-    __slots__ = ("first", "members", "shape")
+    __slots__ = ("first", "members", "shape", "_lists")
     _bucket = list
 
     def __init__(self):
@@ -28,6 +28,7 @@ class ShapesByFirst(ShapeRegistry):
         self.first: dict[int, int] = {}
         self.members: dict[int, Sequence[int]] = {}
         self.shape: dict[int, tuple] = {}  # id(shape) -> shape
+        self._lists: dict[int, list[list]] = {}  # id(shape) -> its buckets (once filed again)
 
     def clear(self) -> None:
         super().clear()
@@ -48,16 +49,18 @@ class ShapesByFirst(ShapeRegistry):
         self.first[sid] = key
         if old is None:
             self.shape[sid] = s
-        places = self._places.get(sid)
-        if places is None:
-            places = self._places[sid] = self._places_of(s)
-        for place in places:
-            if place.__class__ is dict:
-                place[sid] = s
-            else:
-                if old is not None:
-                    del place[bisect_left(place, (old,))]
-                insort(place, (key, s))
+            places = self._places.get(sid)
+            if places is None:
+                places = self._places[sid] = self._places_of(s)
+            for place in places:
+                if place.__class__ is dict:
+                    place[sid] = s
+                else:
+                    insort(place, (key, s))
+            return
+        for place in self._buckets(sid):  # (filed again: it stays in its dicts)
+            del place[bisect_left(place, (old,))]
+            insort(place, (key, s))
 
     def drop(self, s: tuple) -> None:
         sid = id(s)
@@ -71,6 +74,13 @@ class ShapesByFirst(ShapeRegistry):
                 del place[sid]
             else:
                 del place[bisect_left(place, (old,))]
+
+    def _buckets(self, sid: int) -> list[list]:
+        """The buckets (not the dicts) a registered shape is in."""
+        b = self._lists.get(sid)
+        if b is None:
+            b = self._lists[sid] = [place for place in self._places[sid] if place.__class__ is list]
+        return b
 
     def sync(self, by_shape: Mapping[tuple, Sequence[int]]) -> None:
         """Register exactly the shapes of `by_shape` (shape -> its waiting jobs, ascending), each under its
