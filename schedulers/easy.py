@@ -70,7 +70,7 @@ def easy_backfill(view: View) -> list[Decision]:
     last_job = next(reversed(queue))
     if plan.exhausted():  # nothing can start: every waiting job fails
         if kept is None:
-            memo.remember(view, head, last_job, plan.decisions, -1.0, None, [], True, False)
+            memo.remember(view, head, last_job, plan.decisions, -1.0, None, True, False)
         else:
             memo.refresh(view)
             memo.remember_idle(view, last_job, plan.decisions)
@@ -93,7 +93,6 @@ def easy_backfill(view: View) -> list[Decision]:
     else:
         shadow_s, shadow = memo.shadow_s, memo.shadow
         heap, recs = memo.candidates(view, kept, memo.refresh(view), tick)
-    first_after_snapshot = 0  # plan.decisions from here on were taken after the shadow's base was
     spread_refused_at = _AFTER_ALL  # plan.decisions when (b) first refused a shape with a spread option
     pos = head
     while not plan.exhausted():
@@ -135,8 +134,10 @@ def easy_backfill(view: View) -> list[Decision]:
                 continue
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
-                first_after_snapshot = len(plan.decisions)
-                shadow_s, shadow = reservation(view, plan.snapshot(), head, started)
+                base = plan.snapshot()
+                if base is view.free:  # (the shadow may outlive this call: its base must never change)
+                    base = base.copy()
+                shadow_s, shadow = reservation(view, base, head, started)
             again.append((first, next(tick), g))
             elig, k_gpus, milli, _, pace = s
             # the preferred placement is the fastest free now: if a job does not end by the shadow time on it,
@@ -184,10 +185,9 @@ def easy_backfill(view: View) -> list[Decision]:
             plan.add(best, p)
             shadow.take(p)
         pos = best
-    taken = [d.placement for d in plan.decisions[first_after_snapshot:]] if shadow is not None else []
     # a spread refused under (b) before a later start may pass at the next instant (its placement moved)
     stale = len(plan.decisions) > spread_refused_at
-    memo.remember(view, head, last_job, plan.decisions, shadow_s, shadow, taken, kept is None, stale)
+    memo.remember(view, head, last_job, plan.decisions, shadow_s, shadow, kept is None, stale)
     return plan.decisions
 
 
@@ -204,8 +204,8 @@ class _Memo:
     - the reservation is the same: every job released into the shadow (ending by the shadow time) that
       completed since gave its GPUs to the free state instead; every job this call started by (a) ends by the
       shadow time, so the rebuilt walk releases it where this call's plan still held its GPUs free; every job
-      started by (b) ends after it, and the shadow took its GPUs. The shadow is only rebased (`rebase`) on the
-      live free state;
+      started by (b) ends after it, and the shadow took its GPUs. The shadow is kept as it is (its base is a
+      copy of the free state it was computed on, which nothing changes);
     - the head still cannot start before the shadow time: the release walk found it fitting at no earlier
       estimated end, and the capacity free now is at most the walk's by now (the jobs started since hold
       GPUs the walk counted free, and only jobs the walk released by now have completed);
@@ -219,7 +219,7 @@ class _Memo:
     """
 
     __slots__ = ("jobs", "allowed", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
-                 "shadow_s", "shadow", "taken", "ending_s", "ending", "spreads_stale", "shapes", "fails_a")  # fmt: skip
+                 "shadow_s", "shadow", "ending_s", "ending", "spreads_stale", "shapes", "fails_a")  # fmt: skip
 
     def __init__(self, jt):
         self.jobs = ref(jt)
@@ -254,8 +254,6 @@ class _Memo:
             return None  # called again only after the first estimated end
         if view.free.version != self.version + len(completed):
             return None  # something else changed the free state
-        if self.shadow is not None:
-            self.shadow.rebase(view.free, self.taken, completed)
         return completed
 
     def refresh(self, view: View) -> dict[int, tuple[tuple, int]]:
@@ -336,10 +334,10 @@ class _Memo:
         have freed its GPUs) and none starts, so only the time and the last job waiting change (the shadow and
         the first estimated ends stay; no spread was scanned again)."""
         self.now = view.now_s
-        self.last_job, self.decisions, self.taken = last_job, decisions, []
+        self.last_job, self.decisions = last_job, decisions
 
     def remember(
-        self, view: View, head, last_job, decisions, shadow_s, shadow, taken, scanned_all: bool, stale: bool
+        self, view: View, head, last_job, decisions, shadow_s, shadow, scanned_all: bool, stale: bool
     ) -> None:
         """Keep this call's facts for the next call (see above), when the run allows it."""
         if not self.allowed:
@@ -352,7 +350,7 @@ class _Memo:
         self.version = free.version + len(decisions)
         self.now = now = view.now_s
         self.head, self.last_job, self.decisions = head, last_job, decisions
-        self.shadow_s, self.shadow, self.taken = shadow_s, shadow, taken
+        self.shadow_s, self.shadow = shadow_s, shadow
         self.spreads_stale = stale
         # the jobs estimated to end first, once the decisions apply
         running = view.running
