@@ -79,6 +79,7 @@ def easy_backfill(view: View) -> list[Decision]:
     known = jt.known_runtime_s
     fails_a = memo.fails_a
     type_speed = view.layout.type_speed
+    speeds = memo.speeds
     # The scan in arrival order, done shape by shape: between two starts the plan and the shadow state do not
     # change, so every job of one shape gets the same placements and the same verdict on test (b), and passing
     # test (a) is monotone in the known runtime; the next job the arrival-order scan would start is the
@@ -88,7 +89,7 @@ def easy_backfill(view: View) -> list[Decision]:
     if kept is None:
         shadow_s, shadow = -1.0, None
         recs = None
-        heap = [(members[0], next(tick), (s, members, -1)) for s, members in view.queue_by_shape.items()]
+        heap = [(m.first(), next(tick), (s, m, -1)) for s, m in view.queue_by_shape.items()]
         heapify(heap)
     else:
         shadow_s, shadow = memo.shadow_s, memo.shadow
@@ -139,10 +140,12 @@ def easy_backfill(view: View) -> list[Decision]:
                     base = base.copy()
                 shadow_s, shadow = reservation(view, base, head, started)
             again.append((first, next(tick), g))
-            elig, k_gpus, milli, _, pace = s
             # the preferred placement is the fastest free now: if a job does not end by the shadow time on it,
             # it does not on any other
-            speed = effective_speed(type_speed[t], spans_nodes_on(elig, k_gpus, milli, t), pace)
+            by_t = speeds.get(id(s))
+            if by_t is None:
+                by_t = speeds[id(s)] = _speeds(s, type_speed)
+            speed = by_t[t]
             if now + known[first] / speed <= shadow_s:  # (a) ends by the shadow time
                 best, best_s, best_p = first, s, None
                 continue
@@ -219,7 +222,7 @@ class _Memo:
     """
 
     __slots__ = ("jobs", "allowed", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
-                 "shadow_s", "shadow", "ending_s", "ending", "spreads_stale", "shapes", "fails_a")  # fmt: skip
+                 "shadow_s", "shadow", "ending_s", "ending", "spreads_stale", "shapes", "fails_a", "speeds")  # fmt: skip
 
     def __init__(self, jt):
         self.jobs = ref(jt)
@@ -232,6 +235,7 @@ class _Memo:
         # (a job's known runtime never changes; jobs arrive in index order, so none joins that range later:
         # only a policy's Preempt puts a job back in the queue, and EASY never preempts)
         self.fails_a: dict[int, tuple[int, int, float, float, float]] = {}
+        self.speeds: dict[int, list[float]] = {}  # per shape (id): `_speeds`
 
     def still_valid(self, view: View, head: int) -> list[Placement] | None:
         """The placements of the jobs that completed since, if this memo holds for `view` (see above)."""
@@ -270,7 +274,7 @@ class _Memo:
                 if members is None:
                     reg.drop(s)
                 else:
-                    reg.file(s, members[0], members)
+                    reg.file(s, members.first(), members)
         known = self.last_job
         arrived: dict[int, tuple[tuple, int]] = {}
         for i in reversed(view.queue):
@@ -380,6 +384,15 @@ class _Memo:
 _last: list[_Memo | None] = [None]
 
 
+def _speeds(s: tuple, type_speed: list[float]) -> list[float | None]:
+    """Per GPU type, the effective speed of shape s's preferred placement on it (None: a type it may not use)."""
+    elig, k, milli, _, pace = s
+    return [
+        effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else None
+        for t, v in enumerate(type_speed)
+    ]
+
+
 def _has_spread(s: tuple) -> bool:
     """Whether whole-GPU shape s has a spread option."""
     return any(o.multi_type >= 0 for o in _options(s[0], s[1], s[4]))
@@ -397,14 +410,16 @@ def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placeme
                 return lambda p=p: p
         return None
     k = s[1]
-    by_type = {t: shadow.head_fits_without_shape(s, t) for t in s[0].types}  # when the type alone decides
-    if not any(v is None or v for v in by_type.values()):
-        return None
+    by_type = None  # per type, when the type alone decides (`head_fits_without_shape`)
+    if shadow.whole_type and shadow.full is None:
+        by_type = {t: shadow.head_fits_without_shape(s, t) for t in s[0].types}
+        if not any(v is None or v for v in by_type.values()):
+            return None
     free = plan.free
     node_type = free.layout.node_type
     verdicts: dict[tuple[int, int], bool] = {}
     for o, n, c in plan.alternative_slots(s):
-        fits = by_type[node_type[n] if n >= 0 else o.multi_type]
+        fits = None if by_type is None else by_type[node_type[n] if n >= 0 else o.multi_type]
         if fits is None and n < 0:  # a spread: if its first placement delays the head, another may not
             p = alternative_placement(free, o, n, c, k)
             if shadow.head_fits_without(p) or (p := _protecting_spread(free, shadow, s, o.multi_type)):
