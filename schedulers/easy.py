@@ -97,8 +97,7 @@ def easy_backfill(view: View) -> list[Decision]:
     spread_refused_at = _AFTER_ALL  # plan.decisions when (b) first refused a shape with a spread option
     pos = head
     while not plan.exhausted():
-        best, best_s, best_p, placed = _AFTER_ALL, None, None, None
-        placing = not plan.decisions
+        best, best_s, best_p = _AFTER_ALL, None, None
         whole_left = plan.whole_left()  # no whole-GPU shape larger than this can fit
         # the groups in the order of their first job after `pos`, lazily (`_Memo.candidates`): each entry's
         # first number is at most that job (a lower bound, exact when above `lo`); so once a job passes, no
@@ -131,11 +130,7 @@ def easy_backfill(view: View) -> list[Decision]:
                     heappush(heap, (first, next(tick), g))
                 continue
             first = bound
-            if placing:  # (nothing planned yet: the placement costs little more than its type, and is kept)
-                p = plan.place(s)
-                t = -1 if p is None else p.type_idx
-            else:
-                p, t = None, plan.fit_type(s)
+            t = plan.fit_type(s)
             if t < 0:
                 continue
             if shadow is None:
@@ -152,7 +147,7 @@ def easy_backfill(view: View) -> list[Decision]:
                 by_t = speeds[id(s)] = _speeds(s, type_speed)
             speed = by_t[t]
             if now + known[first] / speed <= shadow_s:  # (a) ends by the shadow time
-                best, best_s, best_p, placed = first, s, None, p
+                best, best_s, best_p = first, s, None
                 continue
             harmless = _harmless(plan, shadow, s)
             if harmless is not None:  # (b) leaves room for the head at the shadow time
@@ -181,13 +176,13 @@ def easy_backfill(view: View) -> list[Decision]:
             a, b = (f[0], max(hi, f[1])) if valid else (first, hi)
             fails_a[id(s)] = (a, b, shadow_s, speed, now)
             if j < best:
-                best, best_s, best_p, placed = j, s, None, p
+                best, best_s, best_p = j, s, None
         for e in again:
             heappush(heap, e)
         if best_s is None:
             break
         if best_p is None:
-            plan.add(best, plan.place(best_s) if placed is None else placed)
+            plan.add(best, plan.place(best_s))
         else:
             p = best_p()
             plan.add(best, p)
