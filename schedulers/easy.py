@@ -49,7 +49,10 @@ def easy_backfill(view: View) -> list[Decision]:
         memo = _last[0] = _Memo(jt)
     head, kept = -1, None
     queue = view.queue
-    if memo.armed and memo.shadow is not None and now < memo.shadow_s and next(iter(queue), -1) == memo.head:
+    tried = (
+        memo.armed and memo.shadow is not None and now < memo.shadow_s and next(iter(queue), -1) == memo.head
+    )
+    if tried:
         # the reserved head still waits first: if the memo holds, it cannot fit before its shadow time (see
         # `_Memo`), so it is not placed again
         kept = memo.still_valid(view, memo.head)
@@ -65,14 +68,14 @@ def easy_backfill(view: View) -> list[Decision]:
         if head < 0:
             memo.armed = False
             return plan.decisions
-        if not plan.decisions:
+        if not plan.decisions and not tried:  # (a memo that failed above fails again)
             kept = memo.still_valid(view, head)
     last_job = next(reversed(queue))
     if plan.exhausted():  # nothing can start: every waiting job fails
         if kept is None:
             memo.remember(view, head, last_job, plan.decisions, -1.0, None, True, False)
         else:
-            memo.refresh(view)
+            memo.refresh(view, last_job)
             memo.remember_idle(view, last_job, plan.decisions)
         return plan.decisions
     shape_runtime = view.queue_by_shape_runtime
@@ -93,7 +96,7 @@ def easy_backfill(view: View) -> list[Decision]:
         heapify(heap)
     else:
         shadow_s, shadow = memo.shadow_s, memo.shadow
-        heap, recs = memo.candidates(view, kept, memo.refresh(view), tick)
+        heap, recs = memo.candidates(view, kept, memo.refresh(view, last_job), tick)
     spread_refused_at = _AFTER_ALL  # plan.decisions when (b) first refused a shape with a spread option
     pos = head
     while not plan.exhausted():
@@ -260,9 +263,10 @@ class _Memo:
             return None  # something else changed the free state
         return completed
 
-    def refresh(self, view: View) -> dict[int, tuple[tuple, int]]:
-        """Bring `shapes` up to date after the last call (its decisions were applied, and jobs arrived since) and
-        return the shapes of the jobs that arrived since: id(shape) -> (shape, its first job that arrived)."""
+    def refresh(self, view: View, last_job: int) -> dict[int, tuple[tuple, int]]:
+        """Bring `shapes` up to date after the last call (its decisions were applied, and jobs arrived since, up
+        to `last_job`) and return the shapes of the jobs that arrived since: id(shape) -> (shape, its first job
+        that arrived)."""
         by_shape = view.queue_by_shape
         shape = view.jobs.shape
         reg = self.shapes
@@ -276,6 +280,8 @@ class _Memo:
                 else:
                     reg.file(s, members.first(), members)
         known = self.last_job
+        if last_job <= known:
+            return _NONE_ARRIVED
         arrived: dict[int, tuple[tuple, int]] = {}
         for i in reversed(view.queue):
             if i <= known:
@@ -302,7 +308,7 @@ class _Memo:
         # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
         # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
         stale = self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type))
-        for registered in (reg.always, reg.spreads) if stale else (reg.always,):
+        for registered in (reg.always, reg.spreads) if stale else (reg.always,) if reg.always else ():
             for key, s in registered.items():
                 g = recs[key] = (s, members_of[key], -1)
                 heap.append((first[key], next(tick), g))
@@ -382,6 +388,7 @@ class _Memo:
 
 # the memo of the last run that called EASY (one slot: runs called in turn only lose their memos' speed-up)
 _last: list[_Memo | None] = [None]
+_NONE_ARRIVED: dict = {}  # `refresh`'s answer when no job arrived (never changed)
 
 
 def _speeds(s: tuple, type_speed: list[float]) -> list[float | None]:

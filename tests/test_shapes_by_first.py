@@ -110,8 +110,8 @@ def test_easy_keeps_every_waiting_shape_filed_under_its_first_waiting_job(spec, 
     def plain(view) -> dict:
         return {id(s): (s, m[0], m) for s, m in view.queue_by_shape.items()}
 
-    def checked_refresh(self, view):
-        arrived = refresh(self, view)
+    def checked_refresh(self, view, last_job):
+        arrived = refresh(self, view, last_job)
         _check(self.shapes, layout, plain(view))
         known = self.last_job
         want: dict[int, tuple] = {}
@@ -153,8 +153,8 @@ def test_easy_checks_the_registry_on_a_long_queue():
     calls = []
     refresh = easy_module._Memo.refresh
 
-    def checked_refresh(self, view):
-        arrived = refresh(self, view)
+    def checked_refresh(self, view, last_job):
+        arrived = refresh(self, view, last_job)
         _check(self.shapes, layout, {id(s): (s, m[0], m) for s, m in view.queue_by_shape.items()})
         calls.append(view.now_s)
         return arrived
