@@ -23,20 +23,19 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from itertools import accumulate, islice
-from operator import itemgetter
+from heapq import heapify, heappop, heappush
+from itertools import accumulate, count, islice
 from weakref import ref
 
 from schedulers.plan import Plan
 from schedulers.run_facts import run_facts
 from schedulers.shadow import CountShadow
-from schedulers.shape_registry import ShapeRegistry
+from schedulers.shapes_by_first import ShapesByFirst
 from sim.cluster import FULL, FreeState, Placement
 from sim.placement import _options, alternative_placement, effective_speed, spans_nodes_on
 from sim.simulator import Decision, View
 
 _AFTER_ALL = 1 << 62  # larger than any job index
-_first = itemgetter(0)
 _INF = float("inf")
 
 
@@ -45,82 +44,111 @@ def easy_backfill(view: View) -> list[Decision]:
     now = view.now_s
     plan = Plan(view.free)
     shape = jt.shape
-    head = -1
-    for i in view.queue:
-        p = plan.place(shape[i])
-        if p is None:
-            head = i
-            break
-        plan.add(i, p)
     memo = _last[0]
     if memo is None or memo.jobs() is not jt:
         memo = _last[0] = _Memo(jt)
+    head, kept = -1, None
+    queue = view.queue
+    tried = (
+        memo.armed and memo.shadow is not None and now < memo.shadow_s and next(iter(queue), -1) == memo.head
+    )
+    if tried:
+        # the reserved head still waits first: if the memo holds, it cannot fit before its shadow time (see
+        # `_Memo`), so it is not placed again
+        kept = memo.still_valid(view, memo.head)
+        if kept is not None:
+            head = memo.head
     if head < 0:
-        memo.armed = False
-        return plan.decisions
-    last_job = next(reversed(view.queue))
-    kept = None if plan.decisions else memo.still_valid(view, head)
+        for i in queue:
+            p = plan.place(shape[i])
+            if p is None:
+                head = i
+                break
+            plan.add(i, p)
+        if head < 0:
+            memo.armed = False
+            return plan.decisions
+        if not plan.decisions and not tried:  # (a memo that failed above fails again)
+            kept = memo.still_valid(view, head)
+    last_job = next(reversed(queue))
     if plan.exhausted():  # nothing can start: every waiting job fails
         if kept is None:
-            memo.remember(view, head, last_job, plan.decisions, -1.0, None, [], True, False)
+            memo.remember(view, head, last_job, plan.decisions, -1.0, None, True, False)
         else:
-            memo.groups(view, kept)  # registers the shapes of the jobs that arrived since
-            stale = memo.spreads_stale  # (no spread was scanned again)
-            memo.remember(view, head, last_job, plan.decisions, memo.shadow_s, memo.shadow, [], False, stale)
+            memo.refresh(view, last_job)
+            memo.remember_idle(view, last_job, plan.decisions)
         return plan.decisions
     shape_runtime = view.queue_by_shape_runtime
     known = jt.known_runtime_s
     fails_a = memo.fails_a
     type_speed = view.layout.type_speed
+    speeds = memo.speeds
     # The scan in arrival order, done shape by shape: between two starts the plan and the shadow state do not
     # change, so every job of one shape gets the same placements and the same verdict on test (b), and passing
     # test (a) is monotone in the known runtime; the next job the arrival-order scan would start is the
     # earliest, over all shapes, that passes (a) or (b). The reservation is computed only once some job fits.
     # Each group is (shape, its waiting jobs, a job up to which they are known to fail: `_Memo`).
+    tick = count()  # (a unique second key for the heap's entries: no two are ever compared further)
     if kept is None:
         shadow_s, shadow = -1.0, None
-        groups = [(s, members, -1) for s, members in view.queue_by_shape.items()]
+        recs = None
+        heap = [(m.first(), next(tick), (s, m, -1)) for s, m in view.queue_by_shape.items()]
+        heapify(heap)
     else:
         shadow_s, shadow = memo.shadow_s, memo.shadow
-        groups = memo.groups(view, kept)
-    first_after_snapshot = 0  # plan.decisions from here on were taken after the shadow's base was
+        heap, recs = memo.candidates(view, kept, memo.refresh(view, last_job), tick)
     spread_refused_at = _AFTER_ALL  # plan.decisions when (b) first refused a shape with a spread option
     pos = head
     while not plan.exhausted():
         best, best_s, best_p = _AFTER_ALL, None, None
         whole_left = plan.whole_left()  # no whole-GPU shape larger than this can fit
-        # the groups worth scanning after this round's start: a shape that does not fit, or has no job after
-        # `pos`, has none for the rest of the call (capacity only shrinks, `pos` only grows); scanned in the
-        # order of their first job after `pos`, so that once a job passes, no shape whose first job comes
-        # later is tested
-        live = []
-        for g in groups:
+        # the groups in the order of their first job after `pos`, lazily (`_Memo.candidates`): each entry's
+        # first number is at most that job (a lower bound, exact when above `lo`); so once a job passes, no
+        # shape whose first job comes later is tested. A shape that does not fit, or has no job after `pos`,
+        # has none for the rest of the call (capacity only shrinks, `pos` only grows): it is dropped.
+        again = []  # the groups tested this round that stay in the scan
+        while heap and heap[0][0] < best:
+            bound, _, g = heappop(heap)
+            if g.__class__ is list:  # a bucket's cursor: its next shape becomes a group
+                bucket, at, k = g
+                if k > whole_left:
+                    continue  # (its shapes are all whole-GPU shapes of k GPUs)
+                key, s = bucket[at]
+                if at + 1 < len(bucket):
+                    g[1] = at + 1
+                    heappush(heap, (bucket[at + 1][0], next(tick), g))
+                old = recs.get(id(s))
+                if old is not None and key > old[2]:
+                    continue  # a group already, whose jobs from `key` (its first) on are scanned
+                g = recs[id(s)] = (s, memo.shapes.members[id(s)], -1)
             s, members, failing = g
+            if failing >= 0 and recs[id(s)] is not g:
+                continue  # (a bucket made it a group with every job)
             if s[1] > whole_left and s[2] == FULL:
                 continue
             lo = pos if pos > failing else failing
-            first = members.first_after(lo, _AFTER_ALL)
-            if first != _AFTER_ALL:
-                live.append((first, lo, g))
-        if len(live) > 1:
-            live.sort(key=_first)
-        unfit: set[int] = set()  # id() of the groups that no longer fit
-        for first, lo, g in live:
-            if first >= best:
-                break
-            s, members, _ = g
+            if bound <= lo:
+                first = members.first_after(lo, _AFTER_ALL)
+                if first != _AFTER_ALL:
+                    heappush(heap, (first, next(tick), g))
+                continue
+            first = bound
             t = plan.fit_type(s)
             if t < 0:
-                unfit.add(id(g))
                 continue
             if shadow is None:
                 started = [(now + view.duration_on(d.job, d.placement), d.placement) for d in plan.decisions]
-                first_after_snapshot = len(plan.decisions)
-                shadow_s, shadow = reservation(view, plan.snapshot(), head, started)
-            elig, k_gpus, milli, _, pace = s
+                base = plan.snapshot()
+                if base is view.free:  # (the shadow may outlive this call: its base must never change)
+                    base = base.copy()
+                shadow_s, shadow = reservation(view, base, head, started)
+            again.append((first, next(tick), g))
             # the preferred placement is the fastest free now: if a job does not end by the shadow time on it,
             # it does not on any other
-            speed = effective_speed(type_speed[t], spans_nodes_on(elig, k_gpus, milli, t), pace)
+            by_t = speeds.get(id(s))
+            if by_t is None:
+                by_t = speeds[id(s)] = _speeds(s, type_speed)
+            speed = by_t[t]
             if now + known[first] / speed <= shadow_s:  # (a) ends by the shadow time
                 best, best_s, best_p = first, s, None
                 continue
@@ -152,7 +180,8 @@ def easy_backfill(view: View) -> list[Decision]:
             fails_a[id(s)] = (a, b, shadow_s, speed, now)
             if j < best:
                 best, best_s, best_p = j, s, None
-        groups = [g for _, _, g in live if id(g) not in unfit] if unfit else [g for _, _, g in live]
+        for e in again:
+            heappush(heap, e)
         if best_s is None:
             break
         if best_p is None:
@@ -162,10 +191,9 @@ def easy_backfill(view: View) -> list[Decision]:
             plan.add(best, p)
             shadow.take(p)
         pos = best
-    taken = [d.placement for d in plan.decisions[first_after_snapshot:]] if shadow is not None else []
     # a spread refused under (b) before a later start may pass at the next instant (its placement moved)
     stale = len(plan.decisions) > spread_refused_at
-    memo.remember(view, head, last_job, plan.decisions, shadow_s, shadow, taken, kept is None, stale)
+    memo.remember(view, head, last_job, plan.decisions, shadow_s, shadow, kept is None, stale)
     return plan.decisions
 
 
@@ -182,8 +210,11 @@ class _Memo:
     - the reservation is the same: every job released into the shadow (ending by the shadow time) that
       completed since gave its GPUs to the free state instead; every job this call started by (a) ends by the
       shadow time, so the rebuilt walk releases it where this call's plan still held its GPUs free; every job
-      started by (b) ends after it, and the shadow took its GPUs. The shadow is only rebased (`rebase`) on the
-      live free state;
+      started by (b) ends after it, and the shadow took its GPUs. The shadow is kept as it is (its base is a
+      copy of the free state it was computed on, which nothing changes);
+    - the head still cannot start before the shadow time: the release walk found it fitting at no earlier
+      estimated end, and the capacity free now is at most the walk's by now (the jobs started since hold
+      GPUs the walk counted free, and only jobs the walk released by now have completed);
     - a job up to `last_job` still cannot start if no job ended since where it could now go on one node (a
       node of a pool it may use on one node with as many whole GPUs free as it needs) and no job ended since
       on a type it may spread over that now has as many whole GPUs free as it needs: it does not fit, or its
@@ -194,19 +225,20 @@ class _Memo:
     """
 
     __slots__ = ("jobs", "allowed", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
-                 "shadow_s", "shadow", "taken", "ending_s", "ending", "spreads_stale", "shapes", "fails_a")  # fmt: skip
+                 "shadow_s", "shadow", "ending_s", "ending", "spreads_stale", "shapes", "fails_a", "speeds")  # fmt: skip
 
     def __init__(self, jt):
         self.jobs = ref(jt)
         fractional, exact = run_facts(jt)
         self.allowed = exact and not fractional  # whether the run allows it (see above)
         self.armed = False  # whether the fields below describe the last call
-        self.shapes = ShapeRegistry()
+        self.shapes = ShapesByFirst()  # every shape waiting at the last call's end (once armed)
         # per shape (id): (a, b, shadow time, speed, now): every job of the shape from a to b (excluded) was
         # found to fail (a) with that shadow time and speed at that time; it fails again at any later time
         # (a job's known runtime never changes; jobs arrive in index order, so none joins that range later:
         # only a policy's Preempt puts a job back in the queue, and EASY never preempts)
         self.fails_a: dict[int, tuple[int, int, float, float, float]] = {}
+        self.speeds: dict[int, list[float]] = {}  # per shape (id): `_speeds`
 
     def still_valid(self, view: View, head: int) -> list[Placement] | None:
         """The placements of the jobs that completed since, if this memo holds for `view` (see above)."""
@@ -229,20 +261,65 @@ class _Memo:
             return None  # called again only after the first estimated end
         if view.free.version != self.version + len(completed):
             return None  # something else changed the free state
-        if self.shadow is not None:
-            self.shadow.rebase(view.free, self.taken, completed)
         return completed
 
-    def groups(self, view: View, completed: list[Placement]) -> list[tuple]:
-        """The scan's groups: the shapes of the jobs that arrived since, from `last_job` on, and every shape
-        whose jobs may pass now where they failed, from the start; a shape of neither kind is left out."""
+    def refresh(self, view: View, last_job: int) -> dict[int, tuple[tuple, int]]:
+        """Bring `shapes` up to date after the last call (its decisions were applied, and jobs arrived since, up
+        to `last_job`) and return the shapes of the jobs that arrived since: id(shape) -> (shape, its first job
+        that arrived)."""
         by_shape = view.queue_by_shape
         shape = view.jobs.shape
         reg = self.shapes
+        first = reg.first
+        for i, _ in self.decisions:  # a shape whose first waiting job started is filed under its next one
+            s = shape[i]
+            if first.get(id(s)) == i:
+                members = by_shape.get(s)
+                if members is None:
+                    reg.drop(s)
+                else:
+                    reg.file(s, members.first(), members)
         known = self.last_job
-        free = view.free
+        if last_job <= known:
+            return _NONE_ARRIVED
+        arrived: dict[int, tuple[tuple, int]] = {}
+        for i in reversed(view.queue):
+            if i <= known:
+                break
+            s = shape[i]
+            arrived[id(s)] = (s, i)  # (the last store is the shape's first job to arrive)
+        for key, (s, i) in arrived.items():
+            if key not in first:  # (none of its jobs waited: i is its first)
+                reg.file(s, i, by_shape[s])
+        return arrived
+
+    def candidates(self, view: View, completed: list[Placement], arrived: dict, tick) -> tuple[list, dict]:
+        """The scan's groups as a heap of (a lower bound of its first job, `next(tick)`, group), with a cursor
+        for each bucket of shapes whose jobs may pass now where they failed (its entry stands for the bucket's
+        shapes from the cursor's on: [bucket, position, k]), and the groups made so far (id(shape) -> group).
+        A group is (shape, its waiting jobs, a job up to which they are known to fail): the shapes of the jobs
+        that arrived since (`refresh`), from `last_job` on, and every shape whose jobs may pass now where they
+        failed, from the start; a shape of neither kind is left out."""
+        reg = self.shapes
+        members_of, first = reg.members, reg.first
+        recs: dict[int, tuple] = {}
+        heap = []
+        sh = self.shadow
+        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
+        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
+        stale = self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type))
+        for registered in (reg.always, reg.spreads) if stale else (reg.always,) if reg.always else ():
+            for key, s in registered.items():
+                g = recs[key] = (s, members_of[key], -1)
+                heap.append((first[key], next(tick), g))
+        known = self.last_job
+        for key, (s, i) in arrived.items():
+            if key not in recs:
+                g = recs[key] = (s, members_of[key], known)
+                heap.append((i, next(tick), g))
         # per pool where jobs completed: the most whole GPUs one of those nodes has free now (a one-node
         # placement on any other node of the pool was free before)
+        free = view.free
         node_pool, whole = view.layout.node_pool, free.node_whole
         dirty: dict[int, int] = {}
         for p in completed:
@@ -250,44 +327,27 @@ class _Memo:
                 q = node_pool[n]
                 if whole[n] > dirty.get(q, -1):
                     dirty[q] = whole[n]
-        picked: dict[int, tuple] = {}
-        for i in reversed(view.queue):
-            if i <= known:
-                break
-            s = shape[i]
-            if id(s) not in picked:
-                picked[id(s)] = (s, known)
-                reg.add(s)
-        again = list(reg.always.items())
-        sh = self.shadow
-        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
-        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
-        if self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type)):
-            again += reg.spreads.items()
-        gone = []
-        for key, s in again:
-            if s in by_shape:
-                picked[key] = (s, -1)
-            else:
-                gone.append(s)
         type_whole, pool_type = free.type_whole, view.layout.pool_type
         for q, c in dirty.items():
             type_free = type_whole[pool_type[q]]  # (>= c)
             for by_k, most in ((reg.spread.get(q, ()), type_free), (reg.one_node.get(q, ()), c)):
-                for k, registered in by_k:  # (k ascending)
+                for k, bucket in by_k:  # (k ascending)
                     if k > most:
                         break
-                    for key, s in registered.items():
-                        if s in by_shape:
-                            picked[key] = (s, -1)
-                        else:
-                            gone.append(s)
-        for s in gone:
-            reg.drop(s)
-        return [(s, by_shape[s], floor) for s, floor in picked.values()]
+                    if bucket:
+                        heap.append((bucket[0][0], next(tick), [bucket, 0, k]))
+        heapify(heap)
+        return heap, recs
+
+    def remember_idle(self, view: View, last_job: int, decisions: list) -> None:
+        """`remember` after a call that kept the memo and found no GPU free: no job completed since (one would
+        have freed its GPUs) and none starts, so only the time and the last job waiting change (the shadow and
+        the first estimated ends stay; no spread was scanned again)."""
+        self.now = view.now_s
+        self.last_job, self.decisions = last_job, decisions
 
     def remember(
-        self, view: View, head, last_job, decisions, shadow_s, shadow, taken, scanned_all: bool, stale: bool
+        self, view: View, head, last_job, decisions, shadow_s, shadow, scanned_all: bool, stale: bool
     ) -> None:
         """Keep this call's facts for the next call (see above), when the run allows it."""
         if not self.allowed:
@@ -300,16 +360,21 @@ class _Memo:
         self.version = free.version + len(decisions)
         self.now = now = view.now_s
         self.head, self.last_job, self.decisions = head, last_job, decisions
-        self.shadow_s, self.shadow, self.taken = shadow_s, shadow, taken
+        self.shadow_s, self.shadow = shadow_s, shadow
         self.spreads_stale = stale
         # the jobs estimated to end first, once the decisions apply
         running = view.running
         first = running[0][0] if running else _INF
         ending = []
-        if decisions:
-            ends = [(now + view.duration_on(i, p), p) for i, p in decisions]
-            first = min(first, *[e for e, _ in ends])
-            ending = [p for end, p in ends if end == first]
+        if decisions:  # (each one's end as View.duration_on gives it)
+            jt, type_speed = view.jobs, view.layout.type_speed
+            known, pace = jt.known_runtime_s, jt.pace
+            for i, p in decisions:
+                end = now + known[i] / effective_speed(type_speed[p.type_idx], len(p.nodes) > 1, pace[i])
+                if end < first:
+                    first, ending = end, [p]
+                elif end == first:
+                    ending.append(p)
         placements = view.placements
         self.ending_s = first
         for end, j in running:
@@ -318,12 +383,21 @@ class _Memo:
             ending.append(placements[j])
         self.ending = ending
         if scanned_all:  # every shape waiting may be asked for next time
-            for s in view.queue_by_shape:
-                self.shapes.add(s)
+            self.shapes.sync(view.queue_by_shape)
 
 
 # the memo of the last run that called EASY (one slot: runs called in turn only lose their memos' speed-up)
 _last: list[_Memo | None] = [None]
+_NONE_ARRIVED: dict = {}  # `refresh`'s answer when no job arrived (never changed)
+
+
+def _speeds(s: tuple, type_speed: list[float]) -> list[float | None]:
+    """Per GPU type, the effective speed of shape s's preferred placement on it (None: a type it may not use)."""
+    elig, k, milli, _, pace = s
+    return [
+        effective_speed(v, spans_nodes_on(elig, k, milli, t), pace) if t in elig.types else None
+        for t, v in enumerate(type_speed)
+    ]
 
 
 def _has_spread(s: tuple) -> bool:
@@ -343,14 +417,16 @@ def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placeme
                 return lambda p=p: p
         return None
     k = s[1]
-    by_type = {t: shadow.head_fits_without_shape(s, t) for t in s[0].types}  # when the type alone decides
-    if not any(v is None or v for v in by_type.values()):
-        return None
+    by_type = None  # per type, when the type alone decides (`head_fits_without_shape`)
+    if shadow.whole_type and shadow.full is None:
+        by_type = {t: shadow.head_fits_without_shape(s, t) for t in s[0].types}
+        if not any(v is None or v for v in by_type.values()):
+            return None
     free = plan.free
     node_type = free.layout.node_type
     verdicts: dict[tuple[int, int], bool] = {}
     for o, n, c in plan.alternative_slots(s):
-        fits = by_type[node_type[n] if n >= 0 else o.multi_type]
+        fits = None if by_type is None else by_type[node_type[n] if n >= 0 else o.multi_type]
         if fits is None and n < 0:  # a spread: if its first placement delays the head, another may not
             p = alternative_placement(free, o, n, c, k)
             if shadow.head_fits_without(p) or (p := _protecting_spread(free, shadow, s, o.multi_type)):
@@ -360,9 +436,10 @@ def _harmless(plan: Plan, shadow: CountShadow, s: tuple) -> Callable[[], Placeme
             key = shadow.node_key(n) if n >= 0 else None
             fits = verdicts.get(key) if key is not None else None
             if fits is None:
-                fits = shadow.head_fits_without(alternative_placement(free, o, n, c, k))
-                if key is not None:
-                    verdicts[key] = fits
+                if key is not None:  # (counts: no placement is built for the verdict)
+                    fits = verdicts[key] = shadow.head_fits_without_gpus_on(n, k)
+                else:
+                    fits = shadow.head_fits_without(alternative_placement(free, o, n, c, k))
         if fits:
             return lambda o=o, n=n, c=c: alternative_placement(free, o, n, c, k)
     return None

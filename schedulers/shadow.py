@@ -18,7 +18,7 @@ from sim.placement import can_place
 
 class CountShadow:
     __slots__ = ("base", "shape", "k", "track", "spreads", "eligible_pools", "fit_pools", "delta", "pool_sum",
-                 "fit_nodes", "full", "log", "one_type", "whole_type", "avail", "lazy_log", "rebased")  # fmt: skip
+                 "fit_nodes", "full", "log", "one_type", "whole_type", "avail", "lazy_log")  # fmt: skip
 
     def __init__(self, base: FreeState, head_shape: tuple):
         elig, k, milli = head_shape[:3]
@@ -52,17 +52,12 @@ class CountShadow:
         self.log: list[tuple[int, Placement]] = []
         self.lazy_log: Callable[[], list[Placement]] | None = None  # releases before `log` (release_in_bulk)
         self.full: FreeState | None = None
-        self.rebased = False
         if milli < FULL:
             self.materialize()
 
     def materialize(self) -> FreeState:
         """Switch to a full per-GPU copy of the base with every logged change applied."""
         if self.full is None:
-            if self.rebased:
-                raise AssertionError(
-                    "a rebased shadow holds counts only (whole-GPU runs): it cannot be copied"
-                )
             full = self.base.copy()
             for p in self.lazy_log() if self.lazy_log is not None else ():
                 full.give(p)
@@ -114,19 +109,6 @@ class CountShadow:
     def counts_one_type(self) -> bool:
         """True while the head needs only a count of free GPUs of its one type (all its pools eligible)."""
         return self.one_type >= 0 and self.whole_type and self.full is None and not self.log
-
-    def rebase(self, base: FreeState, taken: list[Placement], given: list[Placement]) -> None:
-        """Keep this shadow's state on a new base: `base` is the old base less the whole-GPU placements
-        `taken` and plus those `given` (the state the policy saw last time, once its decisions were applied and
-        some jobs completed). Counts only: a shadow that is materialized, or later would be, is not rebased."""
-        if self.one_type < 0:
-            delta = self.delta
-            for sign, ps in ((1, taken), (-1, given)):
-                for p in ps:
-                    for n, c in zip(p.nodes, p.node_counts or (len(p.gpus),), strict=True):
-                        delta[n] = delta.get(n, 0) + sign * c
-        self.base = base
-        self.rebased = True
 
     def release_in_bulk(self, whole_gpus_released: int, placements: Callable[[], list[Placement]]) -> None:
         """Record the placements `placements()` lists (whole-GPU, of the head's type) as released, together
@@ -193,6 +175,28 @@ class CountShadow:
             return None
         taken = shape[1] if type_idx == self.one_type else 0
         return self.avail - taken >= self.k
+
+    def head_fits_without_gpus_on(self, n: int, c: int) -> bool:
+        """`head_fits_without` for a whole-GPU placement of c GPUs on node n alone, told from the counts
+        without building it or changing the shadow; only while the shadow is kept as counts (`full` is None)."""
+        layout = self.base.layout
+        if self.one_type >= 0:
+            if layout.node_type[n] == self.one_type and (
+                self.whole_type or layout.node_pool[n] in self.eligible_pools
+            ):
+                return self.avail - c >= self.k
+            return self.avail >= self.k
+        k, q = self.k, layout.node_pool[n]
+        fit_nodes = self.fit_nodes
+        if self.track and q in self.fit_pools:
+            before = self.base.node_whole[n] + self.delta.get(n, 0)
+            fit_nodes -= (before >= k) - (before - c >= k)
+        if fit_nodes > 0:
+            return True
+        pool_sum = self.pool_sum
+        return any(
+            sum(pool_sum[p] for p in pools) - (c if q in pools else 0) >= k for _, pools in self.spreads
+        )
 
     def head_fits_without(self, p: Placement) -> bool:
         """Whether the head would still fit after `p` is taken (the shadow is left unchanged)."""

@@ -22,14 +22,15 @@ class ShapeRegistry:
     are never replaced, so that adding and dropping a shape cost one store each."""
 
     __slots__ = ("live", "always", "spreads", "one_node", "spread", "_places")
+    _bucket: type = dict  # what holds the shapes of one (pool, k) (a subclass may keep them otherwise)
 
     def __init__(self):
         self.live: set[int] = set()  # id(shape) of the shapes registered now
         self.always: dict[int, tuple] = {}
         self.spreads: dict[int, tuple] = {}
-        self.one_node: dict[int, list[tuple[int, dict[int, tuple]]]] = {}  # pool -> (k, shapes), k ascending
-        self.spread: dict[int, list[tuple[int, dict[int, tuple]]]] = {}  # likewise
-        self._places: dict[int, list[dict[int, tuple]]] = {}  # id(shape) -> the dicts it belongs in
+        self.one_node: dict[int, list[tuple[int, dict]]] = {}  # pool -> (k, shapes), k ascending
+        self.spread: dict[int, list[tuple[int, dict]]] = {}  # likewise
+        self._places: dict[int, list] = {}  # id(shape) -> the dicts (and buckets) it belongs in
 
     def clear(self) -> None:
         """Drop every shape."""
@@ -61,7 +62,7 @@ class ShapeRegistry:
         for registered in self._places[key]:
             registered.pop(key, None)
 
-    def _places_of(self, s: tuple) -> list[dict[int, tuple]]:
+    def _places_of(self, s: tuple) -> list:
         elig, k, milli, _, pace = s
         if milli < FULL:
             return [self.always]
@@ -75,6 +76,6 @@ class ShapeRegistry:
                 while at < len(by_k) and by_k[at][0] < k:
                     at += 1
                 if at == len(by_k) or by_k[at][0] != k:
-                    by_k.insert(at, (k, {}))
+                    by_k.insert(at, (k, self._bucket()))
                 places.append(by_k[at][1])
         return places

@@ -210,6 +210,10 @@ class SortedList:
         bucket = self._lists[k]
         return bucket[bisect_right(bucket, v)]
 
+    def first(self, default=None):
+        """The smallest value, or `default` when empty."""
+        return self._lists[0][0] if self._lists else default
+
     def last(self, default=None):
         """The largest value, or `default` when empty."""
         return self._maxes[-1] if self._maxes else default

@@ -46,10 +46,8 @@ def _seen(reg: ShapeRegistry) -> dict:
     return out
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters(), st.data())
-def test_the_registry_holds_exactly_the_registered_shapes_where_they_belong(spec, data):
-    layout = ClusterLayout(spec)
+def draw_shapes(layout: ClusterLayout, data) -> list[tuple]:
+    """Up to 8 distinct shapes that fit the cluster (one object per shape, as the job table has)."""
     shapes = []
     for _ in range(data.draw(st.integers(1, 8))):
         types = tuple(sorted(data.draw(st.sets(st.sampled_from(TYPES), max_size=2))))
@@ -59,8 +57,16 @@ def test_the_registry_holds_exactly_the_registered_shapes_where_they_belong(spec
         if not elig.nodes or elig.never_fits(k, 500 if fractional else FULL):
             continue
         s = (elig, k, 500 if fractional else FULL, 0, DEFAULT_PACE)
-        if s not in shapes:  # (one object per shape, as the job table has)
+        if s not in shapes:
             shapes.append(s)
+    return shapes
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_the_registry_holds_exactly_the_registered_shapes_where_they_belong(spec, data):
+    layout = ClusterLayout(spec)
+    shapes = draw_shapes(layout, data)
     reg = ShapeRegistry()
     registered: list[tuple] = []
     ops = data.draw(

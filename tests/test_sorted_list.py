@@ -20,6 +20,7 @@ ops = st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 60))
 def _check(sl: SortedList, ref: list) -> None:
     assert list(sl) == ref and len(sl) == len(ref) and bool(sl) == bool(ref)
     assert list(reversed(sl)) == ref[::-1]
+    assert sl.first("none") == (ref[0] if ref else "none") and sl.last("none") == (ref[-1] if ref else "none")
     for v in range(-1, 62, 7):
         assert sl.bisect_left(v) == bisect.bisect_left(ref, v)
         assert sl.bisect_right(v) == bisect.bisect_right(ref, v)
