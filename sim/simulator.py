@@ -640,7 +640,16 @@ class Simulator:
             t = heap[0][0]
             if t == _INF:
                 return False
-            self._run_instant(heap, t)
+            env._now = t  # self._run_instant(heap, t), inlined (the hot path: two instants a job)
+            while True:
+                event = heappop(heap)[3]
+                callbacks, event.callbacks = event.callbacks, None
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok:
+                    raise event._value
+                if not heap or heap[0][0] != t:
+                    break
             if self.queue:
                 self._woken = False
                 return True
@@ -667,7 +676,7 @@ class Simulator:
 
     def _run_instant(self, heap: list, t: float) -> None:
         """Process every event of instant t, the first on SimPy's `heap`: env.step() inlined (every event the
-        simulator schedules succeeds, `_ok`, and is no process)."""
+        simulator schedules succeeds, `_ok`, and is no process). `advance` inlines it in turn: keep them alike."""
         self.env._now = t
         while True:
             event = heappop(heap)[3]
