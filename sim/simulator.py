@@ -626,10 +626,11 @@ class Simulator:
     def now_s(self) -> float:
         return self.env.now
 
-    def advance(self) -> bool:
+    def advance(self, one_instant: bool = False) -> bool:
         """Process all events of the next instant at which a job waits. False when the run is over.
 
         The run is over when no event remains (every job done, or queued jobs left that nothing will start).
+        `one_instant`: process the next instant only, whatever waits then (`step_instant`).
         """
         env = self.env
         heap, tl = env._queue, self._timeline  # heap[0][0]: env.peek() without the call
@@ -640,7 +641,9 @@ class Simulator:
             t = heap[0][0]
             if t == _INF:
                 return False
-            env._now = t  # self._run_instant(heap, t), inlined (the hot path: two instants a job)
+            # every event of instant t: env.step() inlined (every event the simulator schedules succeeds, `_ok`,
+            # and is no process)
+            env._now = t
             while True:
                 event = heappop(heap)[3]
                 callbacks, event.callbacks = event.callbacks, None
@@ -650,6 +653,8 @@ class Simulator:
                     raise event._value
                 if not heap or heap[0][0] != t:
                     break
+            if one_instant:
+                return True
             if self.queue:
                 self._woken = False
                 return True
@@ -663,30 +668,7 @@ class Simulator:
 
         Returns False, processing nothing, when no event remains.
         """
-        env = self.env
-        heap = env._queue  # heap[0][0]: env.peek() without the call
-        self._timeline.extend((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
-        if not heap:
-            return False
-        t = heap[0][0]
-        if t == _INF:
-            return False
-        self._run_instant(heap, t)
-        return True
-
-    def _run_instant(self, heap: list, t: float) -> None:
-        """Process every event of instant t, the first on SimPy's `heap`: env.step() inlined (every event the
-        simulator schedules succeeds, `_ok`, and is no process). `advance` inlines it in turn: keep them alike."""
-        self.env._now = t
-        while True:
-            event = heappop(heap)[3]
-            callbacks, event.callbacks = event.callbacks, None
-            for callback in callbacks:
-                callback(event)
-            if not event._ok:
-                raise event._value
-            if not heap or heap[0][0] != t:
-                return
+        return self.advance(True)
 
     @property
     def jobs_in_system(self) -> int:
