@@ -10,7 +10,9 @@ Workloads (generated here from --seed; nothing is read from disk):
   jobs of `main.py --mode eval --cluster 25000xA100-80GB:1 --num_jobs N` (the default synthetic profile and load);
 - `sim100k`: bench_sim.py's workload (64xA100-80GB:8,64xH100:8, load 0.9).
 
-Only `Simulator.run` is timed, in CPU seconds of this process (best of --repeat), one policy per process.
+Only `Simulator.run` is timed, in CPU seconds of this process (best of --repeat), one policy per process, inside
+`cli.command.fewer_collections` (the cyclic garbage collector's young-generation threshold a `main.py` command
+runs under, as a user's run gets it; `--default_gc` times it under Python's default threshold instead).
 Without --case, every case runs in its own child process and a table is printed, with the exponent of CPU time
 against the number of jobs fitted by least squares over the sizes given (log-log).
 
@@ -23,6 +25,7 @@ python bench/bench_clusters.py --case typed --algo easy --num_jobs 3000 --finger
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -37,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench.bench_scenario import fingerprint  # noqa: E402
+from cli.command import fewer_collections  # noqa: E402
 from cli.parser import build_parser, config_from_args  # noqa: E402
 from scenario.build import build_scenario  # noqa: E402
 from schedulers import POLICIES  # noqa: E402
@@ -116,16 +120,26 @@ def build(case: str, num_jobs: int, seed: int) -> tuple[Workload, ClusterLayout]
     return sc.workload, sc.layout
 
 
-def run_one(case: str, algo: str, num_jobs: int, seed: int, repeat: int, want_fingerprint: bool) -> dict:
+def run_one(
+    case: str,
+    algo: str,
+    num_jobs: int,
+    seed: int,
+    repeat: int,
+    want_fingerprint: bool,
+    default_gc: bool = False,
+) -> dict:
     wl, layout = build(case, num_jobs, seed)
+    collections = contextlib.nullcontext if default_gc else fewer_collections
     best = math.inf
     prints = set()
     for _ in range(repeat):
         sim = Simulator(wl, layout)
         gc.collect()  # the previous run's cyclic garbage is freed here, not inside the timed run
-        c0 = time.process_time()
-        sim.run(POLICIES[algo])
-        best = min(best, time.process_time() - c0)
+        with collections():  # (what a main.py command runs under, unless --default_gc)
+            c0 = time.process_time()
+            sim.run(POLICIES[algo])
+            best = min(best, time.process_time() - c0)
         if want_fingerprint:
             prints.add(fingerprint(sim.result(algo, seed)))
         instants = len(sim._timeline) // 4  # four values per instant
@@ -168,9 +182,12 @@ def main() -> int:
     p.add_argument("--max_repeat_jobs", type=int, default=100_000, help="larger runs are timed once")
     p.add_argument("--fingerprint", action="store_true", help="print a hash of each run's schedule")
     p.add_argument("--json", action="store_true", help="with --case: one JSON line")
+    p.add_argument(
+        "--default_gc", action="store_true", help="time the run under Python's default collector threshold"
+    )
     a = p.parse_args()
     if a.case:
-        r = run_one(a.case, a.algo, a.num_jobs, a.seed, a.repeat, a.fingerprint)
+        r = run_one(a.case, a.algo, a.num_jobs, a.seed, a.repeat, a.fingerprint, a.default_gc)
         if a.json:
             print(json.dumps(r))
         else:
@@ -190,6 +207,7 @@ def main() -> int:
             for n in sizes:
                 cmd = [sys.executable, __file__, "--case", case, "--algo", algo, "--num_jobs", str(n),
                        "--seed", str(a.seed), "--repeat", str(a.repeat if n <= a.max_repeat_jobs else 1), "--json"]  # fmt: skip
+                cmd += ["--default_gc"] if a.default_gc else []
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
                 rows.append(json.loads(out.strip().splitlines()[-1]))
                 r = rows[-1]

@@ -13,9 +13,9 @@ run of a job owns its own timeout object).
 
 from __future__ import annotations
 
-import bisect
 import gc
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from heapq import heappop, heappush
@@ -38,22 +38,19 @@ from sim.throughput import ThroughputMatrix
 
 _INF = float("inf")
 _tuple_new = tuple.__new__
+_object_new = object.__new__  # an event without its __init__ call (two per job: hot path)
 
 
 class _Timer:
-    """A SimPy timeout at an absolute time `at_s` calling `callbacks` (a tuple the simulator shares between all
-    its events of one kind: nothing ever appends to them): what `env.timeout(delay, value)` plus
-    `callbacks.append` build, in one call (a completion is built per job run). Scheduled like any timeout (normal
-    priority, next event id), so SimPy processes it exactly as it would a Timeout; it holds only what
-    `Environment.step` reads of an event (`callbacks`, `_ok`, `_value`), in slots: no per-event dict."""
+    """A SimPy timeout at an absolute time calling `callbacks` (a tuple the simulator shares between all its
+    events of one kind: nothing ever appends to them): what `env.timeout(delay, value)` plus `callbacks.append`
+    build. Scheduled like any timeout (normal priority, next event id), so SimPy processes it exactly as it would
+    a Timeout; it holds only what `Environment.step` reads of an event (`callbacks`, `_ok`, `_value`), in slots:
+    no per-event dict. Built where it is scheduled, without an `__init__` call (one per job run, on the hot
+    path): `_object_new(_Timer)`, its two slots set, then `heappush(env._queue, (at_s, NORMAL, eid, event))`."""
 
     __slots__ = ("callbacks", "_value")
     _ok = True  # it always succeeds
-
-    def __init__(self, env: simpy.Environment, at_s: float, value, callbacks: tuple):
-        self.callbacks = callbacks
-        self._value = value
-        heappush(env._queue, (at_s, NORMAL, next(env._eid), self))
 
     @property
     def value(self):
@@ -61,14 +58,10 @@ class _Timer:
 
 
 class _Arrival(_Timer):
-    """The event of one arrival instant: `jobs` arrive at `at_s`; SimPy id `eid` (reserved in advance)."""
+    """The event of one arrival instant: its `_value` is the jobs that arrive; its SimPy id is reserved in
+    advance (built like a `_Timer`)."""
 
     __slots__ = ()
-
-    def __init__(self, env: simpy.Environment, at_s: float, eid: int, jobs: list[int], callbacks: tuple):
-        self.callbacks = callbacks
-        self._value = jobs
-        heappush(env._queue, (at_s, NORMAL, eid, self))
 
 
 class Decision(NamedTuple):
@@ -446,7 +439,10 @@ class Simulator:
         first = self._group_first
         jobs = self._accepted[first[g] : first[g + 1]]
         at_s = self._arrival_t0 + self.jobs.arrival_s[jobs[0]]  # as env.timeout(arrival) at t=0
-        _Arrival(self.env, at_s, self._arrival_eid + g, jobs, self._arrival_cbs)
+        event = _object_new(_Arrival)  # _Arrival(self.env, at_s, eid, jobs, cbs) without its __init__ call
+        event.callbacks = self._arrival_cbs
+        event._value = jobs
+        heappush(self.env._queue, (at_s, NORMAL, self._arrival_eid + g, event))
 
     def _on_arrival(self, event: _Arrival) -> None:
         """Enqueue the jobs of one arrival instant."""
@@ -505,7 +501,7 @@ class Simulator:
         p = self.placements[i]  # _release inlined: this is the hot path
         self.free.give(p)
         running = self.running
-        k = bisect.bisect_left(running, (self._est_end[i], i))
+        k = bisect_left(running, (self._est_end[i], i))
         del running[k]
         del self.running_whole_gpus[k]
         del self.running_type[k]
@@ -524,7 +520,7 @@ class Simulator:
         p = self.placements[i]
         self.free.give(p)
         running = self.running
-        k = bisect.bisect_left(running, (self._est_end[i], i))
+        k = bisect_left(running, (self._est_end[i], i))
         running.pop(k)
         self.running_whole_gpus.pop(k)
         self.running_type.pop(k)
@@ -630,10 +626,11 @@ class Simulator:
     def now_s(self) -> float:
         return self.env.now
 
-    def advance(self) -> bool:
+    def advance(self, one_instant: bool = False) -> bool:
         """Process all events of the next instant at which a job waits. False when the run is over.
 
         The run is over when no event remains (every job done, or queued jobs left that nothing will start).
+        `one_instant`: process the next instant only, whatever waits then (`step_instant`).
         """
         env = self.env
         heap, tl = env._queue, self._timeline  # heap[0][0]: env.peek() without the call
@@ -644,7 +641,20 @@ class Simulator:
             t = heap[0][0]
             if t == _INF:
                 return False
-            self._run_instant(heap, t)
+            # every event of instant t: env.step() inlined (every event the simulator schedules succeeds, `_ok`,
+            # and is no process)
+            env._now = t
+            while True:
+                event = heappop(heap)[3]
+                callbacks, event.callbacks = event.callbacks, None
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok:
+                    raise event._value
+                if not heap or heap[0][0] != t:
+                    break
+            if one_instant:
+                return True
             if self.queue:
                 self._woken = False
                 return True
@@ -658,30 +668,7 @@ class Simulator:
 
         Returns False, processing nothing, when no event remains.
         """
-        env = self.env
-        heap = env._queue  # heap[0][0]: env.peek() without the call
-        self._timeline.extend((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
-        if not heap:
-            return False
-        t = heap[0][0]
-        if t == _INF:
-            return False
-        self._run_instant(heap, t)
-        return True
-
-    def _run_instant(self, heap: list, t: float) -> None:
-        """Process every event of instant t, the first on SimPy's `heap`: env.step() inlined (every event the
-        simulator schedules succeeds, `_ok`, and is no process)."""
-        self.env._now = t
-        while True:
-            event = heappop(heap)[3]
-            callbacks, event.callbacks = event.callbacks, None
-            for callback in callbacks:
-                callback(event)
-            if not event._ok:
-                raise event._value
-            if not heap or heap[0][0] != t:
-                return
+        return self.advance(True)
 
     @property
     def jobs_in_system(self) -> int:
@@ -695,7 +682,7 @@ class Simulator:
     def view(self) -> View:
         """The policy's snapshot now. Every field but the time is a live object the simulator only mutates in
         place, so the tail is built once (`_view_tail`) and a view costs one tuple."""
-        return _tuple_new(View, (self.env._now, *self._view_tail))
+        return _tuple_new(View, (self.env._now,) + self._view_tail)  # (faster than (now, *tail))
 
     def _build_view_tail(self) -> tuple:
         return (
@@ -774,7 +761,7 @@ class Simulator:
         self._est_end[i] = est_end
         running = self.running
         entry = (est_end, i)
-        k = bisect.bisect_right(running, entry)
+        k = bisect_right(running, entry)
         running.insert(k, entry)
         self.running_whole_gpus.insert(k, len(gpus) if milli == FULL else 0)
         self.running_type.insert(k, t)
@@ -783,7 +770,11 @@ class Simulator:
         self._busy_tflops_x10k += share * self._type_tflops_x10[t]
         if duration < 0:
             raise ValueError(f"Negative delay {duration}")
-        self._event[i] = _Timer(env, now + duration, i, self._complete_cbs)
+        # _Timer(env, now + duration, i, cbs) without its __init__ call
+        event = self._event[i] = _object_new(_Timer)
+        event.callbacks = self._complete_cbs
+        event._value = i
+        heappush(env._queue, (now + duration, NORMAL, next(env._eid), event))
 
     def preempt(self, d: Preempt, sort_queue: bool = True) -> None:
         """Suspend running job `d.job` now (see `Preempt`); raises ValueError if it is not running.
@@ -891,7 +882,7 @@ class Simulator:
         preempt, wake_up = self.preempt, self.wake_up
         env, tail = self.env, self._view_tail
         while self.advance():
-            decisions = policy(_tuple_new(View, (env._now, *tail)))  # self.view(), inline
+            decisions = policy(_tuple_new(View, (env._now,) + tail))  # self.view(), inline
             batch = type(decisions) is list  # all decided before any is applied: order the queue once, after
             for d in decisions:
                 kind = type(d)

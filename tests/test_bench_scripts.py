@@ -105,3 +105,30 @@ def test_score_headroom_lower_bound_is_below_every_schedule():
     )
     assert proc.returncode == 0, proc.stderr
     assert "las_speed" in proc.stdout and "lower bound" in proc.stdout
+
+
+def test_bench_clusters_times_the_run_under_the_commands_collector_threshold(monkeypatch):
+    """bench_clusters.py times `Simulator.run` under the young-generation threshold a main.py command runs under
+    (cli.command.fewer_collections), or under the threshold outside with `default_gc`; it is restored after."""
+    import gc
+
+    from bench import bench_clusters
+    from cli.command import YOUNG_COLLECTION_EVERY
+    from schedulers import POLICIES
+
+    seen = []
+
+    def probe(view):
+        seen.append(gc.get_threshold()[0])
+        return POLICIES["fcfs"](view)
+
+    monkeypatch.setitem(bench_clusters.POLICIES, "probe", probe)
+    outside = gc.get_threshold()
+    assert outside[0] != YOUNG_COLLECTION_EVERY
+    r = bench_clusters.run_one("typed", "probe", 40, 0, 1, False)
+    assert r["completed"] == 40 and seen and set(seen) == {YOUNG_COLLECTION_EVERY}
+    assert gc.get_threshold() == outside
+    seen.clear()
+    bench_clusters.run_one("typed", "probe", 40, 0, 1, False, default_gc=True)
+    assert seen and set(seen) == {outside[0]}
+    assert gc.get_threshold() == outside
