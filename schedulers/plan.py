@@ -66,9 +66,9 @@ class Plan:
     def _new_memo(self, memo: dict) -> tuple:
         """Empty `refuses`' memo for the capacity left now; its key -1 says for which plan and pending decision
         it holds and what that decision takes from its type: (plan, pending, type, GPUs). A pending fractional
-        decision is applied first."""
+        decision (or a spread one that does not say what it takes on each node) is applied first."""
         p = self._pending
-        if p is not None and p.milli < FULL:
+        if p is not None and (p.milli < FULL or (len(p.nodes) > 1 and len(p.node_counts) != len(p.nodes))):
             self.free  # noqa: B018 -- (rare) applied, on a copy
             p = None
         memo.clear()
