@@ -44,7 +44,7 @@ class Plan:
         spread options' types) has k whole GPUs free (`refusal_counts` gives both). False says nothing (`place`
         decides). Cheaper than a refused `place` where several shapes are refused in a row: each pool's most whole
         GPUs free on one node is found once per planned decision (kept in the caller's `memo`, a dict it passes
-        to every such call), and a pending whole-GPU decision is counted without applying it (no copy of the
+        to every such call), and a pending one-node decision is counted without applying it (no copy of the
         live state)."""
         k = shape[1]
         cut = memo.get(-1)
@@ -65,10 +65,10 @@ class Plan:
 
     def _new_memo(self, memo: dict) -> tuple:
         """Empty `refuses`' memo for the capacity left now; its key -1 says for which plan and pending decision
-        it holds and what that decision takes from its type: (plan, pending, type, GPUs). A pending fractional
-        decision (or a spread one that does not say what it takes on each node) is applied first."""
+        it holds and what that decision takes from its type: (plan, pending, type, GPUs). A pending decision
+        other than one node's whole GPUs is applied first."""
         p = self._pending
-        if p is not None and (p.milli < FULL or (len(p.nodes) > 1 and len(p.node_counts) != len(p.nodes))):
+        if p is not None and (p.milli < FULL or len(p.nodes) > 1):
             self.free  # noqa: B018 -- (rare) applied, on a copy
             p = None
         memo.clear()
@@ -82,18 +82,7 @@ class Plan:
         m = len(by_c) - 1
         p = self._pending
         n = -1 if p is None else p.nodes[0]
-        if n >= 0 and len(p.nodes) > 1:  # whole GPUs spread over nodes: those of q counted as for one node
-            node_pool, node_whole = free.layout.node_pool, free.node_whole
-            taken = [(n, c) for n, c in zip(p.nodes, p.node_counts, strict=True) if node_pool[n] == q]
-            # the most over the nodes p leaves alone (a count whose every node p takes from does not count), or
-            # a node's own after p
-            while m and (not by_c[m] or len(by_c[m]) <= sum(node_whole[n] == m for n, _ in taken)):
-                m -= 1
-            for n, c in taken:
-                after = node_whole[n] - c
-                if after > m:
-                    m = after
-        elif n >= 0 and free.layout.node_pool[n] == q:  # the most over the other nodes, or n's own after p
+        if n >= 0 and free.layout.node_pool[n] == q:  # the most over the other nodes, or n's own after p
             cn = free.node_whole[n]  # (n is one of by_c[cn])
             while m and (not by_c[m] or (m == cn and len(by_c[m]) == 1)):
                 m -= 1

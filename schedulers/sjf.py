@@ -62,15 +62,7 @@ def sjf(view: View) -> list[Decision]:
             plan = Plan(view.free)
             plan.add(heappop(h)[1], p)
             decisions = plan.decisions
-            counts = memo.counts
-            c = counts.get(id(s), counts)
-            if c is counts:
-                c = counts[id(s)] = refusal_counts(s)
             while not plan.exhausted():
-                # mostly the start took the GPUs the next job needed: refused from counts where they say so,
-                # without the copy of the live state that placing it on the capacity left needs
-                if c is not None and plan.refuses(s, *c, {}):
-                    break
                 p = plan.place(s)
                 if p is None:
                     break

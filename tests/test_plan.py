@@ -173,21 +173,3 @@ def test_a_refusal_after_the_pending_decision_was_applied_counts_it_once():
     assert plan.place(one) is not None  # applies the pending decision (on a copy)
     assert not plan.refuses(eight, *refusal_counts(eight), memo)  # applied: not counted a second time
     assert plan.place(eight) is not None
-
-
-def test_a_refusal_counts_a_pending_spread_decision_on_each_node_it_takes_from():
-    # three A100 nodes of 8, node 0 with 4 free; a planned 10-GPU job spreads 8 on node 1 and 2 on node 2
-    layout = ClusterLayout(ClusterSpec("c", tuple(NodeSpec(f"n{i}", "A100-80GB", 8, 80) for i in range(3))))
-    elig = layout.eligible((), 0)
-    free = FreeState(layout)
-    free.take(place(free, elig, 4, FULL, 0))
-    assert free.node_whole == [4, 8, 8]
-    spread = place(free, elig, 10, FULL, 0)
-    assert (spread.nodes, spread.node_counts) == ((1, 2), (8, 2))
-    plan, memo = Plan(free), {}
-    plan.add(0, spread)  # left: 4, 0 and 6 on nodes 0, 1, 2
-    pools = refusal_counts((elig, 6, FULL, 0, DEFAULT_PACE))[0]  # one node's options only (no spread types)
-    assert not plan.refuses((elig, 6, FULL, 0, DEFAULT_PACE), pools, (), memo)  # node 2 keeps 6
-    assert plan.refuses((elig, 7, FULL, 0, DEFAULT_PACE), pools, (), memo)  # nodes 1 and 2 had 8 before
-    assert not plan._copied, "counted without a copy of the live state"
-    assert free.node_whole == [4, 8, 8], "the live state is left unchanged"
