@@ -22,9 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from cli.parser import build_parser, config_from_args  # noqa: E402
+from config import UserError  # noqa: E402
 from env.score_env import run_with_scorer  # noqa: E402
 from evaluation.paired import paired_relative_difference  # noqa: E402
-from metrics.summary import per_job  # noqa: E402
+from metrics.summary import summarize  # noqa: E402
 from scenario.build import build_scenario  # noqa: E402
 from schedulers import make_policy  # noqa: E402
 from schedulers.score_features import static_of  # noqa: E402
@@ -50,9 +51,13 @@ HEURISTICS = ("srtf", "gavel")
 
 
 def avg_jct_s(result) -> float:
-    """Mean JCT of the completed jobs (as summary.csv's avg_jct_s)."""
-    m = per_job(result)
-    return float(np.mean(m.jct_s[m.completed]))
+    """summary.csv's avg_jct_s of a run (mean JCT of its completed jobs); a run that leaves jobs unfinished or
+    rejected says so on stderr (its mean is over fewer jobs than the others')."""
+    row = summarize(result)
+    if row.unfinished or row.rejected:
+        print(f"note: {result.scheduler} seed {result.seed}: {row.unfinished} unfinished, {row.rejected} rejected",
+              file=sys.stderr)  # fmt: skip
+    return row.avg_jct_s
 
 
 def no_wait_bound_s(sc) -> float:
@@ -68,9 +73,17 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="300,301,302,303", help="comma-separated scenario seeds")
     a, rest = p.parse_known_args()
-    seeds = [int(s) for s in a.seeds.split(",")]
+    try:
+        seeds = [int(s) for s in a.seeds.split(",")]
+    except ValueError:
+        print(f"error: --seeds must be comma-separated integers, got {a.seeds!r}", file=sys.stderr)
+        return 2
     cfg = config_from_args(build_parser().parse_args(["--mode", "eval", "--algo", "las_speed", *rest]))
-    scenarios = [build_scenario(cfg, s) for s in seeds]
+    try:
+        scenarios = [build_scenario(cfg, s) for s in seeds]
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     jct: dict[str, np.ndarray] = {}
     for name, (weights, round_s, on_arrival) in CANDIDATES.items():
         scorer = LinearScorer.from_named(weights)

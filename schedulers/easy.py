@@ -366,15 +366,13 @@ class _Memo:
         running = view.running
         first = running[0][0] if running else _INF
         ending = []
-        if decisions:  # (each one's end as View.duration_on gives it)
-            jt, type_speed = view.jobs, view.layout.type_speed
-            known, pace = jt.known_runtime_s, jt.pace
-            for i, p in decisions:
-                end = now + known[i] / effective_speed(type_speed[p.type_idx], len(p.nodes) > 1, pace[i])
-                if end < first:
-                    first, ending = end, [p]
-                elif end == first:
-                    ending.append(p)
+        duration_on = view.duration_on
+        for i, p in decisions:
+            end = now + duration_on(i, p)
+            if end < first:
+                first, ending = end, [p]
+            elif end == first:
+                ending.append(p)
         placements = view.placements
         self.ending_s = first
         for end, j in running:

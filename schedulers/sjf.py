@@ -54,10 +54,9 @@ def sjf(view: View) -> list[Decision]:
         p = place(view.free, *s)  # (the plan's first placement, without a plan: most calls start one job)
         if p is None:
             decisions = []
-        elif len(h) == 1:  # its last job; memo.forget(s), inlined (most arrivals start at once)
+        elif len(h) == 1:  # its last job (most arrivals start at once)
             decisions = [_tuple_new(Decision, (h[0][1], p))]
-            reg.drop(s)
-            del heaps[id(s)]
+            memo.forget(s)
         else:
             plan = Plan(view.free)
             plan.add(heappop(h)[1], p)
