@@ -376,7 +376,7 @@ class GPUClusterEnv(gym.Env):
         self._slot_type = slot_type
         # WAIT is legal unless nothing would ever happen again (deadlock): sim.has_future_events, inlined
         heap = sim.env._queue
-        wait = bool(heap) and heap[0][0] != _INF
+        wait = (bool(heap) and heap[0][0] != _INF) or sim.next_arrival_s != _INF
         self._nfit, self._wait_ok = nfit, wait
         self._mask = self._masks[nfit][wait]
         return True

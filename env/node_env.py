@@ -215,7 +215,8 @@ class NodeManagerEnv(gym.Env):
         self._prepare(sc)
         self._steps = 0
         self.episode_return = 0.0
-        if self.sim.env.peek() == self.sim.now_s:  # arrivals at time 0: the first decision point sees them
+        # arrivals at time 0: the first decision point sees them
+        if self.sim.next_event_s() == self.sim.now_s:
             self.sim.step_instant()
         self._schedule()
         # the first observation is time 0 even when only KEEP is legal: reset returns no reward, so no
@@ -346,7 +347,7 @@ class NodeManagerEnv(gym.Env):
         horizon = self._horizon_s()
         if t0 >= horizon or self._all_done():
             return 0.0, False
-        t_event = sim.env.peek()
+        t_event = sim.next_event_s()
         self._build_mask()
         power_possible = self._mask[: self.window].any()
         limit = min(t0 + self.recheck_s if power_possible else math.inf, horizon)

@@ -19,6 +19,7 @@ for): `Plan.refuses` says so from counts, without placing them.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from heapq import heapify, heappop, heappush, heapreplace
 from weakref import WeakKeyDictionary, ref
 
@@ -49,7 +50,7 @@ def sjf(view: View) -> list[Decision]:
     if (
         heaps is not None and len(candidates) == 1
     ):  # the memo's heaps, one shape: its jobs in order while they fit
-        s = candidates[0]
+        (s,) = candidates
         h = heaps[id(s)]
         p = place(view.free, *s)  # (the plan's first placement, without a plan: most calls start one job)
         if p is None:
@@ -168,8 +169,10 @@ class _Memo:
 
     def forget(self, s: tuple) -> None:
         """The heaps' shape `s` has no job left waiting: forgotten."""
-        self.shapes.drop(s)
-        del self.heaps[id(s)]
+        key = id(s)
+        if key in self.shapes.live:  # (most such shapes arrived with this call and were never registered)
+            self.shapes.drop(s)
+        del self.heaps[key]
 
     def reset(self, view: View) -> list[tuple]:
         """Forget the last call: every shape waiting may fit (returned), and registered from now on."""
@@ -200,8 +203,8 @@ class _Memo:
             reg.add(s)
         return shapes
 
-    def candidates(self, view: View) -> list[tuple] | None:
-        """The shapes that may fit now, if exactly the last call's decisions were applied since (and nothing
+    def candidates(self, view: View) -> Collection[tuple] | None:
+        """The shapes that may fit now (a dict's values: no list built), if exactly the last call's decisions were applied since (and nothing
         but completions and arrivals happened), and the memo brought up to date for the arrivals and
         releases since; else None (scan every shape)."""
         free = view.free
@@ -215,9 +218,11 @@ class _Memo:
                 return None
         queue = view.queue
         reg = self.shapes
-        last_job = self.last_job
         out: dict[int, tuple] = {}
-        if next(reversed(queue), -1) > last_job:  # jobs arrived
+        # the queue grows only by arrivals and preempted jobs coming back, and shrinks only by starts (this
+        # memo's decisions: checked above): the same length means neither happened
+        if len(queue) != self.queued:
+            last_job = self.last_job
             live = reg.live
             shape = view.jobs.shape
             heaps = self.heaps
@@ -246,11 +251,9 @@ class _Memo:
                 return None  # a job came back to the queue (preempted)
             self.queued += arrived
             self.last_job = next(reversed(queue))
-        elif len(queue) != self.queued:
-            return None  # a job came back to the queue (preempted)
         gives = free.gives
         if gives == self.gives:
-            return list(out.values())
+            return out.values()
         self.gives = gives
         seen = self.pool_gives
         one_node, spread = reg.one_node, reg.spread
@@ -282,7 +285,7 @@ class _Memo:
                         break
                     out.update(registered)
         out.update(reg.always)
-        return list(out.values())
+        return out.values()
 
 
 # each run's memo, by its job table; the last one looked up first

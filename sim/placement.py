@@ -205,6 +205,8 @@ def _too_few_whole(type_whole: list[int], elig: Eligible, k: int) -> bool:
         return type_whole[types[0]] < k
     if len(types) == 2:
         return type_whole[types[0]] + type_whole[types[1]] < k
+    if len(types) == len(type_whole):  # every type (a job that accepts any)
+        return sum(type_whole) < k
     return sum(map(type_whole.__getitem__, types)) < k
 
 

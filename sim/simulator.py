@@ -5,8 +5,11 @@ event of the next instant at which a queued job exists or a policy asked to be w
 and wake-ups are SimPy events), so a policy is consulted once per such instant and may return any number of
 decisions then: starts (`Decision`), suspensions of running jobs (`Preempt`) and wake-up requests (`WakeUp`),
 applied in order. Completions are SimPy timeouts with a callback rather than one process per job (`_Timer`:
-a timeout built in one call), and arrivals one event per distinct arrival instant, entering SimPy's event heap
-when the previous one fires: the same semantics as generator processes at a fraction of the per-job overhead.
+a timeout built in one call). Arrivals are no SimPy events: `advance` takes the next arrival instant
+(`next_arrival_s`) from the workload's sorted arrival times and merges it with SimPy's event heap, an arrival
+instant's jobs first, as an arrival event scheduled at t=0 would be (its id, hence its tie order, is smaller than
+every event's scheduled later): the same semantics as generator processes at a fraction of the per-job
+overhead. So `env.peek()` does not see arrivals: `next_event_s()` is the simulator's next event.
 A preempted job's completion timeout cannot be cancelled; it stays scheduled and is ignored when it fires (each
 run of a job owns its own timeout object).
 """
@@ -19,7 +22,6 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from heapq import heappop, heappush
-from itertools import count
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -55,13 +57,6 @@ class _Timer:
     @property
     def value(self):
         return self._value
-
-
-class _Arrival(_Timer):
-    """The event of one arrival instant: its `_value` is the jobs that arrive; its SimPy id is reserved in
-    advance (built like a `_Timer`)."""
-
-    __slots__ = ()
 
 
 class Decision(NamedTuple):
@@ -401,7 +396,6 @@ class Simulator:
             self._enable_power(power, initial_power)
         # bound once: every completion (start) and arrival event calls these
         self._complete_cbs = (self._on_complete,)
-        self._arrival_cbs = (self._on_arrival,)
         self._view_tail = self._build_view_tail()  # live objects: mutate them in place, never rebind them
         self._schedule_arrivals(accepted)
 
@@ -414,41 +408,27 @@ class Simulator:
     # -- SimPy processes and callbacks -------------------------------------------------------------------
 
     def _schedule_arrivals(self, accepted: list[int]) -> None:
-        """One SimPy event per distinct arrival instant, each at exactly its arrival time, numbered (SimPy's tie
-        order) as if all were scheduled now, at t=0: their ids are reserved now. Each is built and enters SimPy's
-        event heap only when the previous one fires: the heap then holds the running jobs' completions and one
-        arrival, no object exists per future arrival, and the same events pop in the same order."""
-        env = self.env
+        """The arrival instants: the distinct arrival times of the accepted jobs, ascending, each with the jobs
+        that arrive then (`_arrive` takes them in order; `next_arrival_s` is the next one's time, inf when none is
+        left)."""
         arrival = np.asarray(self.jobs.arrival_s, dtype=float)[accepted]
         # where each group of equal arrival times starts in `accepted`, then len(accepted)
         new_time = np.r_[True, arrival[1:] != arrival[:-1]] if accepted else np.zeros(0, dtype=bool)
         starts = np.r_[np.flatnonzero(new_time), len(accepted)].astype(np.int64)
         self._group_first = array("q", starts.tobytes())  # 8 B a group, read as python ints
-        self._num_groups = len(self._group_first) - 1
+        # each instant's time as env.timeout(arrival) at t=0 would give it, then inf
+        times = self.env._now + arrival[starts[:-1]]
+        self._group_s = array("d", np.r_[times, np.inf].tobytes())
         self._next_group = 0
-        self._arrival_t0 = env._now
-        if accepted:
-            self._arrival_eid = next(env._eid)  # the first group's id; the others follow it
-            env._eid = count(self._arrival_eid + self._num_groups)
-            self._push_arrival()
+        self.next_arrival_s: float = self._group_s[0]
 
-    def _push_arrival(self) -> None:
-        """Put the next arrival instant's event on SimPy's heap (there is one)."""
+    def _arrive(self) -> None:
+        """Enqueue the jobs of the next arrival instant (it is now)."""
         g = self._next_group
         self._next_group = g + 1
+        self.next_arrival_s = self._group_s[g + 1]
         first = self._group_first
         jobs = self._accepted[first[g] : first[g + 1]]
-        at_s = self._arrival_t0 + self.jobs.arrival_s[jobs[0]]  # as env.timeout(arrival) at t=0
-        event = _object_new(_Arrival)  # _Arrival(self.env, at_s, eid, jobs, cbs) without its __init__ call
-        event.callbacks = self._arrival_cbs
-        event._value = jobs
-        heappush(self.env._queue, (at_s, NORMAL, self._arrival_eid + g, event))
-
-    def _on_arrival(self, event: _Arrival) -> None:
-        """Enqueue the jobs of one arrival instant."""
-        if self._next_group < self._num_groups:
-            self._push_arrival()
-        jobs = event._value
         if self.queue_by_runtime.active or self._shape_runtime_live:
             self._enqueue_indexed(jobs)
             return
@@ -466,7 +446,7 @@ class Simulator:
         self.num_arrived += len(jobs)
 
     def _enqueue_indexed(self, jobs: list[int]) -> None:
-        """_on_arrival's work when the by-runtime indexes are live (a policy reads them)."""
+        """_arrive's work when the by-runtime indexes are live (a policy reads them)."""
         known = self.queue_key_s
         queue = self.queue
         qbr = self.queue_by_runtime
@@ -636,23 +616,27 @@ class Simulator:
         heap, tl = env._queue, self._timeline  # heap[0][0]: env.peek() without the call
         tl.extend((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
         while True:
-            if not heap:
-                return False
-            t = heap[0][0]
+            t = self.next_arrival_s
+            if heap and heap[0][0] < t:
+                t = heap[0][0]
             if t == _INF:
                 return False
-            # every event of instant t: env.step() inlined (every event the simulator schedules succeeds, `_ok`,
-            # and is no process)
             env._now = t
-            while True:
+            if t == self.next_arrival_s:  # the instant's arrivals first (see the module's docstring)
+                self._arrive()
+                more = heap and heap[0][0] == t
+            else:
+                more = True
+            # every SimPy event of instant t: env.step() inlined (every event the simulator schedules succeeds,
+            # `_ok`, and is no process)
+            while more:
                 event = heappop(heap)[3]
                 callbacks, event.callbacks = event.callbacks, None
                 for callback in callbacks:
                     callback(event)
                 if not event._ok:
                     raise event._value
-                if not heap or heap[0][0] != t:
-                    break
+                more = heap and heap[0][0] == t
             if one_instant:
                 return True
             if self.queue:
@@ -677,7 +661,13 @@ class Simulator:
 
     @property
     def has_future_events(self) -> bool:
-        return self.env.peek() != _INF
+        return self.next_event_s() != _INF
+
+    def next_event_s(self) -> float:
+        """When the next event happens (an arrival or a SimPy event: `env.peek()` does not see arrivals); inf
+        when none is left."""
+        t = self.env.peek()
+        return t if t < self.next_arrival_s else self.next_arrival_s
 
     def view(self) -> View:
         """The policy's snapshot now. Every field but the time is a live object the simulator only mutates in
