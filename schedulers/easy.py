@@ -33,12 +33,13 @@ from schedulers.shadow import CountShadow
 from schedulers.shapes_by_first import ShapesByFirst
 from sim.cluster import FULL, FreeState, Placement
 from sim.placement import _options, alternative_placement, effective_speed, spans_nodes_on
-from sim.simulator import Decision, View
+from sim.simulator import Decision, View, starts_only
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 _INF = float("inf")
 
 
+@starts_only
 def easy_backfill(view: View) -> list[Decision]:
     jt = view.jobs
     now = view.now_s

@@ -12,9 +12,10 @@ from weakref import ref
 
 from schedulers.plan import Plan
 from sim.placement import place
-from sim.simulator import Decision, View
+from sim.simulator import Decision, View, starts_only
 
 
+@starts_only
 def fcfs(view: View) -> list[Decision]:
     free = view.free
     queue = view.queue

@@ -26,12 +26,13 @@ from weakref import WeakKeyDictionary, ref
 from schedulers.plan import Plan, refusal_counts
 from schedulers.shape_registry import ShapeRegistry
 from sim.placement import place
-from sim.simulator import Decision, View
+from sim.simulator import Decision, View, starts_only
 from sim.sorted_list import OnDemandDict
 
 _tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
 
 
+@starts_only
 def sjf(view: View) -> list[Decision]:
     memo = _last[0]
     if memo is None or memo.jobs() is not view.jobs:

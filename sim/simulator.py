@@ -291,6 +291,14 @@ class View(NamedTuple):
         return r / effective_speed(self.layout.type_speed[p.type_idx], len(p.nodes) > 1, self.jobs.pace[job])
 
 
+def starts_only(policy):
+    """Mark `policy` (view -> decisions) as one that only starts waiting jobs, deciding from the view alone (any
+    memo it keeps between calls gives what a fresh call would): at an instant where no GPU share is free it
+    could start nothing, so `Simulator.run` does not call it there. Returns `policy`."""
+    policy.starts_only = True
+    return policy
+
+
 class Simulator:
     """One run of a workload on a cluster; records every job's outcome and the utilization timeline."""
 
@@ -849,7 +857,8 @@ class Simulator:
     def run(self, policy, progress=None, manager=None) -> None:
         """Run to the end under `policy(view) -> list of decisions` (applied in order); `progress(num_completed)`
         is called now and then. `manager(view) -> decisions` (a power manager, schedulers/power_managers.py) is
-        consulted after the policy's decisions are applied, at every decision instant.
+        consulted after the policy's decisions are applied, at every decision instant. A policy marked
+        `starts_only` is not called at an instant where no GPU share is free (it could start nothing there).
 
         The objects that exist when the run starts (the workload, the job table, imported modules: most of the
         process) are frozen out of the cyclic garbage collector's full collections until it ends (`gc.freeze`):
@@ -871,8 +880,13 @@ class Simulator:
         self.wake_on_idle = manager is not None
         preempt, wake_up = self.preempt, self.wake_up
         env, tail = self.env, self._view_tail
+        free = self.free
+        skip_when_full = getattr(policy, "starts_only", False)
         while self.advance():
-            decisions = policy(_tuple_new(View, (env._now,) + tail))  # self.view(), inline
+            if skip_when_full and free.free_milli_total <= 0:
+                decisions = ()  # (EASY leaves the cluster full at ~45 % of an overloaded run's instants)
+            else:
+                decisions = policy(_tuple_new(View, (env._now,) + tail))  # self.view(), inline
             batch = type(decisions) is list  # all decided before any is applied: order the queue once, after
             for d in decisions:
                 kind = type(d)

@@ -23,7 +23,7 @@ from sim.job import Job, Workload
 from sim.placement import place
 from sim.power import PowerModel
 from sim.prices import synthetic_curve
-from sim.simulator import Simulator
+from sim.simulator import Simulator, starts_only
 from sim.sorted_list import OnDemandDict
 from tests.easy_reference import easy_reference, reservation
 from tests.helpers import estimates
@@ -35,6 +35,7 @@ TYPES = ("A100-80GB", "V100-16GB", "H100", "T4")
 # each job starts once and runs its whole duration: the preemptive policies are checked run by run in
 # tests/test_preemptive_properties.py
 NON_PREEMPTIVE = sorted(set(POLICIES) - PREEMPTIVE)
+STARTS_ONLY = sorted(n for n, p in POLICIES.items() if getattr(p, "starts_only", False))
 
 
 @st.composite
@@ -482,3 +483,30 @@ def test_remembering_policies_decide_as_the_plain_scan_with_nodes_powering_off_o
         sim.run(policy, manager=make_manager(manager_spec, curve))
         runs.append(sim)
     assert _same_schedule(*runs)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), workloads(), st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from(STARTS_ONLY))
+def test_a_starts_only_policy_is_not_asked_while_nothing_is_free_and_schedules_as_if_asked(
+    spec, workload, seed, noisy, name
+):
+    """`Simulator.run` does not call a policy marked `starts_only` (FCFS, SJF, EASY) at an instant with no GPU
+    share free; the run's schedule is the one of the same policy called at every decision instant."""
+    assert STARTS_ONLY == ["easy", "fcfs", "sjf"]
+    layout = ClusterLayout(spec)
+    known = estimates(workload, seed, noisy)
+    policy = POLICIES[name]
+    free_when_asked = []
+
+    @starts_only
+    def marked(view):
+        free_when_asked.append(view.free.free_milli_total)
+        return policy(view)
+
+    skipping, asked_always = Simulator(workload, layout, known, 1.2), Simulator(workload, layout, known, 1.2)
+    skipping.run(marked)
+    asked = []
+    asked_always.run(lambda view: asked.append(view.free.free_milli_total) or policy(view))
+    assert all(f > 0 for f in free_when_asked)
+    assert len(free_when_asked) == sum(f > 0 for f in asked)
+    assert _same_schedule(skipping, asked_always)
