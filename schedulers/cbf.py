@@ -526,20 +526,24 @@ _POOL_NODES: dict[int, tuple[ClusterLayout, dict]] = {}
 
 
 def _pool_cache(layout: ClusterLayout) -> dict:
-    """`_nodes_of`'s cache for `layout` (pools -> nodes)."""
+    """`_nodes_of`'s cache for `layout` (pools -> nodes; (pools, k) -> those of them with k GPUs or more)."""
     hit = _POOL_NODES.get(id(layout))
     if hit is None or hit[0] is not layout:
         hit = _POOL_NODES[id(layout)] = (layout, {})
     return hit[1]
 
 
-def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...]) -> list[int]:
-    """The nodes of `pools`, ascending (cached per layout)."""
+def _nodes_of(layout: ClusterLayout, pools: tuple[int, ...], k: int = 0) -> list[int]:
+    """The nodes of `pools` with at least k GPUs, ascending (cached per layout: under `pools` for k = 0, else
+    under (pools, k))."""
     cache = _pool_cache(layout)
-    got = cache.get(pools)
+    key = (pools, k) if k else pools
+    got = cache.get(key)
     if got is None:
         want = set(pools)
-        got = cache[pools] = [n for n in range(layout.num_nodes) if layout.node_pool[n] in want]
+        got = cache[key] = [
+            n for n in range(layout.num_nodes) if layout.node_pool[n] in want and layout.node_num_gpus[n] >= k
+        ]
     return got
 
 
@@ -662,8 +666,10 @@ class _Profile:
         run starts before `from_s` lets the walk begin there.
 
         On one node the earliest start is where one of its own steps begins, so each row is walked from its
-        first step: a step with k free fits if every later step that starts before its end keeps k free; a
-        step that drops below k rules out every start from the steps before it up to it."""
+        first step: a step with k free fits if the first later step with fewer than k free starts at or after its
+        end (the row's last step lasts forever); that step rules out every start from the steps before it up to
+        it. The walk over steps with fewer than k free runs off the row's end (IndexError) only where the last
+        step has fewer than k free (nodes switched off): then no start is on that node."""
         rt, rf = self.t, self.free
         now = self.view.now_s  # every row's first step starts now (whatever time it holds: `move_to`)
         best_s = _INF
@@ -681,24 +687,27 @@ class _Profile:
             tl = rt[n]
             m = len(tl)
             j = 0 if from_s <= now else bisect_left(tl, from_s)
-            while j < m:
-                if fl[j] < k:
-                    j += 1
-                    continue
-                s = tl[j] if j else now
-                if s > best_s:
-                    break
-                end = s + dur_s
-                if not end < before_s:
-                    break
-                x = j + 1
-                while x < m and fl[x] >= k and tl[x] < end:
-                    x += 1
-                if x == m or tl[x] >= end:
-                    if s < best_s or fl[j] < best_free:
-                        best_s, best_free, best_n = s, fl[j], n
-                    break
-                j = x + 1
+            try:
+                while True:
+                    while fl[j] < k:  # past the row's last step (IndexError): no start on this node
+                        j += 1
+                    s = tl[j] if j else now
+                    if s > best_s:
+                        break
+                    end = s + dur_s
+                    if not end < before_s:
+                        break
+                    # the run of steps with k free from j: it fits if the run outlasts `end`
+                    x = j + 1
+                    while x < m and fl[x] >= k:
+                        x += 1
+                    if x == m or tl[x] >= end:
+                        if s < best_s or fl[j] < best_free:
+                            best_s, best_free, best_n = s, fl[j], n
+                        break
+                    j = x + 1
+            except IndexError:
+                pass
         if best_n < 0:
             return None
         return float(best_s), best_n
@@ -845,8 +854,12 @@ class _Profile:
                     from_s = low[1][x]  # it starts no earlier (see `earliest`)
                     if from_s + d >= bound:
                         continue  # so it cannot end before the bound
-            nodes = pool_nodes.get(pools) or _nodes_of(layout, pools)
             if o.multi_type < 0:
+                # only a node with k GPUs or more can ever hold the run (a smaller one's walk would cross every
+                # step of its row from from_s on)
+                nodes = pool_nodes.get((pools, k))
+                if nodes is None:
+                    nodes = _nodes_of(layout, pools, k)
                 hit = self._one_node(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, n = hit
@@ -856,6 +869,7 @@ class _Profile:
                     if a == now and self.whole_only:
                         break  # the earliest start there is: no later (slower) option completes sooner or as soon
             else:
+                nodes = pool_nodes.get(pools) or _nodes_of(layout, pools)
                 hit = self._spread(nodes, k, d, bound, from_s)
                 if hit is not None:
                     a, avail = hit

@@ -354,6 +354,38 @@ def _steps_during(t: list[float], f: list[int], start_s: float, end_s: float) ->
     ] + [f[j] for j in range(len(t)) if start_s < t[j] < end_s]
 
 
+def test_a_one_node_search_looks_only_at_the_pools_nodes_with_k_gpus_or_more():
+    """`_nodes_of` with k: the nodes of the pools that have at least k GPUs, ascending (a smaller node never has
+    k free: the one-node search leaves it out); without k, every node of the pools."""
+    layout = ClusterLayout(parse_cluster_spec("2xH100:8,1xH100:4,1xA100-80GB:4,1xA100-80GB:16"))
+    every = tuple(sorted(set(layout.node_pool)))
+    for pools in {every, (layout.node_pool[0],), (layout.node_pool[-1],)}:
+        of_pools = [n for n in range(layout.num_nodes) if layout.node_pool[n] in pools]
+        assert cbf_module._nodes_of(layout, pools) == of_pools
+        for k in range(1, 18):
+            want = [n for n in of_pools if layout.node_num_gpus[n] >= k]
+            assert cbf_module._nodes_of(layout, pools, k) == want
+
+
+def test_one_node_walk_off_a_row_below_k_finds_no_start_there_and_a_run_to_the_last_step_fits():
+    """The walk's two row ends: a row whose last step has fewer than k free (a node switched off) holds no
+    start once the walk runs past it, wherever the walk began; a run of steps with k free that reaches a row's
+    last step (which lasts forever) fits any duration."""
+    prof = _Profile.__new__(_Profile)
+    prof.view = _At(10.0)
+    prof.t = [[10.0, 20.0, 30.0], [10.0, 50.0]]
+    prof.free = [[0, 4, 1], [1, 3]]  # node 0: 4 free during [20, 30), then 1 for ever; node 1: 3 from 50 on
+    nodes = [0, 1]
+    inf = float("inf")
+    assert prof._one_node(nodes, 2, 5.0, inf) == (20.0, 0)
+    assert prof._one_node(nodes, 2, 15.0, inf) == (50.0, 1)  # node 0's hole is too short, then below k
+    assert prof._one_node(nodes, 2, 15.0, inf, 25.0) == (50.0, 1)  # begun past node 0's hole
+    assert prof._one_node(nodes, 2, 1e9, inf) == (50.0, 1)
+    assert prof._one_node(nodes, 2, 15.0, 60.0) is None  # 50 + 15 is past the bound
+    assert prof._one_node(nodes, 4, 5.0, inf) == (20.0, 0)
+    assert prof._one_node(nodes, 4, 15.0, inf) is None  # node 1 never has 4 free
+
+
 @settings(max_examples=300, deadline=None)
 @given(_profiles())
 def test_one_node_search_is_the_earliest_best_fit_start(case):
