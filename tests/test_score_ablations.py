@@ -21,6 +21,7 @@ from sim.cluster_spec import parse_cluster_spec
 from sim.job import Workload
 from sim.simulator import Simulator
 from tests.helpers import job
+from tests.test_throughput import needs_gavel
 
 torch.set_num_threads(1)
 
@@ -89,7 +90,9 @@ ABLATIONS = {
 SETS = {"job_types": "gavel"}
 
 
-@pytest.mark.parametrize("name", list(ABLATIONS))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=needs_gavel) if n == "job_types" else n for n in ABLATIONS]
+)
 def test_each_report_ablation_scores_cem_and_las_speed_as_an_eval_with_the_same_options(
     tmp_path, cem_models, name
 ):

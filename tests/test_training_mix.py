@@ -113,6 +113,7 @@ def test_trace_windows_train_on_the_first_part_and_evaluate_on_later_windows():
     assert all(len(sc.workload.jobs) == 500 and sc.cluster.name == "40xV100:8" for sc in later)
 
 
+@pytest.mark.skipif(not ITP.exists(), reason=f"no trace at {ITP}")
 def test_the_traces_mix_draws_only_trace_windows_and_the_same_ones_as_synthetic_plus_traces():
     """`--train_mix traces`: every episode is a training window of a named trace; where synthetic+traces draws a
     window for a seed, traces draws the same window (same jobs, same estimates)."""
