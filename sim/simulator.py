@@ -624,13 +624,13 @@ class Simulator:
         heap, tl = env._queue, self._timeline  # heap[0][0]: env.peek() without the call
         tl.extend((env._now, self._busy_milli, self._busy_tflops_x10k, len(self.queue)))
         while True:
-            t = self.next_arrival_s
+            t = arrival_s = self.next_arrival_s
             if heap and heap[0][0] < t:
                 t = heap[0][0]
             if t == _INF:
                 return False
             env._now = t
-            if t == self.next_arrival_s:  # the instant's arrivals first (see the module's docstring)
+            if t == arrival_s:  # the instant's arrivals first (see the module's docstring)
                 self._arrive()
                 more = heap and heap[0][0] == t
             else:
