@@ -32,18 +32,18 @@ from schedulers.run_facts import run_facts
 from schedulers.shadow import CountShadow
 from schedulers.shapes_by_first import ShapesByFirst
 from sim.cluster import FULL, FreeState, Placement
-from sim.placement import _options, alternative_placement, effective_speed, spans_nodes_on
+from sim.placement import _options, alternative_placement, effective_speed, fit_type, place, spans_nodes_on
 from sim.simulator import Decision, View, starts_only
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 _INF = float("inf")
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
 
 
 @starts_only
 def easy_backfill(view: View) -> list[Decision]:
     jt = view.jobs
     now = view.now_s
-    plan = Plan(view.free)
     shape = jt.shape
     memo = _last[0]
     if memo is None or memo.jobs() is not jt:
@@ -58,7 +58,12 @@ def easy_backfill(view: View) -> list[Decision]:
         # `_Memo`), so it is not placed again
         kept = memo.still_valid(view, memo.head)
         if kept is not None:
+            if not kept and memo.only_arrivals_rescanned():
+                decisions = _lone_arrival(view, memo)
+                if decisions is not None:
+                    return decisions
             head = memo.head
+    plan = Plan(view.free)
     if head < 0:
         for i in queue:
             p = plan.place(shape[i])
@@ -198,6 +203,45 @@ def easy_backfill(view: View) -> list[Decision]:
     return plan.decisions
 
 
+def _lone_arrival(view: View, memo: _Memo) -> list[Decision] | None:
+    """The call's decisions when the memo holds, no job completed since the last call and at most one job
+    arrived (`_Memo.only_arrivals_rescanned` true): that job is the scan's only candidate, and it starts (on
+    the placement the scan would give it) if it fits and passes (a) or (b); None where the scan must decide
+    (several jobs arrived, or the one that fits fails both tests: the scan records (a)'s failures)."""
+    queue = view.queue
+    last = reversed(queue)
+    i = next(last)
+    if i <= memo.last_job:  # no job arrived: none can start
+        memo.refresh(view, i)
+        memo.remember_idle(view, i, [])
+        return []
+    if next(last, -1) > memo.last_job:
+        return None
+    s = view.jobs.shape[i]
+    free = view.free
+    t = fit_type(free, *s)
+    if t < 0:
+        memo.refresh(view, i)
+        memo.remember_idle(view, i, [])
+        return []
+    by_t = memo.speeds.get(id(s))
+    if by_t is None:
+        by_t = memo.speeds[id(s)] = _speeds(s, view.layout.type_speed)
+    shadow = memo.shadow
+    if view.now_s + view.jobs.known_runtime_s[i] / by_t[t] <= memo.shadow_s:  # (a)
+        p = place(free, *s)
+    else:
+        harmless = _harmless(Plan(free), shadow, s)  # (b)
+        if harmless is None:
+            return None
+        p = harmless()
+        shadow.take(p)
+    decisions = [_tuple_new(Decision, (i, p))]
+    memo.refresh(view, i)
+    memo.remember(view, memo.head, i, decisions, memo.shadow_s, shadow, False, False)
+    return decisions
+
+
 class _Memo:
     """What one EASY call leaves for the next, to compute only what changed while the head stays blocked.
 
@@ -264,6 +308,18 @@ class _Memo:
             return None  # something else changed the free state
         return completed
 
+    def only_arrivals_rescanned(self) -> bool:
+        """Whether, when nothing completed since the last call, only the jobs that arrived since are scanned
+        (`candidates`: no fractional shape waits, and spread shapes are not all scanned again)."""
+        return not self.shapes.always and not self._spreads_rescanned()
+
+    def _spreads_rescanned(self) -> bool:
+        """Whether every waiting shape with a spread option is scanned again (see `candidates`)."""
+        sh = self.shadow
+        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
+        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
+        return self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type))
+
     def refresh(self, view: View, last_job: int) -> dict[int, tuple[tuple, int]]:
         """Bring `shapes` up to date after the last call (its decisions were applied, and jobs arrived since, up
         to `last_job`) and return the shapes of the jobs that arrived since: id(shape) -> (shape, its first job
@@ -305,10 +361,7 @@ class _Memo:
         members_of, first = reg.members, reg.first
         recs: dict[int, tuple] = {}
         heap = []
-        sh = self.shadow
-        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
-        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
-        stale = self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type))
+        stale = self._spreads_rescanned()
         for registered in (reg.always, reg.spreads) if stale else (reg.always,) if reg.always else ():
             for key, s in registered.items():
                 g = recs[key] = (s, members_of[key], -1)
