@@ -27,7 +27,7 @@ from heapq import heapify, heappop, heappush
 from itertools import accumulate, count, islice
 from weakref import ref
 
-from schedulers.plan import Plan
+from schedulers.plan import Plan, refusal_counts
 from schedulers.run_facts import run_facts
 from schedulers.shadow import CountShadow
 from schedulers.shapes_by_first import ShapesByFirst
@@ -104,6 +104,7 @@ def easy_backfill(view: View) -> list[Decision]:
         shadow_s, shadow = memo.shadow_s, memo.shadow
         heap, recs = memo.candidates(view, kept, memo.refresh(view, last_job), tick)
     spread_refused_at = _AFTER_ALL  # plan.decisions when (b) first refused a shape with a spread option
+    refusals, counted = memo.refusals, None  # (`Plan.refuses`' arguments per shape, and its memo)
     pos = head
     while not plan.exhausted():
         best, best_s, best_p = _AFTER_ALL, None, None
@@ -139,6 +140,14 @@ def easy_backfill(view: View) -> list[Decision]:
                     heappush(heap, (first, next(tick), g))
                 continue
             first = bound
+            if plan.decisions and s[2] == FULL:  # after a start most shapes are refused: told from counts
+                c = refusals.get(id(s))
+                if c is None:
+                    c = refusals[id(s)] = refusal_counts(s)
+                if counted is None:
+                    counted = {}
+                if plan.refuses(s, *c, counted):
+                    continue
             t = plan.fit_type(s)
             if t < 0:
                 continue
@@ -270,7 +279,8 @@ class _Memo:
     """
 
     __slots__ = ("jobs", "allowed", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
-                 "shadow_s", "shadow", "ending_s", "ending", "spreads_stale", "shapes", "fails_a", "speeds")  # fmt: skip
+                 "shadow_s", "shadow", "ending_s", "ending", "spreads_stale", "shapes", "fails_a", "speeds",
+                 "refusals")  # fmt: skip
 
     def __init__(self, jt):
         self.jobs = ref(jt)
@@ -284,6 +294,7 @@ class _Memo:
         # only a policy's Preempt puts a job back in the queue, and EASY never preempts)
         self.fails_a: dict[int, tuple[int, int, float, float, float]] = {}
         self.speeds: dict[int, list[float]] = {}  # per shape (id): `_speeds`
+        self.refusals: dict[int, tuple] = {}  # per shape (id): `refusal_counts`
 
     def still_valid(self, view: View, head: int) -> list[Placement] | None:
         """The placements of the jobs that completed since, if this memo holds for `view` (see above)."""
