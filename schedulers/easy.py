@@ -246,7 +246,7 @@ def _lone_arrival(view: View, memo: _Memo) -> list[Decision] | None:
         p = harmless()
         shadow.take(p)
     decisions = [_tuple_new(Decision, (i, p))]
-    memo.refresh(view, i)
+    memo.refile(view)  # (a shape with no other job waiting is not filed: the next `refile` would drop it)
     memo.remember(view, memo.head, i, decisions, memo.shadow_s, shadow, False, False)
     return decisions
 
@@ -335,21 +335,14 @@ class _Memo:
         """Bring `shapes` up to date after the last call (its decisions were applied, and jobs arrived since, up
         to `last_job`) and return the shapes of the jobs that arrived since: id(shape) -> (shape, its first job
         that arrived)."""
+        self.refile(view)
+        known = self.last_job
+        if last_job <= known:
+            return _NONE_ARRIVED
         by_shape = view.queue_by_shape
         shape = view.jobs.shape
         reg = self.shapes
         first = reg.first
-        for i, _ in self.decisions:  # a shape whose first waiting job started is filed under its next one
-            s = shape[i]
-            if first.get(id(s)) == i:
-                members = by_shape.get(s)
-                if members is None:
-                    reg.drop(s)
-                else:
-                    reg.file(s, members.first(), members)
-        known = self.last_job
-        if last_job <= known:
-            return _NONE_ARRIVED
         arrived: dict[int, tuple[tuple, int]] = {}
         for i in reversed(view.queue):
             if i <= known:
@@ -360,6 +353,22 @@ class _Memo:
             if key not in first:  # (none of its jobs waited: i is its first)
                 reg.file(s, i, by_shape[s])
         return arrived
+
+    def refile(self, view: View) -> None:
+        """`refresh`'s part for the last call's decisions (applied since): a shape whose first waiting job
+        started is filed under its next one, or dropped."""
+        by_shape = view.queue_by_shape
+        shape = view.jobs.shape
+        reg = self.shapes
+        first = reg.first
+        for i, _ in self.decisions:
+            s = shape[i]
+            if first.get(id(s)) == i:
+                members = by_shape.get(s)
+                if members is None:
+                    reg.drop(s)
+                else:
+                    reg.file(s, members.first(), members)
 
     def candidates(self, view: View, completed: list[Placement], arrived: dict, tick) -> tuple[list, dict]:
         """The scan's groups as a heap of (a lower bound of its first job, `next(tick)`, group), with a cursor

@@ -24,7 +24,8 @@ from tests.test_shapes_by_first import whole_gpu_workloads
 
 def _memo_state(memo: easy_module._Memo) -> tuple:
     """What of the memo decides later calls (`ending` as a set: its order does not matter; the shadow by its
-    counts and its log of changes, or its full copy's per-node whole GPUs free)."""
+    counts and its log of changes, or its full copy's per-node whole GPUs free; the shapes filed, by the jobs
+    they are filed under that still wait once the call's decisions apply)."""
     if not memo.armed:
         return (False,)
     sh = memo.shadow
@@ -33,7 +34,8 @@ def _memo_state(memo: easy_module._Memo) -> tuple:
         log = [(sign, p.gpus) for sign, p in sh.log]
         sh = (sh.avail, sh.fit_nodes, sorted(sh.delta.items()), list(sh.pool_sum), log, full)
     ending = sorted(p.gpus for p in memo.ending)
-    first = sorted(memo.shapes.first.values())
+    started = {i for i, _ in memo.decisions}  # (a shape filed under one of them is filed anew next call)
+    first = sorted(i for i in memo.shapes.first.values() if i not in started)
     fails = sorted(memo.fails_a.values())
     return (
         memo.head,
