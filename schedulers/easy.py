@@ -27,23 +27,23 @@ from heapq import heapify, heappop, heappush
 from itertools import accumulate, count, islice
 from weakref import ref
 
-from schedulers.plan import Plan
+from schedulers.plan import Plan, refusal_counts
 from schedulers.run_facts import run_facts
 from schedulers.shadow import CountShadow
 from schedulers.shapes_by_first import ShapesByFirst
 from sim.cluster import FULL, FreeState, Placement
-from sim.placement import _options, alternative_placement, effective_speed, spans_nodes_on
+from sim.placement import _options, alternative_placement, effective_speed, fit_type, place, spans_nodes_on
 from sim.simulator import Decision, View, starts_only
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 _INF = float("inf")
+_tuple_new = tuple.__new__  # Decision(...) without the NamedTuple constructor's extra call
 
 
 @starts_only
 def easy_backfill(view: View) -> list[Decision]:
     jt = view.jobs
     now = view.now_s
-    plan = Plan(view.free)
     shape = jt.shape
     memo = _last[0]
     if memo is None or memo.jobs() is not jt:
@@ -58,7 +58,12 @@ def easy_backfill(view: View) -> list[Decision]:
         # `_Memo`), so it is not placed again
         kept = memo.still_valid(view, memo.head)
         if kept is not None:
+            if not kept and memo.only_arrivals_rescanned():
+                decisions = _lone_arrival(view, memo)
+                if decisions is not None:
+                    return decisions
             head = memo.head
+    plan = Plan(view.free)
     if head < 0:
         for i in queue:
             p = plan.place(shape[i])
@@ -99,6 +104,7 @@ def easy_backfill(view: View) -> list[Decision]:
         shadow_s, shadow = memo.shadow_s, memo.shadow
         heap, recs = memo.candidates(view, kept, memo.refresh(view, last_job), tick)
     spread_refused_at = _AFTER_ALL  # plan.decisions when (b) first refused a shape with a spread option
+    refusals, counted = memo.refusals, None  # (`Plan.refuses`' arguments per shape, and its memo)
     pos = head
     while not plan.exhausted():
         best, best_s, best_p = _AFTER_ALL, None, None
@@ -134,6 +140,14 @@ def easy_backfill(view: View) -> list[Decision]:
                     heappush(heap, (first, next(tick), g))
                 continue
             first = bound
+            if plan.decisions and s[2] == FULL:  # after a start most shapes are refused: told from counts
+                c = refusals.get(id(s))
+                if c is None:
+                    c = refusals[id(s)] = refusal_counts(s)
+                if counted is None:
+                    counted = {}
+                if plan.refuses(s, *c, counted):
+                    continue
             t = plan.fit_type(s)
             if t < 0:
                 continue
@@ -198,6 +212,45 @@ def easy_backfill(view: View) -> list[Decision]:
     return plan.decisions
 
 
+def _lone_arrival(view: View, memo: _Memo) -> list[Decision] | None:
+    """The call's decisions when the memo holds, no job completed since the last call and at most one job
+    arrived (`_Memo.only_arrivals_rescanned` true): that job is the scan's only candidate, and it starts (on
+    the placement the scan would give it) if it fits and passes (a) or (b); None where the scan must decide
+    (several jobs arrived, or the one that fits fails both tests: the scan records (a)'s failures)."""
+    queue = view.queue
+    last = reversed(queue)
+    i = next(last)
+    if i <= memo.last_job:  # no job arrived: none can start
+        memo.refresh(view, i)
+        memo.remember_idle(view, i, [])
+        return []
+    if next(last, -1) > memo.last_job:
+        return None
+    s = view.jobs.shape[i]
+    free = view.free
+    t = fit_type(free, *s)
+    if t < 0:
+        memo.refresh(view, i)
+        memo.remember_idle(view, i, [])
+        return []
+    by_t = memo.speeds.get(id(s))
+    if by_t is None:
+        by_t = memo.speeds[id(s)] = _speeds(s, view.layout.type_speed)
+    shadow = memo.shadow
+    if view.now_s + view.jobs.known_runtime_s[i] / by_t[t] <= memo.shadow_s:  # (a)
+        p = place(free, *s)
+    else:
+        harmless = _harmless(Plan(free), shadow, s)  # (b)
+        if harmless is None:
+            return None
+        p = harmless()
+        shadow.take(p)
+    decisions = [_tuple_new(Decision, (i, p))]
+    memo.refile(view)  # (a shape with no other job waiting is not filed: the next `refile` would drop it)
+    memo.remember(view, memo.head, i, decisions, memo.shadow_s, shadow, False, False)
+    return decisions
+
+
 class _Memo:
     """What one EASY call leaves for the next, to compute only what changed while the head stays blocked.
 
@@ -226,7 +279,8 @@ class _Memo:
     """
 
     __slots__ = ("jobs", "allowed", "armed", "free", "by_shape", "version", "now", "head", "last_job", "decisions",
-                 "shadow_s", "shadow", "ending_s", "ending", "spreads_stale", "shapes", "fails_a", "speeds")  # fmt: skip
+                 "shadow_s", "shadow", "ending_s", "ending", "spreads_stale", "shapes", "fails_a", "speeds",
+                 "refusals")  # fmt: skip
 
     def __init__(self, jt):
         self.jobs = ref(jt)
@@ -240,6 +294,7 @@ class _Memo:
         # only a policy's Preempt puts a job back in the queue, and EASY never preempts)
         self.fails_a: dict[int, tuple[int, int, float, float, float]] = {}
         self.speeds: dict[int, list[float]] = {}  # per shape (id): `_speeds`
+        self.refusals: dict[int, tuple] = {}  # per shape (id): `refusal_counts`
 
     def still_valid(self, view: View, head: int) -> list[Placement] | None:
         """The placements of the jobs that completed since, if this memo holds for `view` (see above)."""
@@ -264,25 +319,30 @@ class _Memo:
             return None  # something else changed the free state
         return completed
 
+    def only_arrivals_rescanned(self) -> bool:
+        """Whether, when nothing completed since the last call, only the jobs that arrived since are scanned
+        (`candidates`: no fractional shape waits, and spread shapes are not all scanned again)."""
+        return not self.shapes.always and not self._spreads_rescanned()
+
+    def _spreads_rescanned(self) -> bool:
+        """Whether every waiting shape with a spread option is scanned again (see `candidates`)."""
+        sh = self.shadow
+        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
+        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
+        return self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type))
+
     def refresh(self, view: View, last_job: int) -> dict[int, tuple[tuple, int]]:
         """Bring `shapes` up to date after the last call (its decisions were applied, and jobs arrived since, up
         to `last_job`) and return the shapes of the jobs that arrived since: id(shape) -> (shape, its first job
         that arrived)."""
+        self.refile(view)
+        known = self.last_job
+        if last_job <= known:
+            return _NONE_ARRIVED
         by_shape = view.queue_by_shape
         shape = view.jobs.shape
         reg = self.shapes
         first = reg.first
-        for i, _ in self.decisions:  # a shape whose first waiting job started is filed under its next one
-            s = shape[i]
-            if first.get(id(s)) == i:
-                members = by_shape.get(s)
-                if members is None:
-                    reg.drop(s)
-                else:
-                    reg.file(s, members.first(), members)
-        known = self.last_job
-        if last_job <= known:
-            return _NONE_ARRIVED
         arrived: dict[int, tuple[tuple, int]] = {}
         for i in reversed(view.queue):
             if i <= known:
@@ -293,6 +353,22 @@ class _Memo:
             if key not in first:  # (none of its jobs waited: i is its first)
                 reg.file(s, i, by_shape[s])
         return arrived
+
+    def refile(self, view: View) -> None:
+        """`refresh`'s part for the last call's decisions (applied since): a shape whose first waiting job
+        started is filed under its next one, or dropped."""
+        by_shape = view.queue_by_shape
+        shape = view.jobs.shape
+        reg = self.shapes
+        first = reg.first
+        for i, _ in self.decisions:
+            s = shape[i]
+            if first.get(id(s)) == i:
+                members = by_shape.get(s)
+                if members is None:
+                    reg.drop(s)
+                else:
+                    reg.file(s, members.first(), members)
 
     def candidates(self, view: View, completed: list[Placement], arrived: dict, tick) -> tuple[list, dict]:
         """The scan's groups as a heap of (a lower bound of its first job, `next(tick)`, group), with a cursor
@@ -305,10 +381,7 @@ class _Memo:
         members_of, first = reg.members, reg.first
         recs: dict[int, tuple] = {}
         heap = []
-        sh = self.shadow
-        # (b) of a spread alternative depends on which nodes the spread takes, unless the shadow decides every
-        # whole-GPU shape's (b) from counts alone; with no shadow, every failing job failed to fit
-        stale = self.spreads_stale and not (sh is None or (sh.full is None and sh.whole_type))
+        stale = self._spreads_rescanned()
         for registered in (reg.always, reg.spreads) if stale else (reg.always,) if reg.always else ():
             for key, s in registered.items():
                 g = recs[key] = (s, members_of[key], -1)
