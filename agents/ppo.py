@@ -286,6 +286,7 @@ def train_ppo(
     """
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
@@ -366,6 +367,9 @@ def train_ppo(
             verbose=0,
             device=dev,
         )
+        # SB3's default logger (verbose=0, no tensorboard_log) makes an empty folder in the system temp dir per
+        # run; ours writes tensorboard itself (the SummaryWriter above), so SB3 gets a logger with no outputs
+        model.set_logger(Logger(folder=None, output_formats=[]))
         if resumed is not None:
             if ObsSpec(**resumed["obs_spec"]) != spec:
                 raise UserError(

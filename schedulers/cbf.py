@@ -59,7 +59,7 @@ from schedulers.run_facts import run_facts
 from schedulers.run_facts import run_facts as _run_facts  # what the build's shortcuts read (tests force it)
 from sim.cluster import FULL, ClusterLayout, FreeState, Placement
 from sim.placement import _gpus_on_node, _options, effective_speed
-from sim.simulator import Decision, View
+from sim.simulator import Decision, View, starts_only_when
 
 _AFTER_ALL = 1 << 62  # larger than any job index
 _tuple_new = tuple.__new__  # a NamedTuple of all its fields without its constructor's extra call
@@ -79,6 +79,15 @@ class Reservation(NamedTuple):
     """GPUs on each of `nodes` (whole-GPU jobs)"""
 
 
+def _decides_from_the_view(jobs) -> bool:
+    """Whether CBF decides from the view alone in a run of `jobs`: always but with fractional jobs and exact
+    runtimes, where it keeps each job's slot between calls (`cbf_schedule`). The kept schedule (`_KEPT`) is a
+    shortcut to what a rebuild from scratch gives, so it does not count."""
+    any_fractional, exact = run_facts(jobs)
+    return not (any_fractional and exact)
+
+
+@starts_only_when(_decides_from_the_view)
 def cbf(view: View) -> list[Decision]:
     # in a run of whole-GPU jobs a kept schedule is taken up here, as `_from_scratch` would take it up (its
     # `whole_run` is the run's fact, fixed per run, read when it was kept), without the checks on the way there

@@ -20,7 +20,7 @@ import gc
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from heapq import heappop, heappush
 from operator import attrgetter
 from typing import NamedTuple
@@ -297,6 +297,18 @@ def starts_only(policy):
     could start nothing, so `Simulator.run` does not call it there. Returns `policy`."""
     policy.starts_only = True
     return policy
+
+
+def starts_only_when(applies: Callable[[JobTable], bool]):
+    """Mark a policy `starts_only` in the runs whose job table satisfies `applies` (asked once per run): for a
+    policy that decides from the view alone in some runs only (CBF keeps slots between calls in a run of
+    fractional jobs with exact runtimes)."""
+
+    def mark(policy):
+        policy.starts_only = applies
+        return policy
+
+    return mark
 
 
 class Simulator:
@@ -881,7 +893,8 @@ class Simulator:
         preempt, wake_up = self.preempt, self.wake_up
         env, tail = self.env, self._view_tail
         free = self.free
-        skip_when_full = getattr(policy, "starts_only", False)
+        mark = getattr(policy, "starts_only", False)
+        skip_when_full = mark(self.jobs) if callable(mark) else mark
         while self.advance():
             if skip_when_full and free.free_milli_total <= 0:
                 decisions = ()  # (EASY leaves the cluster full at ~45 % of an overloaded run's instants)

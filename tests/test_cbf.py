@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from config import ClusterConfig, RunConfig, SimConfig, WorkloadConfig
 from scenario.build import build_scenario
 from schedulers import POLICIES
-from schedulers.cbf import _none_can_start, _Profile, cbf_schedule
+from schedulers.cbf import _none_can_start, _Profile, cbf, cbf_schedule
 from schedulers.plan import Plan
 from sim.cluster import ClusterLayout
 from sim.cluster_spec import ClusterSpec, NodeSpec, parse_cluster_spec
@@ -623,3 +623,36 @@ def test_cbf_shortcut_keeps_the_option_order_when_an_overrun_makes_equal_speeds_
         sim.run(POLICIES["cbf"] if policy == "cbf" else cbf_reference)
         r = sim.result(policy, 0)
         assert (r.start_s[1], r.end_s[1], r.gpu_type[1]) == (5.0, 8.0, "H100"), policy
+
+
+@pytest.mark.parametrize("fractional", [False, True])
+def test_cbf_is_not_asked_while_nothing_is_free_unless_it_keeps_slots_between_calls(fractional):
+    """CBF decides from the view alone (so `Simulator.run` skips it at instants with nothing free) except in a run
+    of fractional jobs with exact runtimes, where it keeps each job's slot between calls and is asked at every
+    decision instant. One 2-GPU node: a 2-GPU job runs from 0 to 100, three more arrive at 10, 20, 30 while
+    nothing is free (and, with a fractional job in the run, the same)."""
+    jobs = [job(k, 10.0 * k, 100.0, 2) for k in range(4)]
+    if fractional:
+        jobs.append(job(9, 1000.0, 50.0, 1, gpu_milli=500))
+    layout = ClusterLayout(parse_cluster_spec("1xA100-80GB:2"))
+    wl = Workload("t", tuple(jobs))
+    asked = {True: [], False: []}
+    runs = {}
+    for skipping in (True, False):
+
+        def policy(view, skipping=skipping):
+            asked[skipping].append((view.now_s, view.free.free_milli_total))
+            return cbf(view)
+
+        if skipping:
+            policy.starts_only = cbf.starts_only
+        runs[skipping] = sim = Simulator(wl, layout)  # exact runtimes
+        sim.run(policy)
+    assert [t for t, _ in asked[False]][:4] == [0.0, 10.0, 20.0, 30.0]
+    if fractional:
+        assert asked[True] == asked[False]
+    else:
+        assert asked[True] == [(t, f) for t, f in asked[False] if f > 0]
+        assert [t for t, _ in asked[True]][:2] == [0.0, 100.0]
+    a, b = (runs[s].result("cbf", 0) for s in (True, False))
+    assert list(a.start_s) == list(b.start_s) == [0.0, 100.0, 200.0, 300.0, *([1000.0] if fractional else [])]

@@ -33,7 +33,9 @@ torch.set_num_threads(1)
 
 # tiny runs: 20 easy jobs per scenario, 3 candidates + the mean on 2 scenarios per generation, in this process
 TINY = ["--difficulty", "easy", "--num_jobs", "20", "--no_progress"]
-SEARCH = ["--cem_population", "3", "--cem_scenarios", "2", "--cem_workers", "1"]
+# two validation seeds, not the default five: model selection is the same code, at 2/5 of its simulations
+SEARCH = ["--cem_population", "3", "--cem_scenarios", "2", "--cem_workers", "1",
+          "--validation_seeds", "200,201"]  # fmt: skip
 
 
 def train_args(tmp_path, *extra: str, models: str = "models", log: str = "log") -> list[str]:
@@ -126,9 +128,9 @@ def test_ctrl_c_keeps_the_last_whole_generation_and_the_printed_resume_finishes_
 
     def stop_in_generation_two(*args):
         calls[0] += 1
-        # generation 0 runs SJF on the 5 validation seeds, 2 + 4 x 2 training simulations and the new mean on
-        # the 5 validation seeds; the 3rd simulation of generation 1 is cut
-        if calls[0] == 5 + 10 + 5 + 3:
+        # generation 0 runs SJF on the 2 validation seeds, 2 + 4 x 2 training simulations and the new mean on
+        # the 2 validation seeds; the 3rd simulation of generation 1 is cut
+        if calls[0] == 2 + 10 + 2 + 3:
             raise KeyboardInterrupt
         return real(*args)
 

@@ -230,7 +230,8 @@ def test_train_then_eval_and_compare_an_agent_write_the_same_files(tmp_path):
     val_scores = {}
     for model in ("best", "final"):
         val = tmp_path / f"val_{model}"
-        args = ["--mode", "compare", "--algos", "d3qn", "--seeds", "200,201,202,203,204", "--seed", "5"]
+        args = ["--mode", "compare", "--algos", "d3qn", "--seeds", "200,201,202,203,204", "--seed", "5", "--plots",
+                "none"]  # (numbers only: the PNGs of 5 runs would be most of this test's time)  # fmt: skip
         assert main([*args, "--model", model, *common, "--log_dir", str(val)]) == 0
         val_scores[model] = pd.read_csv(val / "summary.csv")["avg_jct_s"].mean()
     assert val_scores["best"] == pytest.approx(best["val_avg_jct_s"], rel=1e-6)
@@ -256,6 +257,8 @@ def test_train_then_eval_and_compare_an_agent_write_the_same_files(tmp_path):
                 "--seed",
                 "5",  # the model of training seed 5 (no other seed's model is ever substituted)
                 *common,
+                "--plots",
+                "none",
                 "--log_dir",
                 str(cmp_dir),
             ]

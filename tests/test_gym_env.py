@@ -273,9 +273,11 @@ def test_alternative_rewards_run(reward):
 
 def test_maskable_ppo_runs_on_the_env():
     from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.logger import Logger
 
     e = GPUClusterEnv(small_config())
     model = MaskablePPO("MlpPolicy", e, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.set_logger(Logger(folder=None, output_formats=[]))  # (SB3's default makes a folder in the temp dir)
     model.learn(total_timesteps=128)
     obs, info = e.reset(seed=3)
     action, _ = model.predict(obs, action_masks=e.action_masks(), deterministic=True)

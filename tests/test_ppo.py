@@ -8,6 +8,7 @@ import os
 import random
 import shlex
 import signal
+import tempfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -55,6 +56,15 @@ def test_ppo_learns_shortest_job_first_on_the_toy_env(tmp_path):
     rate, mean_return, optimal_return = shortest_job_rate_and_return(load_policy(result.final_checkpoint))
     assert rate >= 0.9
     assert mean_return >= optimal_return * 1.02  # returns are negative: within 2 % of SJF
+
+
+def test_ppo_training_writes_nothing_into_the_system_temp_dir(tmp_path, monkeypatch):
+    """SB3's default logger makes an `SB3-<date>` folder in the temp dir per run; ours must not."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    toy_run(tmp_path, PPOConfig(n_steps=64, batch_size=32, n_epochs=1, num_envs=1), 64)
+    assert list(temp.iterdir()) == []
 
 
 def test_ppo_is_deterministic_for_a_seed_and_subproc_envs_give_the_same_run(tmp_path):

@@ -237,8 +237,9 @@ def test_report_figures_match_eval_and_compare_runs_of_the_same_scenario(models,
     assert main(report_args(models, log, "--report_sets", "medium")) == 0
     evaluations = read_csv(log / "evaluations.csv")
     compare = tmp_path / "compare"
+    # (numbers only: no PNGs, which would be most of this test's time)
     assert main(["--mode", "compare", "--algos", ",".join(POLICIES), "--seeds", "901", "--difficulty", "medium",
-                 *SMALL, "--log_dir", str(compare)]) == 0  # fmt: skip
+                 *SMALL, "--plots", "none", "--log_dir", str(compare)]) == 0  # fmt: skip
     summary = {r["scheduler"]: float(r["avg_jct_s"]) for r in read_csv(compare / "summary.csv")}
     mine = {
         r["policy"]: float(r["avg_jct_s"])
@@ -248,7 +249,7 @@ def test_report_figures_match_eval_and_compare_runs_of_the_same_scenario(models,
     assert mine == pytest.approx(summary, rel=1e-9)
     ev = tmp_path / "eval"
     assert main(["--mode", "eval", "--algo", "ppo", "--checkpoint", str(models / "ppo_seed1_best.pt"), "--seed",
-                 "901", "--difficulty", "medium", *SMALL, "--log_dir", str(ev)]) == 0  # fmt: skip
+                 "901", "--difficulty", "medium", *SMALL, "--plots", "none", "--log_dir", str(ev)]) == 0  # fmt: skip
     [row] = read_csv(ev / "summary.csv")
     [agent] = [r for r in evaluations if (r["case"], r["policy"], r["train_seed"], r["checkpoint"]) ==
                ("seed901", "ppo", "1", "best")]  # fmt: skip

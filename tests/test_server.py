@@ -640,9 +640,13 @@ def test_maskable_ppo_trains_against_the_server_exactly_as_in_process(url):
     in-process env with the same seed: the server changes nothing an agent sees."""
     import torch
     from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.logger import Logger
 
     def train(env) -> dict:
         model = MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+        model.set_logger(
+            Logger(folder=None, output_formats=[])
+        )  # (SB3's default makes a folder in the temp dir)
         model.learn(total_timesteps=64)
         return model.policy.state_dict()
 

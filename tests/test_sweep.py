@@ -758,7 +758,10 @@ def test_sigterm_keeps_finished_runs_writes_the_tables_and_the_study_resumes(tmp
 
     root = Path(__file__).resolve().parents[1]
     study = _write(
-        tmp_path, TINY.replace("num_jobs = 15", "num_jobs = 200").replace("seed = [0, 1]", "seed = [0, 1, 2]")
+        # 3,000-job runs: one is still in flight when the SIGTERM lands, however loaded the machine (with 200 jobs
+        # a run could end, outputs written, between the poll below and the signal, and none was interrupted)
+        tmp_path,
+        TINY.replace("num_jobs = 15", "num_jobs = 3000").replace("seed = [0, 1]", "seed = [0, 1, 2]"),
     )
     out = tmp_path / "out"
     cmd = [sys.executable, "main.py", "--mode", "sweep", "--study", str(study), "--log_dir", str(out)]
