@@ -436,9 +436,10 @@ class FreeState:
     # take and give all read them so. Per-GPU numpy stores are scalar ones for small placements (a numpy slice
     # store costs as much as about eight scalar ones); the free-GPU bits follow the numpy state GPU by GPU.
 
-    def take(self, p: Placement) -> None:
-        """Allocate `p` (caller has checked that it fits)."""
-        self.version += 1
+    def take(self, p: Placement, check: bool = False) -> bool:
+        """Allocate `p` (caller has checked that it fits); with `check`, only if it `fits` (else nothing changes):
+        whether it was taken. (The simulator's start checks and takes in one call: a one-node range's mask is
+        computed once.)"""
         layout = self.layout
         bits = self.node_free_bits
         gpus, nodes, milli, _, t, f, counts = p  # (one unpacking: a NamedTuple's attributes cost more)
@@ -446,7 +447,18 @@ class FreeState:
         if milli == FULL:
             if len(nodes) == 1:
                 n = nodes[0]
-                mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
+                if f >= 0:
+                    off = f - layout.node_first_gpu[n]
+                    if check and (off < 0 or off + k > layout.node_num_gpus[n]):
+                        return False  # (GPUs outside the node it names)
+                    mask = ((1 << k) - 1) << off
+                    if check and bits[n] & mask != mask:
+                        return False
+                elif check and not self.fits(p):
+                    return False
+                else:
+                    mask = self._mask_on(p)
+                self.version += 1
                 bits[n] &= ~mask
                 if self._read[0]:
                     self._write(n, mask, False)
@@ -464,10 +476,16 @@ class FreeState:
                     _move(by_c, n, old, new)
                 self.node_whole[n] = new
             else:
+                if check and not self.fits(p):
+                    return False
+                self.version += 1
                 self._spread(gpus, nodes, counts, False)
             self.type_whole[t] -= k
             self.free_milli_total -= FULL * k
         else:
+            if check and not self.fits(p):
+                return False
+            self.version += 1
             fm = self.free_milli
             g = gpus[0]
             before = int(fm[g])
@@ -479,6 +497,7 @@ class FreeState:
                 self._add_whole(n, -1)
                 self.type_whole[t] -= 1
             self.free_milli_total -= milli
+        return True
 
     def give(self, p: Placement) -> None:
         """Release `p`."""
@@ -486,33 +505,37 @@ class FreeState:
         self.gives += 1
         layout = self.layout
         gpus, nodes, milli, _, t, f, counts = p  # (one unpacking: a NamedTuple's attributes cost more)
-        pool_gives, node_pool = self.pool_gives, layout.node_pool
-        for n in nodes:
-            pool_gives[node_pool[n]] += 1
+        pool_gives = self.pool_gives
         bits = self.node_free_bits
         k = len(gpus)
-        if milli == FULL:
-            if len(nodes) == 1:
-                n = nodes[0]
-                mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
-                bits[n] |= mask
-                if self._read[0]:
-                    self._write(n, mask, True)
-                else:
-                    self._arrays_ok = False
-                old = self.node_whole[n]
-                new = old + k
-                q = layout.node_pool[n]
-                by_c = self.pool_free[q]
-                if layout.pool_big[q]:
-                    if old:
-                        by_c[old].discard(n)
-                    by_c[new].add(n)  # (new >= k >= 1)
-                else:
-                    _move(by_c, n, old, new)
-                self.node_whole[n] = new
+        if milli == FULL and len(nodes) == 1:
+            n = nodes[0]
+            q = layout.node_pool[n]
+            pool_gives[q] += 1
+            mask = ((1 << k) - 1) << (f - layout.node_first_gpu[n]) if f >= 0 else self._mask_on(p)
+            bits[n] |= mask
+            if self._read[0]:
+                self._write(n, mask, True)
             else:
-                self._spread(gpus, nodes, counts, True)
+                self._arrays_ok = False
+            old = self.node_whole[n]
+            new = old + k
+            by_c = self.pool_free[q]
+            if layout.pool_big[q]:
+                if old:
+                    by_c[old].discard(n)
+                by_c[new].add(n)  # (new >= k >= 1)
+            else:
+                _move(by_c, n, old, new)
+            self.node_whole[n] = new
+            self.type_whole[t] += k
+            self.free_milli_total += FULL * k
+            return
+        node_pool = layout.node_pool
+        for n in nodes:
+            pool_gives[node_pool[n]] += 1
+        if milli == FULL:
+            self._spread(gpus, nodes, counts, True)
             self.type_whole[t] += k
             self.free_milli_total += FULL * k
         else:

@@ -361,6 +361,9 @@ class Simulator:
         self.queue_by_shape_runtime: dict[tuple, SortedList] = OnDemandDict(self._build_shape_runtime)
         self._shape_runtime_live = False
         self.running: list[tuple[float, int]] = []
+        # whether `running` is sorted (no estimated end is NaN): then a completing job found first in it is where
+        # the bisection would find it (a NaN end breaks the order: the bisection decides, as it always did)
+        self._running_sorted = True
         self.running_whole_gpus: list[int] = []
         # each running job's GPU type index, in `running`'s order (the slot env's next release per type: the first
         # job of a type is one C-level index() away)
@@ -501,7 +504,10 @@ class Simulator:
         p = self.placements[i]  # _release inlined: this is the hot path
         self.free.give(p)
         running = self.running
-        k = bisect_left(running, (self._est_end[i], i))
+        if running[0][1] == i and self._running_sorted:  # the earliest estimated end (most completions when
+            k = 0  # estimates are exact): no bisection
+        else:
+            k = bisect_left(running, (self._est_end[i], i))
         del running[k]
         del self.running_whole_gpus[k]
         del self.running_type[k]
@@ -724,18 +730,16 @@ class Simulator:
         queue = self.queue
         if i not in queue:
             raise ValueError(f"job {i} is not waiting")
-        milli, k, mem_mb, node_set, s, runtime_s, speeds, slot = self._start_row[i]
+        milli, num, mem_mb, node_set, s, runtime_s, speeds, slot = self._start_row[i]
         gpus, nodes, p_milli, p_mem_mb, t, _, _ = p
-        free = self.free
         if (
             p_milli != milli
-            or len(gpus) != k
+            or len(gpus) != num
             or p_mem_mb != mem_mb
             or not node_set.issuperset(nodes)
-            or not free.fits(p)
+            or not self.free.take(p, True)  # (fits, then taken)
         ):
             raise ValueError(f"placement {p} is not free or does not match job {i}'s request")
-        free.take(p)
         del queue[i]
         known = self.queue_key_s[i]
         if self.queue_by_runtime.active:
@@ -769,13 +773,15 @@ class Simulator:
             self.duration_s[i] = duration
             est_end = now + known / speed
         self._est_end[i] = est_end
+        if est_end != est_end:
+            self._running_sorted = False
         running = self.running
         entry = (est_end, i)
         k = bisect_right(running, entry)
         running.insert(k, entry)
-        self.running_whole_gpus.insert(k, len(gpus) if milli == FULL else 0)
+        self.running_whole_gpus.insert(k, num if milli == FULL else 0)
         self.running_type.insert(k, t)
-        share = milli * len(gpus)
+        share = milli * num
         self._busy_milli += share
         self._busy_tflops_x10k += share * self._type_tflops_x10[t]
         if duration < 0:
@@ -900,13 +906,12 @@ class Simulator:
                 decisions = ()  # (EASY leaves the cluster full at ~45 % of an overloaded run's instants)
             else:
                 decisions = policy(_tuple_new(View, (env._now,) + tail))  # self.view(), inline
-            batch = type(decisions) is list  # all decided before any is applied: order the queue once, after
             for d in decisions:
                 kind = type(d)
                 if kind is Decision:
                     start(d)
-                elif kind is Preempt and batch:
-                    preempt(d, False)
+                elif kind is Preempt and type(decisions) is list:  # all decided before any is applied: order
+                    preempt(d, False)  # the queue once, after
                 elif kind is WakeUp:
                     wake_up(d)
                 else:
@@ -916,9 +921,10 @@ class Simulator:
             if manager is not None:
                 for d in manager(self.view()):
                     apply(d)
-            n += 1
-            if progress is not None and n % 4096 == 0:
-                progress(self.num_completed)
+            if progress is not None:
+                n += 1
+                if n % 4096 == 0:
+                    progress(self.num_completed)
         if progress is not None:
             progress(self.num_completed)
 
