@@ -343,6 +343,16 @@ class Simulator:
         self.workload = workload
         self.layout = layout
         known = np.array([j.runtime_s for j in jobs]) if known_runtime_s is None else known_runtime_s
+        if len(known) != len(jobs) or np.isnan(known).any():  # (a NaN end would break `running`'s order)
+            bad = (
+                [jobs[k].job_id for k in np.flatnonzero(np.isnan(known))[:5]]
+                if len(known) == len(jobs)
+                else []
+            )
+            raise ValueError(
+                f"workload {workload.name!r}: known_runtime_s needs one number per job ({len(jobs)}), got "
+                + (f"NaN for job(s) {', '.join(bad)}" if bad else f"{len(known)} values")
+            )
         self.jobs = JobTable(jobs, layout, known, multi_node_runtime_factor, throughput)
         n = len(jobs)
         self.env = simpy.Environment()
@@ -361,9 +371,6 @@ class Simulator:
         self.queue_by_shape_runtime: dict[tuple, SortedList] = OnDemandDict(self._build_shape_runtime)
         self._shape_runtime_live = False
         self.running: list[tuple[float, int]] = []
-        # whether `running` is sorted (no estimated end is NaN): then a completing job found first in it is where
-        # the bisection would find it (a NaN end breaks the order: the bisection decides, as it always did)
-        self._running_sorted = True
         self.running_whole_gpus: list[int] = []
         # each running job's GPU type index, in `running`'s order (the slot env's next release per type: the first
         # job of a type is one C-level index() away)
@@ -504,8 +511,8 @@ class Simulator:
         p = self.placements[i]  # _release inlined: this is the hot path
         self.free.give(p)
         running = self.running
-        if running[0][1] == i and self._running_sorted:  # the earliest estimated end (most completions when
-            k = 0  # estimates are exact): no bisection
+        if running[0][1] == i:  # the earliest estimated end (most completions when estimates are exact): no
+            k = 0  # bisection
         else:
             k = bisect_left(running, (self._est_end[i], i))
         del running[k]
@@ -773,8 +780,6 @@ class Simulator:
             self.duration_s[i] = duration
             est_end = now + known / speed
         self._est_end[i] = est_end
-        if est_end != est_end:
-            self._running_sorted = False
         running = self.running
         entry = (est_end, i)
         k = bisect_right(running, entry)
