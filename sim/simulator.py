@@ -291,24 +291,26 @@ class View(NamedTuple):
         return r / effective_speed(self.layout.type_speed[p.type_idx], len(p.nodes) > 1, self.jobs.pace[job])
 
 
-def starts_only(policy):
-    """Mark `policy` (view -> decisions) as one that only starts waiting jobs, deciding from the view alone (any
-    memo it keeps between calls gives what a fresh call would): at an instant where no GPU share is free it
-    could start nothing, so `Simulator.run` does not call it there. Returns `policy`."""
-    policy.starts_only = True
-    return policy
-
-
 def starts_only_when(applies: Callable[[JobTable], bool]):
-    """Mark a policy `starts_only` in the runs whose job table satisfies `applies` (asked once per run): for a
-    policy that decides from the view alone in some runs only (CBF keeps slots between calls in a run of
-    fractional jobs with exact runtimes)."""
+    """Mark a policy (view -> decisions) as one that, in the runs whose job table satisfies `applies` (asked once
+    per run), only starts waiting jobs and decides from the view alone (any memo it keeps between calls gives what
+    a fresh call would): at an instant where no GPU share is free it could start nothing, so `Simulator.run` does
+    not call it there. (CBF holds so except in a run of fractional jobs with exact runtimes, where it keeps slots
+    between calls.)"""
 
     def mark(policy):
         policy.starts_only = applies
         return policy
 
     return mark
+
+
+def _every_run(jobs: JobTable) -> bool:
+    return True
+
+
+starts_only = starts_only_when(_every_run)
+"""Mark a policy `starts_only_when` in every run (FCFS, SJF, EASY)."""
 
 
 class Simulator:
@@ -343,15 +345,16 @@ class Simulator:
         self.workload = workload
         self.layout = layout
         known = np.array([j.runtime_s for j in jobs]) if known_runtime_s is None else known_runtime_s
-        if len(known) != len(jobs) or np.isnan(known).any():  # (a NaN end would break `running`'s order)
-            bad = (
-                [jobs[k].job_id for k in np.flatnonzero(np.isnan(known))[:5]]
-                if len(known) == len(jobs)
-                else []
-            )
+        if len(known) != len(jobs):
             raise ValueError(
                 f"workload {workload.name!r}: known_runtime_s needs one number per job ({len(jobs)}), got "
-                + (f"NaN for job(s) {', '.join(bad)}" if bad else f"{len(known)} values")
+                f"{len(known)} values"
+            )
+        nan = np.flatnonzero(np.isnan(known))  # (a NaN end would break `running`'s order)
+        if len(nan):
+            raise ValueError(
+                f"workload {workload.name!r}: known_runtime_s is NaN for job(s) "
+                + ", ".join(jobs[k].job_id for k in nan[:5])
             )
         self.jobs = JobTable(jobs, layout, known, multi_node_runtime_factor, throughput)
         n = len(jobs)
@@ -904,8 +907,8 @@ class Simulator:
         preempt, wake_up = self.preempt, self.wake_up
         env, tail = self.env, self._view_tail
         free = self.free
-        mark = getattr(policy, "starts_only", False)
-        skip_when_full = mark(self.jobs) if callable(mark) else mark
+        applies = getattr(policy, "starts_only", None)
+        skip_when_full = applies is not None and applies(self.jobs)
         while self.advance():
             if skip_when_full and free.free_milli_total <= 0:
                 decisions = ()  # (EASY leaves the cluster full at ~45 % of an overloaded run's instants)

@@ -503,7 +503,7 @@ def test_a_starts_only_policy_is_not_asked_while_nothing_is_free_and_schedules_a
         free_when_asked.append(view.free.free_milli_total)
         return policy(view)
 
-    marked.starts_only = policy.starts_only  # (the policy's own mark: True, or a test of the run's jobs)
+    marked.starts_only = policy.starts_only  # (the policy's own mark: a test of the run's jobs)
     skipping, asked_always = Simulator(workload, layout, known, 1.2), Simulator(workload, layout, known, 1.2)
     skipping.run(marked)
     asked = []
