@@ -54,7 +54,13 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
             )
         check_scorer_features(path, checkpoint)
         return
-    spec = ObsSpec(**checkpoint["obs_spec"])
+    try:
+        spec = ObsSpec(**checkpoint["obs_spec"])
+    except (KeyError, TypeError):  # a training checkpoint always records its env's observation
+        raise UserError(
+            f"{path}: no readable observation spec (obs_spec), so not an agent checkpoint written by this "
+            "program's training (a damaged or hand-made file?)"
+        ) from None
     trained = saved_task(checkpoint)
     features, context = task_features(task)
     same_task = trained in (None, task)
