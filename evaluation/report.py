@@ -292,6 +292,8 @@ def markdown(
         "intervals: percentile bootstrap over cases (10,000 resamples) and Student's t. The best heuristic is "
         "chosen per set on these same cases (which favours the heuristic). Every row is shown, losses included.",
         "",
+        unfinished_line(rows),
+        "",
         *ablation_lines(cfg),
         "| set | policy | checkpoint | train seeds | cases | avg JCT (s) | ± std over train seeds | vs best heuristic "
         "| Δ % | 95 % bootstrap CI | 95 % t CI | wins / losses | verdict | Δ vs SJF % [bootstrap CI] |",
@@ -317,6 +319,25 @@ def markdown(
         curves_note,
     ]
     return "\n".join(lines) + "\n"
+
+
+def unfinished_line(rows: Sequence[Evaluation], shown: int = 10) -> str:
+    """Whether any evaluation left jobs unfinished (an average over completed jobs would hide them): none, or
+    which ones (the first `shown`) and how many jobs each."""
+    left = [r for r in rows if r.unfinished]
+    if not left:
+        return "Unfinished jobs: none (every evaluation finished every accepted job; counts in `evaluations.csv`)."
+    named = [
+        f"{r.set_name} {r.case} {r.policy}"
+        + (f" seed {r.train_seed} {r.checkpoint}" if r.checkpoint else "")
+        + f": {r.unfinished} of {r.completed + r.unfinished}"
+        for r in left[:shown]
+    ]
+    more = f"; and {len(left) - shown} more" if len(left) > shown else ""
+    return (
+        f"**Unfinished jobs in {len(left)} evaluation(s)** (their average JCT counts completed jobs only, so it "
+        f"flatters them; every count is in `evaluations.csv`): {'; '.join(named)}{more}."
+    )
 
 
 def ablation_lines(cfg: RunConfig) -> list[str]:
