@@ -373,7 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,}, "
-        f"ppo {PPOConfig().total_steps:,}); for cem: generations ({CEMConfig().total_steps} unless given)",
+        f"ppo {PPOConfig().total_steps:,}); for cem and es: generations (cem {CEMConfig().total_steps}, "
+        f"es {ESConfig().total_steps} unless given)",
     )
     g.add_argument(
         "--checkpoint",

@@ -434,7 +434,8 @@ def train_from_config(cfg: RunConfig) -> Path:
                 else ""
             )
             print(
-                f"interrupted at step {stop.global_step:,} of {stop.total_steps:,}: wrote {stop.checkpoint}{so_far} "
+                f"interrupted at {'generation' if cfg.algo in SCORER_ALGOS else 'step'} {stop.global_step:,} of "
+                f"{stop.total_steps:,}: wrote {stop.checkpoint}{so_far} "
                 f"(earlier final/best models are untouched until the run completes)\n"
                 f"resume with: {resume_command(cfg, stop.checkpoint)}",
                 file=sys.stderr,
