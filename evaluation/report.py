@@ -290,7 +290,9 @@ def markdown(
         "learner's score per case is the mean over its training seeds. Differences are paired over the set's "
         "cases, relative to the baseline ((learner - baseline) / baseline; negative = lower JCT), with 95 % "
         "intervals: percentile bootstrap over cases (10,000 resamples) and Student's t. The best heuristic is "
-        "chosen per set on these same cases (which favours the heuristic). Every row is shown, losses included.",
+        "chosen per set on these same cases (which favours the heuristic). Every row is shown, losses included. "
+        "Checkpoint `final`: the model at the end of its training run (the result); `best`: the one its run "
+        "selected on its validation seeds (`--validation_seeds`, never these cases).",
         "",
         unfinished_line(rows),
         "",

@@ -211,6 +211,10 @@ def test_report_evaluates_every_policy_and_checkpoint_and_writes_the_table(model
     assert main(report_args(models, log)) == 0
     out = capsys.readouterr().out
     assert "# RL quality report" in out and "## Quality target" in out
+    # the page says what the final and best rows are, and that no evaluation left a job unfinished
+    assert "Checkpoint `final`: the model at the end of its training run" in out
+    assert "`best`: the one its run selected on its validation seeds" in out
+    assert "\nUnfinished jobs: none (every evaluation finished every accepted job" in out
     assert {p.name for p in log.iterdir()} == {
         "evaluations.csv", "report.csv", "report.md", "learning_curves.csv", "learning_curves.png", "run_config.json",
         "report.html",
