@@ -78,3 +78,14 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
         f"{path} holds a {algo} agent whose network reads {theirs}, but this run's --task {task} env gives "
         f"{ours}: it was trained on another observation; retrain it with this version"
     )
+
+
+def runtime_info_warning(
+    path: str | Path, checkpoint: dict[str, Any], runtime_info: str, run: str
+) -> str | None:
+    """A `warning:` line when the checkpoint's training run knew runtimes otherwise (`--runtime_info`) than `run`
+    (e.g. "the report") evaluates it with; None when they agree or the checkpoint records none."""
+    saved = ((checkpoint.get("run_config") or {}).get("sim") or {}).get("runtime_info")
+    if saved is None or saved == runtime_info:
+        return None
+    return f"warning: {path} was trained with --runtime_info {saved}; {run} evaluates with {runtime_info}"

@@ -65,17 +65,13 @@ def mode_report(cfg: RunConfig) -> Path:
         m
     ) in models:  # unreadable files, and agents of another task or observation, are reported before any work
         from agents.checkpoint import load_checkpoint
-        from agents.fit import check_fits
+        from agents.fit import check_fits, runtime_info_warning
 
         checkpoint = load_checkpoint(m.path)
         check_fits(m.path, checkpoint, "scheduling")
-        saved = (checkpoint.get("run_config") or {}).get("sim", {})
-        if saved.get("runtime_info", cfg.sim.runtime_info) != cfg.sim.runtime_info:
-            print(
-                f"warning: {m.path} was trained with --runtime_info {saved['runtime_info']}; the report evaluates "
-                f"with {cfg.sim.runtime_info}",
-                file=sys.stderr,
-            )
+        warning = runtime_info_warning(m.path, checkpoint, cfg.sim.runtime_info, "the report")
+        if warning:
+            print(warning, file=sys.stderr)
     seeds = cfg.seeds if "seeds" in cfg.explicit_options else None
     from evaluation.sets import TEST_SEEDS
 

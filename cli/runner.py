@@ -55,12 +55,17 @@ def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
 
 
 def _check_agent_fits(cfg: RunConfig, checkpoint: str) -> None:
-    """A checkpoint of another task, or whose network reads other features, is refused naming both sides."""
+    """A checkpoint of another task, or whose network reads other features, is refused naming both sides; one
+    trained with other runtime information (--runtime_info) than this run is a warning."""
     from agents.checkpoint import load_checkpoint
-    from agents.fit import check_fits
+    from agents.fit import check_fits, runtime_info_warning
 
     window = cfg.env.window if cfg.task.name == "scheduling" else None  # a node task's follows the cluster
-    check_fits(checkpoint, load_checkpoint(checkpoint), cfg.task.name, window)
+    saved = load_checkpoint(checkpoint)
+    check_fits(checkpoint, saved, cfg.task.name, window)
+    warning = runtime_info_warning(checkpoint, saved, cfg.sim.runtime_info, "this run")
+    if warning:  # (a choice the run may mean, e.g. an ablation with exact runtimes: said, not refused)
+        print(warning, file=sys.stderr)
 
 
 def _progress(total: int, desc: str, enabled: bool):

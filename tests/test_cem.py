@@ -390,6 +390,20 @@ def test_a_cem_checkpoint_is_not_a_slot_agent_and_a_slot_agent_is_not_a_scorer(t
     assert "--cem_population must be >= 2" in one_error_line(capsys)
 
 
+def test_eval_warns_when_the_scorer_was_trained_with_other_runtime_information(tmp_path, capsys):
+    assert main(train_args(tmp_path, "--total_steps", "1")) == 0  # (--runtime_info oracle, the default)
+    final = tmp_path / "models" / "cem_seed4_final.pt"
+    capsys.readouterr()
+    run = ["--mode", "eval", "--algo", "cem", "--seed", "4", *TINY, "--models_dir", str(tmp_path / "models")]
+    assert main([*run, "--runtime_info", "estimate", "--log_dir", str(tmp_path / "e1")]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warned == [
+        f"warning: {final} was trained with --runtime_info oracle; this run evaluates with estimate"
+    ]
+    assert main([*run, "--log_dir", str(tmp_path / "e2")]) == 0
+    assert "warning:" not in capsys.readouterr().err
+
+
 def test_las_speed_weights_are_the_search_start():
     assert (
         agents.cem.initial_mean(CEMConfig()).tolist()
