@@ -22,6 +22,7 @@ from evaluation.report import (
     markdown,
     plot_curves,
     run_tasks,
+    selection_seeds,
     table_cells,
     validation_heuristics,
     write_csv,
@@ -61,6 +62,12 @@ def mode_report(cfg: RunConfig) -> Path:
     check_inputs_outside(path, cfg, checkpoints)
     folder = RunFolder(path, cfg, identity)
     folder.check()
+    seeds = cfg.seeds if "seeds" in cfg.explicit_options else None
+    from evaluation.sets import TEST_SEEDS
+
+    # the seeds of the seeded (synthetic) sets' cases, which a `best` checkpoint must not have been selected on
+    case_seeds = set(seeds or TEST_SEEDS) if any(n not in TRACES for n in set_names) else set()
+    not_held_out = []
     for (
         m
     ) in models:  # unreadable files, and agents of another task or observation, are reported before any work
@@ -72,9 +79,14 @@ def mode_report(cfg: RunConfig) -> Path:
         warning = runtime_info_warning(m.path, checkpoint, cfg.sim.runtime_info, "the report")
         if warning:
             print(warning, file=sys.stderr)
-    seeds = cfg.seeds if "seeds" in cfg.explicit_options else None
-    from evaluation.sets import TEST_SEEDS
-
+        shared = sorted(case_seeds & set(selection_seeds(checkpoint))) if m.kind == "best" else []
+        if shared:
+            not_held_out.append(f"`{m.path}` (seeds {', '.join(map(str, shared))})")
+            print(
+                f"warning: {m.path} was selected on validation seeds {', '.join(map(str, shared))}, which are "
+                "also cases of this report (--seeds): its `best` rows are not held out",
+                file=sys.stderr,
+            )
     all_cases = [c for name in set_names for c in cases(name, seeds or TEST_SEEDS)]
     groups: dict[tuple[str, int], list[Model]] = {}
     for m in models:
@@ -109,7 +121,7 @@ def mode_report(cfg: RunConfig) -> Path:
             if cfg.plots == "png":
                 plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
                 note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
-        text = markdown(cfg, table, rows, models, note)
+        text = markdown(cfg, table, rows, models, note, not_held_out)
         if missing:
             text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
         (out / "report.md").write_text(text)

@@ -114,3 +114,26 @@ def test_the_report_shows_the_final_and_the_selected_checkpoint(tmp_path):
         "avg_jct_s"
     ].item()
     assert mine == pytest.approx(pd.read_csv(ev / "summary.csv")["avg_jct_s"].item(), rel=1e-9)
+    assert "Not held out" not in (log / "report.md").read_text()
+
+
+def test_a_report_on_the_best_checkpoints_validation_seeds_says_its_best_rows_are_not_held_out(
+    tmp_path, capsys
+):
+    assert train(tmp_path, "--total_steps", "1") == 0
+    best = tmp_path / "models" / "cem_seed4_best.pt"
+    capsys.readouterr()
+    log = tmp_path / "report"
+    assert main(["--mode", "report", "--models_dir", str(tmp_path / "models"), "--num_jobs", "20",
+                 "--no_progress", "--seeds", "201,900", "--report_sets", "medium", "--log_dir", str(log),
+                 "--plots", "none"]) == 0  # fmt: skip
+    warned = [line for line in capsys.readouterr().err.splitlines() if "not held out" in line]
+    assert warned == [
+        f"warning: {best} was selected on validation seeds 201, which are also cases of this report (--seeds): "
+        "its `best` rows are not held out"
+    ]  # (the final checkpoint was not selected on anything: no warning)
+    assert (
+        f"**Not held out**: these `best` checkpoints were selected on validation seeds that are also cases of "
+        f"this report, so their `best` rows are biased: `{best}` (seeds 201)."
+        in (log / "report.md").read_text()
+    )
