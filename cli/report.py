@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cli.report_page import REPORT_INTRO, write_top_page
 from cli.run_folder import RunFolder, check_inputs_outside, run_identity, short_hash
-from config import RunConfig, UserError
+from config import SCORER_ALGOS, RunConfig, UserError
 from evaluation.report import (
     TABLE_COLUMNS,
     Evaluation,
@@ -71,7 +71,7 @@ def mode_report(cfg: RunConfig) -> Path:
     for (
         m
     ) in models:  # unreadable files, and agents of another task or observation, are reported before any work
-        from agents.checkpoint import load_checkpoint
+        from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
         from agents.fit import check_fits, runtime_info_warning
 
         checkpoint = load_checkpoint(m.path)
@@ -79,6 +79,8 @@ def mode_report(cfg: RunConfig) -> Path:
         warning = runtime_info_warning(m.path, checkpoint, cfg.sim.runtime_info, "the report")
         if warning:
             print(warning, file=sys.stderr)
+        if m.algo in SCORER_ALGOS:  # (a slot agent's load_policy says it)
+            warn_if_best_of_another_run(Path(m.path), checkpoint)
         shared = sorted(case_seeds & set(selection_seeds(checkpoint))) if m.kind == "best" else []
         if shared:
             not_held_out.append(f"`{m.path}` (seeds {', '.join(map(str, shared))})")

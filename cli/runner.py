@@ -437,7 +437,20 @@ def _checkpoints_used(cfg: RunConfig) -> dict[str, str]:
             continue  # a folder: loading it reports that, before any work
         size = Path(path).stat().st_size
         print(f"{algo}: evaluating checkpoint {path} ({size:,} bytes, sha256 {sha256_of(Path(path))[:12]})")
+        if algo in SCORER_ALGOS:  # (a slot agent's load_policy says it)
+            _warn_if_best_of_another_run(path)
     return checkpoints
+
+
+def _warn_if_best_of_another_run(path: str) -> None:
+    """A scorer's `_best.pt` from another training run than the `_final.pt` beside it: a warning, once a run."""
+    from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
+
+    try:
+        checkpoint = load_checkpoint(path)
+    except UserError:  # an unreadable file is reported, as one error line, when the run loads it
+        return
+    warn_if_best_of_another_run(Path(path), checkpoint)
 
 
 def note_size(cfg: RunConfig, sc: Scenario) -> None:

@@ -137,3 +137,38 @@ def test_a_report_on_the_best_checkpoints_validation_seeds_says_its_best_rows_ar
         f"this report, so their `best` rows are biased: `{best}` (seeds 201)."
         in (log / "report.md").read_text()
     )
+
+
+def test_a_best_model_of_another_run_than_the_final_one_is_flagged_once(tmp_path, capsys):
+    assert train(tmp_path, "--total_steps", "1") == 0
+    # a later run without validation replaces the final model; the earlier run's best stays beside it
+    assert train(tmp_path, "--total_steps", "1", "--validation_seeds", "none", "--overwrite", log="log2") == 0
+    capsys.readouterr()
+    models = tmp_path / "models"
+    run = [
+        "--seed",
+        "4",
+        "--difficulty",
+        "easy",
+        "--num_jobs",
+        "20",
+        "--no_progress",
+        "--models_dir",
+        str(models),
+    ]
+    assert (
+        main(["--mode", "eval", "--algo", "cem", *run, "--model", "best", "--log_dir", str(tmp_path / "e")])
+        == 0
+    )
+    warned = [line for line in capsys.readouterr().err.splitlines() if "not one run's models" in line]
+    best = models / "cem_seed4_best.pt"
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {best} was selected in")
+    assert main(["--mode", "compare", "--algos", "sjf,cem", "--seeds", "1,2", *run, "--model", "best",
+                 "--log_dir", str(tmp_path / "c")]) == 0  # fmt: skip
+    assert sum("not one run's models" in line for line in capsys.readouterr().err.splitlines()) == 1
+    # the final model: no warning
+    assert main(["--mode", "eval", "--algo", "cem", *run, "--log_dir", str(tmp_path / "f")]) == 0
+    assert "not one run's models" not in capsys.readouterr().err
+    assert main(["--mode", "report", "--models_dir", str(models), "--num_jobs", "20", "--no_progress", "--seeds",
+                 "900", "--report_sets", "medium", "--log_dir", str(tmp_path / "r"), "--plots", "none"]) == 0  # fmt: skip
+    assert sum("not one run's models" in line for line in capsys.readouterr().err.splitlines()) == 1
