@@ -79,8 +79,13 @@ def mode_report(cfg: RunConfig) -> Path:
         warning = runtime_info_warning(m.path, checkpoint, cfg.sim.runtime_info, "the report")
         if warning:
             print(warning, file=sys.stderr)
-        if m.algo in SCORER_ALGOS:  # (a slot agent's load_policy says it)
-            warn_if_best_of_another_run(Path(m.path), checkpoint)
+        if m.algo in SCORER_ALGOS:
+            from agents.scorers import load_scorer
+
+            load_scorer(
+                m.path
+            )  # unusable weights or round length: one error line now, not after the heuristics
+            warn_if_best_of_another_run(Path(m.path), checkpoint)  # (a slot agent's load_policy says it)
         shared = sorted(case_seeds & set(selection_seeds(checkpoint))) if m.kind == "best" else []
         if shared:
             not_held_out.append(f"`{m.path}` (seeds {', '.join(map(str, shared))})")
