@@ -387,10 +387,12 @@ def train_from_config(cfg: RunConfig) -> Path:
                 )
             if cfg.validation_seeds and cfg.algo in SCORER_ALGOS:
                 resume_step = resumed["global_step"] if resumed is not None else None
-                validation = BestKeeper(best, run_id, resume_step, key="val_objective")
+                validation = BestKeeper(
+                    best, run_id, resume_step, key="val_objective", resumed_from=cfg.resume
+                )
             elif cfg.validation_seeds and not node_task:
                 resume_step = resumed["global_step"] if resumed is not None else None
-                validation = BestCheckpoint(cfg, best, run_id, resume_step)
+                validation = BestCheckpoint(cfg, best, run_id, resume_step, resumed_from=cfg.resume)
             make_env = _env_factory(cfg)
             common = dict(
                 seed=cfg.seed,

@@ -63,10 +63,12 @@ def test_the_best_generation_on_validation_is_kept_beside_the_final_model(tmp_pa
     assert "generation 2" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("into", ["models", "moved"])
 @pytest.mark.parametrize(("values", "expected"), [([90.0, 120.0, 110.0], 1), ([120.0, 90.0, 110.0], 2)])
-def test_a_resumed_run_selects_as_the_uninterrupted_one(tmp_path, monkeypatch, values, expected):
+def test_a_resumed_run_selects_as_the_uninterrupted_one(tmp_path, monkeypatch, values, expected, into):
     """1 generation, then a resume to 3: the resumed run starts from the first call's best score (so a worse later
-    generation never replaces it) and ends with the straight run's choice."""
+    generation never replaces it) and ends with the straight run's choice; also when it is resumed into another
+    --models_dir (`moved`), which carries the first call's best over."""
     monkeypatch.setattr(agents.score_search, "avg_jct", stub(values))
     assert train(tmp_path, "--total_steps", "3", models="straight", log="s") == 0
     monkeypatch.setattr(agents.score_search, "avg_jct", stub(values))
@@ -75,8 +77,9 @@ def test_a_resumed_run_selects_as_the_uninterrupted_one(tmp_path, monkeypatch, v
     assert first["global_step"] == 1
     monkeypatch.setattr(agents.score_search, "avg_jct", stub(values[1:]))
     final = str(tmp_path / "models" / "cem_seed4_final.pt")
-    assert train(tmp_path, "--total_steps", "3", "--resume", final, log="r") == 0
-    resumed = load_checkpoint(tmp_path / "models" / "cem_seed4_best.pt")
+    assert train(tmp_path, "--total_steps", "3", "--resume", final, models=into, log="r") == 0
+    resumed = load_checkpoint(tmp_path / into / "cem_seed4_best.pt")
+    assert not (tmp_path / into / "cem_seed4_best.pending.pt").exists()
     straight = load_checkpoint(tmp_path / "straight" / "cem_seed4_best.pt")
     assert resumed["global_step"] == straight["global_step"] == expected
     assert resumed["scorer"] == straight["scorer"] and resumed["validation"]["run_id"] == first["run_id"]
