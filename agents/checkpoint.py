@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -138,3 +139,29 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if checkpoint["format"] != CHECKPOINT_FORMAT:
         raise UserError(f"{path}: checkpoint format {checkpoint['format']!r}, expected {CHECKPOINT_FORMAT}")
     return checkpoint
+
+
+def warn_if_best_of_another_run(path: Path, checkpoint: dict[str, Any]) -> None:
+    """A `<algo>_seed<S>_best.pt` selected in another training run than the `_final.pt` beside it (a later run
+    validated nothing, or stopped between writing its final and its best model) gets a one-line warning."""
+    if not path.name.endswith("_best.pt"):
+        return
+    final = path.with_name(path.name.removesuffix("_best.pt") + "_final.pt")
+    if not final.is_file():
+        return
+    try:
+        final_run = load_checkpoint(final).get("run_id")
+    except ValueError:  # a damaged final model is reported when someone loads it
+        return
+    best_run = checkpoint.get("run_id")
+    if final_run and not best_run:
+        print(
+            f"warning: {path} predates run ids, so it may not come from the run of {final} (run {final_run})",
+            file=sys.stderr,
+        )
+    elif final_run and final_run != best_run:
+        print(
+            f"warning: {path} was selected in training run {best_run}, but {final} comes from run {final_run}: "
+            "they are not one run's models",
+            file=sys.stderr,
+        )

@@ -54,7 +54,13 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
             )
         check_scorer_features(path, checkpoint)
         return
-    spec = ObsSpec(**checkpoint["obs_spec"])
+    try:
+        spec = ObsSpec(**checkpoint["obs_spec"])
+    except (KeyError, TypeError):  # a training checkpoint always records its env's observation
+        raise UserError(
+            f"{path}: no readable observation spec (obs_spec), so not an agent checkpoint written by this "
+            "program's training (a damaged or hand-made file?)"
+        ) from None
     trained = saved_task(checkpoint)
     features, context = task_features(task)
     same_task = trained in (None, task)
@@ -72,3 +78,14 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
         f"{path} holds a {algo} agent whose network reads {theirs}, but this run's --task {task} env gives "
         f"{ours}: it was trained on another observation; retrain it with this version"
     )
+
+
+def runtime_info_warning(
+    path: str | Path, checkpoint: dict[str, Any], runtime_info: str, run: str
+) -> str | None:
+    """A `warning:` line when the checkpoint's training run knew runtimes otherwise (`--runtime_info`) than `run`
+    (e.g. "the report") evaluates it with; None when they agree or the checkpoint records none."""
+    saved = ((checkpoint.get("run_config") or {}).get("sim") or {}).get("runtime_info")
+    if saved is None or saved == runtime_info:
+        return None
+    return f"warning: {path} was trained with --runtime_info {saved}; {run} evaluates with {runtime_info}"

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from agents.checkpoint import load_checkpoint
+from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
 from agents.d3qn import make_q_network
 from agents.networks import ObsSpec
 from agents.ppo_policy import make_ppo_policy
@@ -73,31 +72,5 @@ def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device =
         network = make_ppo_policy(PPOConfig(**config), spec)
         network.load_state_dict(networks["policy"])
     network = network.to(device).eval().requires_grad_(False)
-    _warn_if_best_of_another_run(Path(checkpoint_path), checkpoint)
+    warn_if_best_of_another_run(Path(checkpoint_path), checkpoint)
     return AgentPolicy(algo, config, spec, network, device, checkpoint["global_step"], str(checkpoint_path))
-
-
-def _warn_if_best_of_another_run(path: Path, checkpoint: dict[str, Any]) -> None:
-    """A `<algo>_seed<S>_best.pt` selected in another training run than the `_final.pt` beside it (a later run
-    validated nothing, or stopped between writing its final and its best model) gets a one-line warning."""
-    if not path.name.endswith("_best.pt"):
-        return
-    final = path.with_name(path.name.removesuffix("_best.pt") + "_final.pt")
-    if not final.is_file():
-        return
-    try:
-        final_run = load_checkpoint(final).get("run_id")
-    except ValueError:  # a damaged final model is reported when someone loads it
-        return
-    best_run = checkpoint.get("run_id")
-    if final_run and not best_run:
-        print(
-            f"warning: {path} predates run ids, so it may not come from the run of {final} (run {final_run})",
-            file=sys.stderr,
-        )
-    elif final_run and final_run != best_run:
-        print(
-            f"warning: {path} was selected in training run {best_run}, but {final} comes from run {final_run}: "
-            "they are not one run's models",
-            file=sys.stderr,
-        )

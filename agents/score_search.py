@@ -199,6 +199,45 @@ def check_budget(algo: str, c: Any) -> None:
         raise UserError(f"--{algo}_workers must be >= 1 process, got {c.workers}")
 
 
+def resumed_state(path: str | Path, saved: dict[str, Any], method: Method) -> dict[str, Any]:
+    """The loop's state that the scorer checkpoint `saved` (read from `path`) resumes: generation, simulations,
+    search, history, validation history and generator state. A checkpoint of other score features, or whose state
+    is missing, of another shape than `method`'s search or not finite, is a UserError naming the file (checked by
+    cli/train.py before any work, so a damaged file is one error line, not a traceback)."""
+    check_scorer_features(path, saved)
+    shapes = {
+        name: np.shape(value) for name, value in method.initial_search(np.random.default_rng(0)).items()
+    }
+    try:
+        counts = [saved[key] for key in ("global_step", "episode")]
+        if any(type(n) is not int or n < 0 for n in counts):
+            raise ValueError(f"generation and simulation counts {counts} are not counts")
+        search = {
+            name: np.asarray(saved["search"][name], dtype=float).reshape(shape)
+            for name, shape in shapes.items()
+        }
+        if not all(np.isfinite(value).all() for value in search.values()):
+            raise ValueError("its search state holds NaN or infinite numbers")
+        history = [tuple(float(x) for x in h) for h in saved["history"]]
+        validation_history = [float(v) for v in saved.get("validation_history", ())]
+        generator = np.random.default_rng(0)  # a state of another generator or shape raises ValueError here
+        generator.bit_generator.state = saved["rng"]["numpy"]
+    except (KeyError, TypeError, ValueError, IndexError) as err:
+        shown = f"no {err}" if isinstance(err, KeyError) else str(err)
+        raise UserError(
+            f"{path}: not a resumable {method.algo} search ({type(err).__name__}: {shown[:160]}); resume from "
+            "another checkpoint of the run, or start a fresh run"
+        ) from None
+    return dict(
+        generation=counts[0],
+        simulations=counts[1],
+        search=search,
+        history=history,
+        validation_history=validation_history,
+        rng=saved["rng"]["numpy"],
+    )
+
+
 def search_options(options: dict[str, Any]) -> dict[str, Any]:
     """The trainer's common keywords (cli/train.py) that train_search takes; the others (device, ...) concern the
     gradient learners."""
@@ -260,20 +299,8 @@ def train_search(
     }
     if resume:
         saved = load_checkpoint(resume)
-        check_scorer_features(resume, saved)
         run_id = saved.get("run_id") or run_id
-        shapes = {name: np.shape(value) for name, value in state["search"].items()}
-        state.update(
-            generation=saved["global_step"],
-            simulations=saved["episode"],
-            search={
-                name: np.asarray(saved["search"][name], dtype=float).reshape(shape)
-                for name, shape in shapes.items()
-            },
-            history=[tuple(h) for h in saved["history"]],
-            validation_history=list(saved.get("validation_history", ())),
-            rng=saved["rng"]["numpy"],
-        )
+        state.update(resumed_state(resume, saved, method))
         rng.bit_generator.state = state["rng"]
     run_id = run_id or new_run_id()
     total = c.total_steps if total_steps is None else total_steps

@@ -46,11 +46,18 @@ class BestKeeper:
     `<algo>_seed<S>_best.pt` (+ `_best.json`): an earlier run's best model stays until a complete run replaces
     it, so a run killed half-way leaves the previous best and final models (one run's pair) untouched. A resumed
     run continues from its own pending best, or from its published one when a finished run is extended; a record
-    of another run, or from later than the resumed checkpoint, is ignored.
+    of another run, or from later than the resumed checkpoint, is ignored. A run resumed into another models folder
+    (`resumed_from`: the resumed checkpoint, in the folder it was written to) carries its best so far over from
+    that folder as its pending best, so it still selects as the uninterrupted run.
     """
 
     def __init__(
-        self, best_path: Path, run_id: str, resume_step: int | None = None, key: str = "val_avg_jct_s"
+        self,
+        best_path: Path,
+        run_id: str,
+        resume_step: int | None = None,
+        key: str = "val_avg_jct_s",
+        resumed_from: str | os.PathLike | None = None,
     ):
         self.best_path, self.run_id, self.key = Path(best_path), run_id, key
         self.pending_path = pending_best_path(self.best_path)
@@ -58,17 +65,30 @@ class BestKeeper:
         self.record: dict[str, Any] | None = None
         self.source: Path | None = None
         """the file holding this run's best so far (pending, or the published one when extending)"""
-        if resume_step is not None:
-            for path in (self.pending_path, self.best_path):
-                record = validation_record(path)
-                if (
-                    record
-                    and record.get("run_id") == run_id
-                    and record["global_step"] <= resume_step
-                    and key in record
-                ):
-                    self.best_score, self.record, self.source = record[key], record, path
-                    break
+        if resume_step is None:
+            return
+        places = [self.pending_path, self.best_path]
+        earlier = Path(resumed_from).resolve().parent if resumed_from is not None else None
+        if earlier is not None and earlier != self.best_path.resolve().parent:
+            places += [earlier / self.pending_path.name, earlier / self.best_path.name]
+        for path in places:
+            record = validation_record(path)
+            if (
+                record
+                and record.get("run_id") == run_id
+                and record["global_step"] <= resume_step
+                and key in record
+            ):
+                self.best_score, self.record, self.source = record[key], record, path
+                break
+        if self.source is not None and self.source.parent.resolve() != self.best_path.resolve().parent:
+            save_checkpoint(
+                self.pending_path, load_checkpoint(self.source)
+            )  # carried over from the earlier folder
+            write_text_atomic(
+                self.pending_path.with_suffix(".json"), json.dumps(self.record, indent=1) + "\n"
+            )
+            self.source = self.pending_path
 
     def offer(
         self, score: float, global_step: int, checkpoint: Callable[[], dict[str, Any]], **extra: Any
@@ -104,8 +124,15 @@ class BestCheckpoint(BestKeeper):
     with them (agents.run_control.TRAIN_SEED_BASE).
     """
 
-    def __init__(self, cfg: RunConfig, best_path: Path, run_id: str, resume_step: int | None = None):
-        super().__init__(best_path, run_id, resume_step)
+    def __init__(
+        self,
+        cfg: RunConfig,
+        best_path: Path,
+        run_id: str,
+        resume_step: int | None = None,
+        resumed_from: str | os.PathLike | None = None,
+    ):
+        super().__init__(best_path, run_id, resume_step, resumed_from=resumed_from)
         self.cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, reward="jct"))
         self.scenarios = [build_scenario(self.cfg, seed) for seed in cfg.validation_seeds]
 

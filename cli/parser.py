@@ -14,6 +14,7 @@ from config import (
     PLOT_FILE_FORMATS,
     PLOT_FORMATS,
     PLOT_SPANS,
+    SCORER_ALGOS,
     TASKS,
     CEMConfig,
     ClusterConfig,
@@ -373,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"training budget in env steps (default: d3qn {D3QNConfig().total_steps:,}, sac {SACConfig().total_steps:,}, "
-        f"ppo {PPOConfig().total_steps:,}); for cem: generations ({CEMConfig().total_steps} unless given)",
+        f"ppo {PPOConfig().total_steps:,}); for cem and es: generations (cem {CEMConfig().total_steps}, "
+        f"es {ESConfig().total_steps} unless given)",
     )
     g.add_argument(
         "--checkpoint",
@@ -715,7 +717,8 @@ def validate(cfg: RunConfig) -> None:
             named = f"unknown --algos {', '.join(bad)}" if bad else "--algos names no algorithm"
             raise UserError(f"{named}; choose from {', '.join(known)} (comma-separated)")
     if cfg.total_steps is not None and cfg.total_steps <= 0:
-        raise UserError(f"--total_steps must be > 0 env steps, got {cfg.total_steps}")
+        unit = "generations" if cfg.algo in SCORER_ALGOS else "env steps"
+        raise UserError(f"--total_steps must be > 0 {unit}, got {cfg.total_steps}")
     if not cfg.policy.gate_s >= 0:
         raise UserError(f"--gate_s must be >= 0 seconds, got {cfg.policy.gate_s}")
     if not (math.isfinite(cfg.policy.round_s) and cfg.policy.round_s > 0):

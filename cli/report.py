@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cli.report_page import REPORT_INTRO, write_top_page
 from cli.run_folder import RunFolder, check_inputs_outside, run_identity, short_hash
-from config import RunConfig, UserError
+from config import SCORER_ALGOS, RunConfig, UserError
 from evaluation.report import (
     TABLE_COLUMNS,
     Evaluation,
@@ -22,6 +22,7 @@ from evaluation.report import (
     markdown,
     plot_curves,
     run_tasks,
+    selection_seeds,
     table_cells,
     validation_heuristics,
     write_csv,
@@ -61,24 +62,38 @@ def mode_report(cfg: RunConfig) -> Path:
     check_inputs_outside(path, cfg, checkpoints)
     folder = RunFolder(path, cfg, identity)
     folder.check()
-    for (
-        m
-    ) in models:  # unreadable files, and agents of another task or observation, are reported before any work
-        from agents.checkpoint import load_checkpoint
-        from agents.fit import check_fits
-
-        checkpoint = load_checkpoint(m.path)
-        check_fits(m.path, checkpoint, "scheduling")
-        saved = (checkpoint.get("run_config") or {}).get("sim", {})
-        if saved.get("runtime_info", cfg.sim.runtime_info) != cfg.sim.runtime_info:
-            print(
-                f"warning: {m.path} was trained with --runtime_info {saved['runtime_info']}; the report evaluates "
-                f"with {cfg.sim.runtime_info}",
-                file=sys.stderr,
-            )
     seeds = cfg.seeds if "seeds" in cfg.explicit_options else None
     from evaluation.sets import TEST_SEEDS
 
+    # the seeds of the seeded (synthetic) sets' cases, which a `best` checkpoint must not have been selected on
+    case_seeds = set(seeds or TEST_SEEDS) if any(n not in TRACES for n in set_names) else set()
+    not_held_out = []
+    for (
+        m
+    ) in models:  # unreadable files, and agents of another task or observation, are reported before any work
+        from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
+        from agents.fit import check_fits, runtime_info_warning
+
+        checkpoint = load_checkpoint(m.path)
+        check_fits(m.path, checkpoint, "scheduling")
+        warning = runtime_info_warning(m.path, checkpoint, cfg.sim.runtime_info, "the report")
+        if warning:
+            print(warning, file=sys.stderr)
+        if m.algo in SCORER_ALGOS:
+            from agents.scorers import load_scorer
+
+            load_scorer(
+                m.path
+            )  # unusable weights or round length: one error line now, not after the heuristics
+            warn_if_best_of_another_run(Path(m.path), checkpoint)  # (a slot agent's load_policy says it)
+        shared = sorted(case_seeds & set(selection_seeds(checkpoint))) if m.kind == "best" else []
+        if shared:
+            not_held_out.append(f"`{m.path}` (seeds {', '.join(map(str, shared))})")
+            print(
+                f"warning: {m.path} was selected on validation seeds {', '.join(map(str, shared))}, which are "
+                "also cases of this report (--seeds): its `best` rows are not held out",
+                file=sys.stderr,
+            )
     all_cases = [c for name in set_names for c in cases(name, seeds or TEST_SEEDS)]
     groups: dict[tuple[str, int], list[Model]] = {}
     for m in models:
@@ -113,7 +128,7 @@ def mode_report(cfg: RunConfig) -> Path:
             if cfg.plots == "png":
                 plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
                 note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
-        text = markdown(cfg, table, rows, models, note)
+        text = markdown(cfg, table, rows, models, note, not_held_out)
         if missing:
             text += f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
         (out / "report.md").write_text(text)

@@ -55,12 +55,17 @@ def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
 
 
 def _check_agent_fits(cfg: RunConfig, checkpoint: str) -> None:
-    """A checkpoint of another task, or whose network reads other features, is refused naming both sides."""
+    """A checkpoint of another task, or whose network reads other features, is refused naming both sides; one
+    trained with other runtime information (--runtime_info) than this run is a warning."""
     from agents.checkpoint import load_checkpoint
-    from agents.fit import check_fits
+    from agents.fit import check_fits, runtime_info_warning
 
     window = cfg.env.window if cfg.task.name == "scheduling" else None  # a node task's follows the cluster
-    check_fits(checkpoint, load_checkpoint(checkpoint), cfg.task.name, window)
+    saved = load_checkpoint(checkpoint)
+    check_fits(checkpoint, saved, cfg.task.name, window)
+    warning = runtime_info_warning(checkpoint, saved, cfg.sim.runtime_info, "this run")
+    if warning:  # (a choice the run may mean, e.g. an ablation with exact runtimes: said, not refused)
+        print(warning, file=sys.stderr)
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -432,7 +437,20 @@ def _checkpoints_used(cfg: RunConfig) -> dict[str, str]:
             continue  # a folder: loading it reports that, before any work
         size = Path(path).stat().st_size
         print(f"{algo}: evaluating checkpoint {path} ({size:,} bytes, sha256 {sha256_of(Path(path))[:12]})")
+        if algo in SCORER_ALGOS:  # (a slot agent's load_policy says it)
+            _warn_if_best_of_another_run(path)
     return checkpoints
+
+
+def _warn_if_best_of_another_run(path: str) -> None:
+    """A scorer's `_best.pt` from another training run than the `_final.pt` beside it: a warning, once a run."""
+    from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
+
+    try:
+        checkpoint = load_checkpoint(path)
+    except UserError:  # an unreadable file is reported, as one error line, when the run loads it
+        return
+    warn_if_best_of_another_run(Path(path), checkpoint)
 
 
 def note_size(cfg: RunConfig, sc: Scenario) -> None:

@@ -167,6 +167,22 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
+def _check_run_record(path: str, checkpoint: dict[str, Any]) -> None:
+    """UserError naming the file when a checkpoint lacks what a resume reads of its run (its algo, seed, agent
+    settings, step target and steps done), or holds it in another form."""
+    counts = [checkpoint.get(key) for key in ("seed", "total_steps", "global_step")]
+    if (
+        checkpoint.get("algo") not in LEARNERS
+        or not isinstance(checkpoint.get("config"), dict)
+        or any(type(n) is not int or n < 0 for n in counts)
+    ):
+        raise UserError(
+            f"{path}: not a resumable training checkpoint (its algo {checkpoint.get('algo')!r}, seed, settings, step "
+            f"target or steps done are missing or damaged); resume from another checkpoint of the run, or start a "
+            "fresh run"
+        )
+
+
 def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfig, int]:
     """(cfg with the checkpoint run's experiment settings, the run's step target).
 
@@ -191,7 +207,12 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     legacy = (
         {} if algo in SCORER_ALGOS else {"demo_policy": ""} | (LEGACY_PPO_FIELDS if algo == "ppo" else {})
     )
-    agent_cfg = config_cls(**(legacy | checkpoint["config"]))
+    try:
+        agent_cfg = config_cls(**(legacy | checkpoint["config"]))
+    except TypeError as err:  # settings this version does not know
+        raise UserError(
+            f"{resume}: its {algo} settings do not fit this version ({err}); start a fresh run"
+        ) from None
     saved = dataclasses.replace(saved, **{"algo": algo, "seed": checkpoint["seed"], algo: agent_cfg})
 
     conflicts = []
@@ -205,8 +226,7 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     target, done = checkpoint["total_steps"], checkpoint["global_step"]
     if cfg.total_steps is not None and cfg.total_steps != target:
         if done >= target and cfg.total_steps > target:
-            print(f"extending the finished run of {resume} from {target:,} to {cfg.total_steps:,} steps")
-            target = cfg.total_steps
+            target = cfg.total_steps  # said once the run starts (train_from_config), not at every check
         else:
             conflicts.append(f"--total_steps {cfg.total_steps} (the checkpoint's run targets {target})")
     if conflicts:
@@ -283,6 +303,7 @@ def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | No
     resumed, total_steps = None, cfg.total_steps
     if cfg.resume:
         resumed = load_checkpoint(cfg.resume)  # a UserError for anything but a checkpoint
+        _check_run_record(cfg.resume, resumed)
         cfg, total_steps = resumed_config(cfg, resumed)
         from agents.fit import check_fits
 
@@ -298,13 +319,19 @@ def _prepare(cfg: RunConfig) -> tuple[RunConfig, dict[str, Any] | None, int | No
     check_mix(cfg)
     if cfg.algo in SCORER_ALGOS:
         if cfg.algo == "cem":
-            from agents.cem import check_cem_config
+            from agents.cem import CrossEntropy, check_cem_config
 
             check_cem_config(cfg.cem)
+            method = CrossEntropy(cfg.cem)
         else:
-            from agents.es import check_es_config
+            from agents.es import EvolutionStrategies, check_es_config
 
             check_es_config(cfg.es)
+            method = EvolutionStrategies(cfg.es)
+        if resumed is not None:
+            from agents.score_search import resumed_state
+
+            resumed_state(cfg.resume, resumed, method)  # a damaged search state: one error line, no traceback
         _check_earlier_checkpoints(cfg)
         return cfg, resumed, total_steps, ""
     demo_policy = getattr(cfg, cfg.algo).demo_policy
@@ -332,6 +359,11 @@ def check_training(cfg: RunConfig) -> None:
 def train_from_config(cfg: RunConfig) -> Path:
     """Train `cfg.algo` on GPUClusterEnv(cfg) episodes; returns the TensorBoard run directory."""
     cfg, resumed, total_steps, demo_policy = _prepare(cfg)
+    if resumed is not None and total_steps > resumed["total_steps"]:
+        unit = "generations" if cfg.algo in SCORER_ALGOS else "steps"
+        print(
+            f"extending the finished run of {cfg.resume} from {resumed['total_steps']:,} to {total_steps:,} {unit}"
+        )
     run_id = (resumed or {}).get("run_id") or new_run_id()
     run_dir = default_log_dir(cfg, {})  # a training evaluates no checkpoint
     models = Path(cfg.models_dir)
@@ -355,10 +387,12 @@ def train_from_config(cfg: RunConfig) -> Path:
                 )
             if cfg.validation_seeds and cfg.algo in SCORER_ALGOS:
                 resume_step = resumed["global_step"] if resumed is not None else None
-                validation = BestKeeper(best, run_id, resume_step, key="val_objective")
+                validation = BestKeeper(
+                    best, run_id, resume_step, key="val_objective", resumed_from=cfg.resume
+                )
             elif cfg.validation_seeds and not node_task:
                 resume_step = resumed["global_step"] if resumed is not None else None
-                validation = BestCheckpoint(cfg, best, run_id, resume_step)
+                validation = BestCheckpoint(cfg, best, run_id, resume_step, resumed_from=cfg.resume)
             make_env = _env_factory(cfg)
             common = dict(
                 seed=cfg.seed,
@@ -402,7 +436,8 @@ def train_from_config(cfg: RunConfig) -> Path:
                 else ""
             )
             print(
-                f"interrupted at step {stop.global_step:,} of {stop.total_steps:,}: wrote {stop.checkpoint}{so_far} "
+                f"interrupted at {'generation' if cfg.algo in SCORER_ALGOS else 'step'} {stop.global_step:,} of "
+                f"{stop.total_steps:,}: wrote {stop.checkpoint}{so_far} "
                 f"(earlier final/best models are untouched until the run completes)\n"
                 f"resume with: {resume_command(cfg, stop.checkpoint)}",
                 file=sys.stderr,

@@ -22,7 +22,8 @@ class PairedDiff:
     n: int
     mean_rel: float
     boot_lo: float
-    """95 % percentile-bootstrap interval of the mean (cases resampled with replacement, pairs kept together)"""
+    """95 % percentile-bootstrap interval of the mean (cases resampled with replacement, pairs kept together);
+    NaN, as the t interval, for one case (the verdict is then "one case: no interval")"""
     boot_hi: float
     t_lo: float
     """95 % Student's t interval of the mean: mean +- t_{0.975, n-1} s / sqrt(n)"""
@@ -34,6 +35,8 @@ class PairedDiff:
 
     @property
     def verdict(self) -> str:
+        if self.n < 2:
+            return "one case: no interval"
         if self.boot_hi < 0:
             return "better"
         if self.boot_lo > 0:
@@ -51,13 +54,13 @@ def paired_relative_difference(
     d = (learner - baseline) / baseline
     n = len(d)
     mean = float(d.mean())
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    means = d[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
-    boot_lo, boot_hi = (float(x) for x in np.quantile(means, [0.025, 0.975]))
     if n > 1:
+        rng = np.random.default_rng(BOOTSTRAP_SEED)
+        means = d[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+        boot_lo, boot_hi = (float(x) for x in np.quantile(means, [0.025, 0.975]))
         half = t975(n - 1) * float(d.std(ddof=1)) / math.sqrt(n)
-    else:
-        half = math.nan
+    else:  # resampling one case gives it back every time: no interval, and no verdict, from one case
+        boot_lo = boot_hi = half = math.nan
     return PairedDiff(
         n, mean, boot_lo, boot_hi, mean - half, mean + half, int((d < 0).sum()), int((d > 0).sum())
     )

@@ -279,7 +279,9 @@ def markdown(
     rows: Sequence[Evaluation],
     models: Sequence[Model],
     curves_note: str,
+    not_held_out: Sequence[str] = (),
 ) -> str:
+    """report.md; `not_held_out` names the `best` checkpoints selected on seeds that are also cases here."""
     algos = sorted({m.algo for m in models})
     seeds = {a: sorted({m.seed for m in models if m.algo == a}) for a in algos}
     lines = [
@@ -290,8 +292,21 @@ def markdown(
         "learner's score per case is the mean over its training seeds. Differences are paired over the set's "
         "cases, relative to the baseline ((learner - baseline) / baseline; negative = lower JCT), with 95 % "
         "intervals: percentile bootstrap over cases (10,000 resamples) and Student's t. The best heuristic is "
-        "chosen per set on these same cases (which favours the heuristic). Every row is shown, losses included.",
+        "chosen per set on these same cases (which favours the heuristic). Every row is shown, losses included. "
+        "Checkpoint `final`: the model at the end of its training run (the result); `best`: the one its run "
+        "selected on its validation seeds (`--validation_seeds`).",
         "",
+        unfinished_line(rows),
+        "",
+        *(
+            [
+                "**Not held out**: these `best` checkpoints were selected on validation seeds that are also cases "
+                f"of this report, so their `best` rows are biased: {'; '.join(not_held_out)}.",
+                "",
+            ]
+            if not_held_out
+            else []
+        ),
         *ablation_lines(cfg),
         "| set | policy | checkpoint | train seeds | cases | avg JCT (s) | ± std over train seeds | vs best heuristic "
         "| Δ % | 95 % bootstrap CI | 95 % t CI | wins / losses | verdict | Δ vs SJF % [bootstrap CI] |",
@@ -317,6 +332,34 @@ def markdown(
         curves_note,
     ]
     return "\n".join(lines) + "\n"
+
+
+def selection_seeds(checkpoint: dict) -> tuple[int, ...]:
+    """The validation seeds a `best` checkpoint was selected on: its validation record's, else its run's."""
+    record = checkpoint.get("validation") or {}
+    seeds = (
+        record.get("validation_seeds") or (checkpoint.get("run_config") or {}).get("validation_seeds") or ()
+    )
+    return tuple(int(s) for s in seeds)
+
+
+def unfinished_line(rows: Sequence[Evaluation], shown: int = 10) -> str:
+    """Whether any evaluation left jobs unfinished (an average over completed jobs would hide them): none, or
+    which ones (the first `shown`) and how many jobs each."""
+    left = [r for r in rows if r.unfinished]
+    if not left:
+        return "Unfinished jobs: none (every evaluation finished every accepted job; counts in `evaluations.csv`)."
+    named = [
+        f"{r.set_name} {r.case} {r.policy}"
+        + (f" seed {r.train_seed} {r.checkpoint}" if r.checkpoint else "")
+        + f": {r.unfinished} of {r.completed + r.unfinished}"
+        for r in left[:shown]
+    ]
+    more = f"; and {len(left) - shown} more" if len(left) > shown else ""
+    return (
+        f"**Unfinished jobs in {len(left)} evaluation(s)** (their average JCT counts completed jobs only, so it "
+        f"flatters them; every count is in `evaluations.csv`): {'; '.join(named)}{more}."
+    )
 
 
 def ablation_lines(cfg: RunConfig) -> list[str]:

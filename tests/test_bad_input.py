@@ -255,6 +255,11 @@ CASES = [
         "--total_steps must be > 0 env steps, got 0",
     ),
     (
+        ["--mode", "train", "--algo", "es", "--total_steps", "0"],
+        {},
+        "--total_steps must be > 0 generations, got 0",
+    ),
+    (
         [*TRACE, "--trace_start", "1e9"],
         {"t.swf": SWF},
         "has no jobs after filtering (5 outside window); check --trace_start/--trace_end",

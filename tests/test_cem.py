@@ -361,6 +361,25 @@ def test_a_bad_weights_file_is_one_error_line(tmp_path, capsys, damage):
     assert expected in line
 
 
+def test_a_report_refuses_unusable_scorer_weights_before_any_evaluation(tmp_path, capsys, monkeypatch):
+    assert main(train_args(tmp_path, "--total_steps", "1")) == 0
+    final = tmp_path / "models" / "cem_seed4_final.pt"
+    checkpoint = load_checkpoint(final)
+    checkpoint["scorer"]["weights"] = [float("nan")] * NUM_FEATURES
+    save_checkpoint(final, checkpoint)
+    capsys.readouterr()
+
+    def no_work(*args):
+        raise AssertionError("the report evaluated something before refusing the file")
+
+    monkeypatch.setattr("cli.report.run_tasks", no_work)
+    log = tmp_path / "report"
+    assert main(["--mode", "report", "--models_dir", str(tmp_path / "models"), "--num_jobs", "20", "--no_progress",
+                 "--seeds", "900", "--report_sets", "medium", "--log_dir", str(log)]) == 2  # fmt: skip
+    line = one_error_line(capsys)
+    assert str(final) in line and "finite" in line and not log.exists()
+
+
 def test_a_cem_checkpoint_is_not_a_slot_agent_and_a_slot_agent_is_not_a_scorer(tmp_path, capsys):
     assert main(train_args(tmp_path, "--total_steps", "1")) == 0
     final = str(tmp_path / "models" / "cem_seed4_final.pt")
@@ -388,6 +407,20 @@ def test_a_cem_checkpoint_is_not_a_slot_agent_and_a_slot_agent_is_not_a_scorer(t
     assert "--cem_population" in one_error_line(capsys)
     assert main(train_args(tmp_path, "--cem_population", "1", models="m2", log="log2")) == 2
     assert "--cem_population must be >= 2" in one_error_line(capsys)
+
+
+def test_eval_warns_when_the_scorer_was_trained_with_other_runtime_information(tmp_path, capsys):
+    assert main(train_args(tmp_path, "--total_steps", "1")) == 0  # (--runtime_info oracle, the default)
+    final = tmp_path / "models" / "cem_seed4_final.pt"
+    capsys.readouterr()
+    run = ["--mode", "eval", "--algo", "cem", "--seed", "4", *TINY, "--models_dir", str(tmp_path / "models")]
+    assert main([*run, "--runtime_info", "estimate", "--log_dir", str(tmp_path / "e1")]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warned == [
+        f"warning: {final} was trained with --runtime_info oracle; this run evaluates with estimate"
+    ]
+    assert main([*run, "--log_dir", str(tmp_path / "e2")]) == 0
+    assert "warning:" not in capsys.readouterr().err
 
 
 def test_las_speed_weights_are_the_search_start():

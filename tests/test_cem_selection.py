@@ -63,10 +63,12 @@ def test_the_best_generation_on_validation_is_kept_beside_the_final_model(tmp_pa
     assert "generation 2" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("into", ["models", "moved"])
 @pytest.mark.parametrize(("values", "expected"), [([90.0, 120.0, 110.0], 1), ([120.0, 90.0, 110.0], 2)])
-def test_a_resumed_run_selects_as_the_uninterrupted_one(tmp_path, monkeypatch, values, expected):
+def test_a_resumed_run_selects_as_the_uninterrupted_one(tmp_path, monkeypatch, values, expected, into):
     """1 generation, then a resume to 3: the resumed run starts from the first call's best score (so a worse later
-    generation never replaces it) and ends with the straight run's choice."""
+    generation never replaces it) and ends with the straight run's choice; also when it is resumed into another
+    --models_dir (`moved`), which carries the first call's best over."""
     monkeypatch.setattr(agents.score_search, "avg_jct", stub(values))
     assert train(tmp_path, "--total_steps", "3", models="straight", log="s") == 0
     monkeypatch.setattr(agents.score_search, "avg_jct", stub(values))
@@ -75,8 +77,9 @@ def test_a_resumed_run_selects_as_the_uninterrupted_one(tmp_path, monkeypatch, v
     assert first["global_step"] == 1
     monkeypatch.setattr(agents.score_search, "avg_jct", stub(values[1:]))
     final = str(tmp_path / "models" / "cem_seed4_final.pt")
-    assert train(tmp_path, "--total_steps", "3", "--resume", final, log="r") == 0
-    resumed = load_checkpoint(tmp_path / "models" / "cem_seed4_best.pt")
+    assert train(tmp_path, "--total_steps", "3", "--resume", final, models=into, log="r") == 0
+    resumed = load_checkpoint(tmp_path / into / "cem_seed4_best.pt")
+    assert not (tmp_path / into / "cem_seed4_best.pending.pt").exists()
     straight = load_checkpoint(tmp_path / "straight" / "cem_seed4_best.pt")
     assert resumed["global_step"] == straight["global_step"] == expected
     assert resumed["scorer"] == straight["scorer"] and resumed["validation"]["run_id"] == first["run_id"]
@@ -114,3 +117,61 @@ def test_the_report_shows_the_final_and_the_selected_checkpoint(tmp_path):
         "avg_jct_s"
     ].item()
     assert mine == pytest.approx(pd.read_csv(ev / "summary.csv")["avg_jct_s"].item(), rel=1e-9)
+    assert "Not held out" not in (log / "report.md").read_text()
+
+
+def test_a_report_on_the_best_checkpoints_validation_seeds_says_its_best_rows_are_not_held_out(
+    tmp_path, capsys
+):
+    assert train(tmp_path, "--total_steps", "1") == 0
+    best = tmp_path / "models" / "cem_seed4_best.pt"
+    capsys.readouterr()
+    log = tmp_path / "report"
+    assert main(["--mode", "report", "--models_dir", str(tmp_path / "models"), "--num_jobs", "20",
+                 "--no_progress", "--seeds", "201,900", "--report_sets", "medium", "--log_dir", str(log),
+                 "--plots", "none"]) == 0  # fmt: skip
+    warned = [line for line in capsys.readouterr().err.splitlines() if "not held out" in line]
+    assert warned == [
+        f"warning: {best} was selected on validation seeds 201, which are also cases of this report (--seeds): "
+        "its `best` rows are not held out"
+    ]  # (the final checkpoint was not selected on anything: no warning)
+    assert (
+        f"**Not held out**: these `best` checkpoints were selected on validation seeds that are also cases of "
+        f"this report, so their `best` rows are biased: `{best}` (seeds 201)."
+        in (log / "report.md").read_text()
+    )
+
+
+def test_a_best_model_of_another_run_than_the_final_one_is_flagged_once(tmp_path, capsys):
+    assert train(tmp_path, "--total_steps", "1") == 0
+    # a later run without validation replaces the final model; the earlier run's best stays beside it
+    assert train(tmp_path, "--total_steps", "1", "--validation_seeds", "none", "--overwrite", log="log2") == 0
+    capsys.readouterr()
+    models = tmp_path / "models"
+    run = [
+        "--seed",
+        "4",
+        "--difficulty",
+        "easy",
+        "--num_jobs",
+        "20",
+        "--no_progress",
+        "--models_dir",
+        str(models),
+    ]
+    assert (
+        main(["--mode", "eval", "--algo", "cem", *run, "--model", "best", "--log_dir", str(tmp_path / "e")])
+        == 0
+    )
+    warned = [line for line in capsys.readouterr().err.splitlines() if "not one run's models" in line]
+    best = models / "cem_seed4_best.pt"
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {best} was selected in")
+    assert main(["--mode", "compare", "--algos", "sjf,cem", "--seeds", "1,2", *run, "--model", "best",
+                 "--log_dir", str(tmp_path / "c")]) == 0  # fmt: skip
+    assert sum("not one run's models" in line for line in capsys.readouterr().err.splitlines()) == 1
+    # the final model: no warning
+    assert main(["--mode", "eval", "--algo", "cem", *run, "--log_dir", str(tmp_path / "f")]) == 0
+    assert "not one run's models" not in capsys.readouterr().err
+    assert main(["--mode", "report", "--models_dir", str(models), "--num_jobs", "20", "--no_progress", "--seeds",
+                 "900", "--report_sets", "medium", "--log_dir", str(tmp_path / "r"), "--plots", "none"]) == 0  # fmt: skip
+    assert sum("not one run's models" in line for line in capsys.readouterr().err.splitlines()) == 1

@@ -191,6 +191,7 @@ def test_ctrl_c_keeps_the_last_whole_generation_and_the_resume_finishes_the_same
         code = main(train_args(tmp_path, "--total_steps", "3"))
     err = capsys.readouterr().err
     assert code == 130 and "Traceback" not in err
+    assert "interrupted at generation 1 of 3: wrote" in err  # (generations, not env steps)
     interrupted = tmp_path / "models" / "es_seed2_interrupted.pt"
     assert load_checkpoint(interrupted)["global_step"] == 1
     command = [line for line in err.splitlines() if line.startswith("resume with: ")][0].split()[4:]

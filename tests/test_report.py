@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from evaluation.paired import paired_relative_difference
-from evaluation.report import Evaluation, build_table, find_models, target_lines
+from evaluation.report import Evaluation, build_table, find_models, target_lines, unfinished_line
 from evaluation.sets import TEST_SEEDS, TRACES, cases, check_sets, default_sets
 from main import main
 from scenario.mixtures import HELD_OUT_CLUSTERS
@@ -60,6 +60,34 @@ def test_bootstrap_interval_agrees_with_the_t_interval_on_many_normal_cases():
     assert p.verdict == "better"
     # the same numbers give the same interval (the bootstrap has its own fixed generator)
     assert paired_relative_difference(learner, baseline) == p
+
+
+def test_one_case_has_no_interval_and_no_verdict():
+    # resampling one case gives it back every time: a "point interval" there is no evidence of anything
+    p = paired_relative_difference(np.array([90.0]), np.array([100.0]))
+    assert p.n == 1 and p.mean_rel == pytest.approx(-0.1) and (p.wins, p.losses) == (1, 0)
+    assert all(math.isnan(x) for x in (p.boot_lo, p.boot_hi, p.t_lo, p.t_hi))
+    assert p.verdict == "one case: no interval"
+    assert paired_relative_difference(np.array([90.0, 90.0]), np.array([100.0, 100.0])).verdict == "better"
+
+
+def test_the_score_round_target_is_not_met_on_a_set_of_one_case():
+    # -12.5 % vs Gavel on every set, but one case a set
+    rows = [r for r in _scorer_rows({0: {}, 1: {}, 2: {}}) if r.case == "a"]
+    head, *per_seed = _target(rows)
+    assert "medium -12.50 % [, ] vs gavel (NOT met)" in per_seed[0] and head.endswith("→ target NOT met.")
+
+
+def test_unfinished_jobs_are_said_above_the_table_with_the_evaluations_that_left_them():
+    rows = _scorer_rows({0: {}})
+    assert unfinished_line(rows).startswith("Unfinished jobs: none")
+    rows[2] = Evaluation("medium", "a", "cem", 0, "final", 70.0, 27, 3)
+    rows[0] = Evaluation("medium", "a", "sjf", None, "", 100.0, 29, 1)
+    line = unfinished_line(rows)
+    assert line.startswith("**Unfinished jobs in 2 evaluation(s)**")
+    assert "medium a sjf: 1 of 30" in line and "medium a cem seed 0 final: 3 of 30" in line
+    many = [Evaluation("medium", f"c{i}", "sjf", None, "", 1.0, 1, 1) for i in range(12)]
+    assert unfinished_line(many, shown=10).endswith("medium c9 sjf: 1 of 2; and 2 more.")
 
 
 # ---- held-out sets ----------------------------------------------------------------------------------------
@@ -183,6 +211,10 @@ def test_report_evaluates_every_policy_and_checkpoint_and_writes_the_table(model
     assert main(report_args(models, log)) == 0
     out = capsys.readouterr().out
     assert "# RL quality report" in out and "## Quality target" in out
+    # the page says what the final and best rows are, and that no evaluation left a job unfinished
+    assert "Checkpoint `final`: the model at the end of its training run" in out
+    assert "`best`: the one its run selected on its validation seeds" in out
+    assert "\nUnfinished jobs: none (every evaluation finished every accepted job" in out
     assert {p.name for p in log.iterdir()} == {
         "evaluations.csv", "report.csv", "report.md", "learning_curves.csv", "learning_curves.png", "run_config.json",
         "report.html",
