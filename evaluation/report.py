@@ -405,7 +405,7 @@ def target_lines(table: Sequence[TableRow], rows: Sequence[Evaluation]) -> list[
                 parts.append(f"{name}: not evaluated")
                 ok = False
                 continue
-            hit = r.vs_best.mean_rel <= -TARGET_GAIN and r.vs_best.boot_hi < 0
+            hit = r.vs_best.mean_rel <= -TARGET_GAIN and r.vs_best.below_zero
             ok &= hit
             parts.append(
                 f"{name} {_pct(r.vs_best.mean_rel)} % vs {r.baseline} ({'met' if hit else 'NOT met'})"
@@ -429,7 +429,7 @@ def target_lines(table: Sequence[TableRow], rows: Sequence[Evaluation]) -> list[
 def scorer_target_lines(algo: str, table: Sequence[TableRow], rows: Sequence[Evaluation]) -> list[str]:
     """The score-round learners' target, judged per training seed on its final checkpoint (every one of at least
     MIN_TRAIN_SEEDS seeds must meet it, not their mean): on each of medium, hard and clusters >= 5 % lower average
-    JCT than the set's best heuristic, mean paired relative difference with its bootstrap interval below 0; on each
+    JCT than the set's best heuristic, mean paired relative difference with its intervals below 0 (`below_zero`); on each
     trace set (itp, google, swf) no worse than the set's best heuristic (mean paired difference <= 0) and better
     than SJF on every window. A set that was not evaluated counts as not met."""
     baseline = {r.set_name: r.baseline for r in table}
@@ -453,7 +453,7 @@ def scorer_target_lines(algo: str, table: Sequence[TableRow], rows: Sequence[Eva
                 [mine[c] for c in labels], [scores[name, best, None][c] for c in labels]
             )
             if name in SYNTHETIC_SETS:
-                hit = d.mean_rel <= -TARGET_GAIN and d.boot_hi < 0
+                hit = d.mean_rel <= -TARGET_GAIN and d.below_zero
                 parts.append(
                     f"{name} {_pct(d.mean_rel)} % [{_pct(d.boot_lo)}, {_pct(d.boot_hi)}] vs {best} "
                     f"({'met' if hit else 'NOT met'})"

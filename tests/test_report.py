@@ -62,6 +62,21 @@ def test_bootstrap_interval_agrees_with_the_t_interval_on_many_normal_cases():
     assert paired_relative_difference(learner, baseline) == p
 
 
+def test_a_verdict_needs_both_intervals_so_three_same_signed_cases_of_wide_spread_are_not_significant():
+    # learner 99, 80, 98 vs 100 each: d = -0.01, -0.20, -0.02, all below 0, so every bootstrap resample's mean is
+    # below 0 (its interval is about [-0.20, -0.01]); but s = 0.10693, s / sqrt(3) = 0.061737, half-width
+    # 4.302653 x that = 0.265633 around the mean -0.076667: the t interval [-0.3423, +0.1890] spans 0
+    p = paired_relative_difference(np.array([99.0, 80.0, 98.0]), np.array([100.0, 100.0, 100.0]))
+    assert p.boot_hi < 0 and p.boot_lo == pytest.approx(-0.2)
+    assert (p.t_lo, p.t_hi) == (pytest.approx(-0.34230, abs=1e-4), pytest.approx(0.18897, abs=1e-4))
+    assert not p.below_zero and p.verdict == "no significant difference"
+    worse = paired_relative_difference(np.array([101.0, 120.0, 102.0]), np.array([100.0, 100.0, 100.0]))
+    assert worse.boot_lo > 0 and not worse.above_zero and worse.verdict == "no significant difference"
+    # with more cases of the same spread both intervals lie below 0
+    many = paired_relative_difference(np.tile([99.0, 80.0, 98.0], 6), np.full(18, 100.0))
+    assert many.below_zero and many.verdict == "better"
+
+
 def test_one_case_has_no_interval_and_no_verdict():
     # resampling one case gives it back every time: a "point interval" there is no evidence of anything
     p = paired_relative_difference(np.array([90.0]), np.array([100.0]))
