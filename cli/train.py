@@ -183,6 +183,10 @@ def _check_run_record(path: str, checkpoint: dict[str, Any]) -> None:
         )
 
 
+_EXPERIMENT = ("cluster", "workload", "sim", "env")
+"""the sections of a checkpoint's run_config that define its experiment (always written by training)"""
+
+
 def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfig, int]:
     """(cfg with the checkpoint run's experiment settings, the run's step target).
 
@@ -192,8 +196,16 @@ def resumed_config(cfg: RunConfig, checkpoint: dict[str, Any]) -> tuple[RunConfi
     """
     algo, resume = checkpoint["algo"], cfg.resume
     config_cls = {"ppo": PPOConfig, "cem": CEMConfig, "es": ESConfig}.get(algo) or AGENTS[algo][1]
-    if checkpoint.get("run_config") is not None:
-        saved = run_config_from_dict(checkpoint["run_config"])
+    recorded = checkpoint.get("run_config")
+    if recorded is not None:
+        if not isinstance(recorded, dict) or not all(isinstance(recorded.get(k), dict) for k in _EXPERIMENT):
+            # (run_config_from_dict fills what is missing with defaults: a damaged record would train silently on
+            # the default workload and validation seeds)
+            raise UserError(
+                f"{resume}: its recorded run settings (run_config) lack the {', '.join(_EXPERIMENT)} sections every "
+                "training run writes (a damaged or hand-made file?); resume from another checkpoint of the run"
+            )
+        saved = run_config_from_dict(recorded)
     else:  # written by agents.trainer.train without a RunConfig: only the agent's own settings are known
         print(
             f"warning: {resume} records no workload or env settings; using the command line's",
@@ -452,7 +464,7 @@ def train_from_config(cfg: RunConfig) -> Path:
         published = validation.publish() if validation is not None else False
     if cfg.algo in SCORER_ALGOS:
         print(
-            f"{cfg.algo} seed {result.seed} (run {result.run_id}): {result.global_step:,} generations, {result.episodes:,} "
+            f"{cfg.algo} seed {result.seed} (run {result.run_id}): {result.global_step:,} generation{'' if result.global_step == 1 else 's'}, {result.episodes:,} "
             f"simulations in {result.wall_s:,.0f} s; final model {result.final_checkpoint} (the search's {'mean' if cfg.algo == 'cem' else 'parameters'}, "
             f"objective {result.episode_returns[-1] if result.episode_returns else float('nan'):+.4f} on the last "
             f"generation's scenarios); TensorBoard: {run_dir}/"

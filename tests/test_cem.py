@@ -95,7 +95,7 @@ def test_train_checkpoint_eval_compare_and_resume_through_the_cli(tmp_path, caps
     assert checkpoint["algo"] == "cem" and checkpoint["task"] == "scheduling"
     assert len(checkpoint["scorer"]["weights"]) == NUM_FEATURES
     assert checkpoint["scorer"]["weights"] == checkpoint["search"]["mean"]
-    assert "1 generations" in capsys.readouterr().out
+    assert "1 generation, " in capsys.readouterr().out
 
     # eval: the scorer's score rounds, exactly as run_with_scorer runs its weights
     out = tmp_path / "eval"

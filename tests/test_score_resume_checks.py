@@ -58,6 +58,10 @@ def _damage(checkpoint: dict, how: str) -> dict:
         del c["algo"]
     elif how == "unknown_setting":
         c["config"]["warp_speed"] = 9
+    elif how == "garbage_run_config":  # would otherwise train on the default workload, silently
+        c["run_config"] = {"garbage": 1}
+    elif how == "without_workload_run_config":
+        del c["run_config"]["workload"]
     return c
 
 
@@ -65,7 +69,7 @@ def _damage(checkpoint: dict, how: str) -> dict:
 @pytest.mark.parametrize(
     "how",
     ["no_search", "short_search", "nan_search", "no_history", "no_rng", "other_rng", "text_step", "no_algo",
-     "unknown_setting"],
+     "unknown_setting", "garbage_run_config", "without_workload_run_config"],
 )  # fmt: skip
 def test_a_damaged_checkpoint_to_resume_is_one_error_line_and_nothing_is_written(
     tmp_path, capsys, finals, algo, how
@@ -73,7 +77,12 @@ def test_a_damaged_checkpoint_to_resume_is_one_error_line_and_nothing_is_written
     bad = tmp_path / f"{algo}_seed3_final.pt"
     save_checkpoint(bad, _damage(finals[algo], how))
     capsys.readouterr()
-    code = main(train_args(algo, tmp_path, "--resume", str(bad), "--total_steps", "2"))
+    if how.endswith("run_config"):  # as a user resumes: the run's settings are taken from the checkpoint
+        args = ["--mode", "train", "--algo", algo, "--resume", str(bad), "--total_steps", "2", "--no_progress",
+                "--models_dir", str(tmp_path / "models"), "--log_dir", str(tmp_path / "log")]  # fmt: skip
+    else:
+        args = train_args(algo, tmp_path, "--resume", str(bad), "--total_steps", "2")
+    code = main(args)
     err = capsys.readouterr().err.strip()
     assert code == 2 and "Traceback" not in err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
