@@ -19,7 +19,7 @@ from sim.simulator import Decision, View
 
 DEFAULT_GATE_S = 518_400.0
 """36 h: the best of the grid on medium (philly profile, oracle runtimes) validation seeds 500-509, -16 % avg JCT
-vs SJF (bench/tune_gate.py; BENCHMARKS.md, *sjf_gate*). The issue's 3,600 s was tuned on the legacy generator's
+vs SJF (bench/tune_gate.py; BENCHMARKS.md, *sjf_gate*). The first default, 3,600 s, was tuned on the legacy generator's
 shorter jobs; on the calibrated profiles it is 43 % worse than SJF."""
 
 
