@@ -49,15 +49,16 @@ def open_run_folder(cfg: RunConfig, checkpoints: dict[str, str]) -> RunFolder:
     folder = RunFolder(path, cfg, identity)
     folder.check()
     for algo, checkpoint in checkpoints.items():
-        _check_agent_fits(cfg, checkpoint)  # a wrong or unreadable file is reported before any work
+        _check_agent_fits(cfg, algo, checkpoint)  # a wrong or unreadable file is reported before any work
         _load_agent(algo, checkpoint)
     return folder
 
 
-def _check_agent_fits(cfg: RunConfig, checkpoint: str) -> None:
+def _check_agent_fits(cfg: RunConfig, algo: str, checkpoint: str) -> None:
     """A checkpoint of another task, or whose network reads other features, is refused naming both sides; one
-    trained with other runtime information (--runtime_info) than this run is a warning."""
-    from agents.checkpoint import load_checkpoint
+    trained with other runtime information (--runtime_info) than this run, or a scorer's `_best.pt` from another
+    training run than the `_final.pt` beside it, is a warning (a slot agent's load_policy says the latter)."""
+    from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
     from agents.fit import check_fits, runtime_info_warning
 
     window = cfg.env.window if cfg.task.name == "scheduling" else None  # a node task's follows the cluster
@@ -66,6 +67,8 @@ def _check_agent_fits(cfg: RunConfig, checkpoint: str) -> None:
     warning = runtime_info_warning(checkpoint, saved, cfg.sim.runtime_info, "this run")
     if warning:  # (a choice the run may mean, e.g. an ablation with exact runtimes: said, not refused)
         print(warning, file=sys.stderr)
+    if algo in SCORER_ALGOS:
+        warn_if_best_of_another_run(Path(checkpoint), saved)
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -437,20 +440,7 @@ def _checkpoints_used(cfg: RunConfig) -> dict[str, str]:
             continue  # a folder: loading it reports that, before any work
         size = Path(path).stat().st_size
         print(f"{algo}: evaluating checkpoint {path} ({size:,} bytes, sha256 {sha256_of(Path(path))[:12]})")
-        if algo in SCORER_ALGOS:  # (a slot agent's load_policy says it)
-            _warn_if_best_of_another_run(path)
     return checkpoints
-
-
-def _warn_if_best_of_another_run(path: str) -> None:
-    """A scorer's `_best.pt` from another training run than the `_final.pt` beside it: a warning, once a run."""
-    from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
-
-    try:
-        checkpoint = load_checkpoint(path)
-    except UserError:  # an unreadable file is reported, as one error line, when the run loads it
-        return
-    warn_if_best_of_another_run(Path(path), checkpoint)
 
 
 def note_size(cfg: RunConfig, sc: Scenario) -> None:
