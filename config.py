@@ -12,6 +12,12 @@ class UserError(ValueError):
     (raised by every layer that reads what the user gave)."""
 
 
+def a_or_an(word: object) -> str:
+    """`word` with its indefinite article for a message: "an es agent", "a d3qn agent" (by its first letter)."""
+    text = str(word)
+    return f"{'an' if text[:1].lower() in 'aeiou' else 'a'} {text}"
+
+
 @dataclass(frozen=True)
 class DifficultyPreset:
     cluster: str

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.networks import ObsSpec
-from config import UserError
+from config import UserError, a_or_an
 
 
 def task_features(task: str) -> tuple[int, int]:
@@ -49,7 +49,7 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
 
         if task != "scheduling":
             raise UserError(
-                f"{path} holds a {checkpoint.get('algo')} score-round scorer, which schedules jobs; this run is "
+                f"{path} holds {a_or_an(checkpoint.get('algo'))} score-round scorer, which schedules jobs; this run is "
                 f"--task {task}: give a {task} checkpoint"
             )
         check_scorer_features(path, checkpoint)
@@ -71,11 +71,11 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
     ours = _shown(window, features, context)
     if not same_task:
         raise UserError(
-            f"{path} holds a {algo} agent of --task {trained} ({theirs}), but this run is --task {task} ({ours}): "
+            f"{path} holds {a_or_an(algo)} agent of --task {trained} ({theirs}), but this run is --task {task} ({ours}): "
             f"run it with --task {trained}, or give a {task} checkpoint"
         )
     raise UserError(
-        f"{path} holds a {algo} agent whose network reads {theirs}, but this run's --task {task} env gives "
+        f"{path} holds {a_or_an(algo)} agent whose network reads {theirs}, but this run's --task {task} env gives "
         f"{ours}: it was trained on another observation; retrain it with this version"
     )
 

@@ -14,7 +14,7 @@ from agents.d3qn import make_q_network
 from agents.networks import ObsSpec
 from agents.ppo_policy import make_ppo_policy
 from agents.sac import make_actor
-from config import D3QNConfig, PPOConfig, SACConfig, UserError
+from config import D3QNConfig, PPOConfig, SACConfig, UserError, a_or_an
 
 
 class AgentPolicy:
@@ -60,7 +60,9 @@ def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device =
     checkpoint = load_checkpoint(checkpoint_path, device)
     algo, config, spec = checkpoint["algo"], checkpoint["config"], ObsSpec(**checkpoint["obs_spec"])
     if algo not in ("d3qn", "sac", "ppo"):
-        raise UserError(f"{checkpoint_path} holds a {algo} agent, not one of the slot env's (d3qn, sac, ppo)")
+        raise UserError(
+            f"{checkpoint_path} holds {a_or_an(algo)} agent, not one of the slot env's (d3qn, sac, ppo)"
+        )
     networks = checkpoint["agent"]["networks"]
     if algo == "d3qn":
         network = make_q_network(D3QNConfig(**config), spec)

@@ -45,7 +45,7 @@ from agents.checkpoint import (
 from agents.networks import ObsSpec
 from agents.policy import AgentPolicy
 from agents.ppo_policy import policy_class
-from config import PPOConfig, UserError
+from config import PPOConfig, UserError, a_or_an
 from interrupts import ignore_stop_signals
 
 VEC_ENVS = ("dummy", "subproc")
@@ -305,7 +305,7 @@ def train_ppo(
     resumed = load_checkpoint(resume) if resume else None
     if resumed is not None:
         if resumed["algo"] != "ppo":
-            raise ValueError(f"{resume} holds a {resumed['algo']} agent, not ppo")
+            raise ValueError(f"{resume} holds {a_or_an(resumed['algo'])} agent, not ppo")
         ppo_cfg = ppo_config_from_dict(resumed["config"])
         seed, run_id = resumed["seed"], resumed.get("run_id") or run_id
     run_id = run_id or new_run_id()

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from config import SCORER_ALGOS, RunConfig, UserError
+from config import SCORER_ALGOS, RunConfig, UserError, a_or_an
 from schedulers.score_features import FEATURE_NAMES, NUM_FEATURES
 from schedulers.score_rounds import ROUND_S, LinearScorer, Scorer
 
@@ -33,7 +33,7 @@ def check_scorer_features(path: str | Path, checkpoint: dict[str, Any]) -> None:
     saved = list(action.get("features") or ())
     if action.get("type") != SCORES_ACTION or saved != list(FEATURE_NAMES):
         raise UserError(
-            f"{path} holds a {checkpoint.get('algo')} scorer of {len(saved)} features ({', '.join(saved[:3])}, ...), "
+            f"{path} holds {a_or_an(checkpoint.get('algo'))} scorer of {len(saved)} features ({', '.join(saved[:3])}, ...), "
             f"but this version scores {NUM_FEATURES} ({', '.join(FEATURE_NAMES[:3])}, ...): retrain it with this version"
         )
 
@@ -79,7 +79,9 @@ def load_scorer(path: str | Path) -> TrainedScorer:
     checkpoint = load_checkpoint(path)
     algo = checkpoint.get("algo")
     if algo not in SCORER_ALGOS:
-        raise UserError(f"{path} holds a {algo} agent, not a score-round scorer ({', '.join(SCORER_ALGOS)})")
+        raise UserError(
+            f"{path} holds {a_or_an(algo)} agent, not a score-round scorer ({', '.join(SCORER_ALGOS)})"
+        )
     check_scorer_features(path, checkpoint)
     entry = checkpoint.get("scorer") or {}
     policy = (checkpoint.get("run_config") or {}).get("policy") or {}

@@ -43,7 +43,7 @@ from agents.run_control import (
     training_episode_seed,
 )
 from agents.sac import SACAgent
-from config import D3QNConfig, SACConfig, UserError
+from config import D3QNConfig, SACConfig, UserError, a_or_an
 
 AGENTS: dict[str, tuple[type, type]] = {"d3qn": (D3QNAgent, D3QNConfig), "sac": (SACAgent, SACConfig)}
 
@@ -119,7 +119,7 @@ def train(
     resumed = load_checkpoint(resume) if resume else None
     if resumed is not None:
         if resumed["algo"] != algo:
-            raise ValueError(f"{resume} holds a {resumed['algo']} agent, not {algo}")
+            raise ValueError(f"{resume} holds {a_or_an(resumed['algo'])} agent, not {algo}")
         if resumed["seed"] != seed:
             warnings.warn(
                 f"resuming seed {resumed['seed']} from {resume} (ignoring seed={seed})", stacklevel=2

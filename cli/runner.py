@@ -23,7 +23,7 @@ from cli.run_folder import (
     sha256_of,
     write_error,
 )
-from config import SCORER_ALGOS, RunConfig, UserError
+from config import SCORER_ALGOS, RunConfig, UserError, a_or_an
 from metrics.compare import aggregate, assert_same_jobs, compare_table, format_table, write_compare_csv
 from metrics.energy import EnergyReport, energy_report, summary_fields
 from metrics.fairness import FairnessRow, fairness, write_fairness_csv
@@ -230,7 +230,7 @@ def _load_scorer(algo: str, checkpoint: str):
 
     trained = load_scorer(checkpoint)
     if trained.algo != algo:
-        raise UserError(f"checkpoint {checkpoint} holds a {trained.algo} agent, not {algo}")
+        raise UserError(f"checkpoint {checkpoint} holds {a_or_an(trained.algo)} agent, not {algo}")
     return trained
 
 
@@ -246,7 +246,7 @@ def _load_agent(algo: str, checkpoint: str):
     torch.set_num_threads(1)  # small nets: more threads are slower on a shared 2-core machine
     policy = load_policy(checkpoint, device="cpu")
     if policy.algo != algo:
-        raise UserError(f"checkpoint {checkpoint} holds a {policy.algo} agent, not {algo}")
+        raise UserError(f"checkpoint {checkpoint} holds {a_or_an(policy.algo)} agent, not {algo}")
     return policy
 
 

@@ -400,7 +400,7 @@ def test_a_cem_checkpoint_is_not_a_slot_agent_and_a_slot_agent_is_not_a_scorer(t
         )
         == 2
     )
-    assert "cem" in one_error_line(capsys)
+    assert "holds a cem agent, not one of the slot env's" in one_error_line(capsys)
     assert main(["--mode", "train", "--algo", "cem", "--task", "power", "--no_progress"]) == 2
     assert "--task scheduling" in one_error_line(capsys)
     assert main(["--mode", "eval", "--algo", "sjf", *TINY, "--cem_population", "4"]) == 2

@@ -118,3 +118,18 @@ def test_a_torch_file_with_a_format_but_no_observation_spec_is_one_error_line_fo
         err = capsys.readouterr().err.strip()
         assert code == 2 and "Traceback" not in err
         assert err.splitlines()[-1].startswith(f"error: {bad}") and "obs_spec" in err
+
+
+@pytest.mark.parametrize(("saved", "asked", "message"), [("es", "cem", "holds an es agent, not cem"),
+                                                         ("cem", "es", "holds a cem agent, not es")])  # fmt: skip
+def test_a_scorer_of_the_other_learner_is_one_error_line_naming_both(
+    tmp_path, capsys, finals, saved, asked, message
+):
+    path = tmp_path / f"{saved}_seed3_final.pt"
+    save_checkpoint(path, finals[saved])
+    capsys.readouterr()
+    code = main(["--mode", "eval", "--algo", asked, *TINY[:5], "--checkpoint", str(path), "--log_dir",
+                 str(tmp_path / "e")])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "Traceback" not in err and not (tmp_path / "e").exists()
+    assert err.splitlines()[-1] == f"error: checkpoint {path} {message}"
