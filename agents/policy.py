@@ -54,8 +54,11 @@ class AgentPolicy:
             return self.network.greedy(obs_t, masks_t).cpu().numpy()
 
 
-def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device = "cpu") -> AgentPolicy:
-    """Rebuild the greedy policy stored in a checkpoint written by agents.trainer.train."""
+def load_policy(
+    checkpoint_path: str | os.PathLike, device: str | torch.device = "cpu", warn: bool = True
+) -> AgentPolicy:
+    """Rebuild the greedy policy stored in a checkpoint written by agents.trainer.train (`warn`: say so when a
+    `best` model comes from another run than its final one; a caller that has said it already passes False)."""
     device = torch.device(device)
     checkpoint = load_checkpoint(checkpoint_path, device)
     algo, config, spec = checkpoint["algo"], checkpoint["config"], ObsSpec(**checkpoint["obs_spec"])
@@ -74,5 +77,6 @@ def load_policy(checkpoint_path: str | os.PathLike, device: str | torch.device =
         network = make_ppo_policy(PPOConfig(**config), spec)
         network.load_state_dict(networks["policy"])
     network = network.to(device).eval().requires_grad_(False)
-    warn_if_best_of_another_run(Path(checkpoint_path), checkpoint)
+    if warn:
+        warn_if_best_of_another_run(Path(checkpoint_path), checkpoint)
     return AgentPolicy(algo, config, spec, network, device, checkpoint["global_step"], str(checkpoint_path))

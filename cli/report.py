@@ -68,12 +68,12 @@ def mode_report(cfg: RunConfig) -> Path:
     # the seeds of the seeded (synthetic) sets' cases, which a `best` checkpoint must not have been selected on
     case_seeds = set(seeds or TEST_SEEDS) if any(n not in TRACES for n in set_names) else set()
     not_held_out = []
-    for (
-        m
-    ) in models:  # unreadable files, and agents of another task or observation, are reported before any work
-        from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
-        from agents.fit import check_fits, runtime_info_warning
+    # unreadable files, unusable weights and agents of another task or observation are one error line before any
+    # work; each model's warnings are said once here, not once per case by the tasks
+    from agents.checkpoint import load_checkpoint, warn_if_best_of_another_run
+    from agents.fit import check_fits, runtime_info_warning
 
+    for m in models:
         checkpoint = load_checkpoint(m.path)
         check_fits(m.path, checkpoint, "scheduling")
         warning = runtime_info_warning(m.path, checkpoint, cfg.sim.runtime_info, "the report")
@@ -82,10 +82,12 @@ def mode_report(cfg: RunConfig) -> Path:
         if m.algo in SCORER_ALGOS:
             from agents.scorers import load_scorer
 
-            load_scorer(
-                m.path
-            )  # unusable weights or round length: one error line now, not after the heuristics
-            warn_if_best_of_another_run(Path(m.path), checkpoint)  # (a slot agent's load_policy says it)
+            load_scorer(m.path)
+        else:
+            from agents.policy import load_policy
+
+            load_policy(m.path, warn=False)
+        warn_if_best_of_another_run(Path(m.path), checkpoint)
         shared = sorted(case_seeds & set(selection_seeds(checkpoint))) if m.kind == "best" else []
         if shared:
             not_held_out.append(f"`{m.path}` (seeds {', '.join(map(str, shared))})")

@@ -118,7 +118,7 @@ def run_task(cfg: RunConfig, task: Task) -> list[Evaluation]:
             continue
         saved = load_checkpoint(model.path).get("run_config") or {}
         env = dataclasses.replace(run_config_from_dict(saved).env, reward="jct")
-        policy = load_policy(model.path)
+        policy = load_policy(model.path, warn=False)  # (the report warned once, before any task)
         result = run_policy_in_env(dataclasses.replace(cfg, env=env), sc, policy.act, model.algo)
         out.append(_row(task.case, model.algo, model.seed, model.kind, summarize(result)))
     return out

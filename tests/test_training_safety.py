@@ -231,6 +231,11 @@ def test_best_model_of_another_run_than_final_is_kept_but_flagged(tmp_path, caps
     save_checkpoint(models / "d3qn_seed3_best.pt", old_format)
     assert main([*eval_args, "--model", "best", "--log_dir", str(tmp_path / "e2")]) == 0
     assert "predates run ids" in capsys.readouterr().err
+    # a report over several cases says it once, before its evaluations, not once per case
+    report = ["--mode", "report", "--models_dir", str(models), "--num_jobs", "20", "--no_progress", "--seeds",
+              "900,901", "--report_sets", "medium", "--log_dir", str(tmp_path / "r"), "--plots", "none"]  # fmt: skip
+    assert main(report) == 0
+    assert sum("predates run ids" in line for line in capsys.readouterr().err.splitlines()) == 1
 
 
 def test_run_settings_round_trip_through_a_checkpoint():
