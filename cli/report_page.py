@@ -92,10 +92,12 @@ def write_folder_page(
     identity: dict[str, Any],
     plots: bool,
     captions: dict[str, str] | None = None,
+    notes: str = "",
 ) -> Path:
     """report.html of any results folder (a run, a compare, a report, a sweep): its tables, its figures (a caption
     from `captions` by file stem, else what `describe` says), what each of `files` holds, the command and the
-    identity record. `plots` False: the folder was made with --plots none (the page says so)."""
+    identity record, after `notes` (Markdown: metrics/html_page.py's `notes_html`). `plots` False: the folder was
+    made with --plots none (the page says so)."""
     captions = captions or {}
     by_stem: dict[str, list[Path]] = {}
     for p in figure_paths:
@@ -110,6 +112,7 @@ def write_folder_page(
     page = Page(
         title=title,
         intro=intro,
+        notes=notes,
         tables=tuple(tables),
         figures=figures,
         figures_note=note,
@@ -163,10 +166,11 @@ def write_top_page(
     figure_paths: Sequence[Path],
     title: str,
     intro: str,
+    notes: str = "",
 ) -> Path:
     """report.html at the top of a compare folder (intro COMPARE_INTRO: the policies side by side, the overlaid
-    CDFs) or a --mode report folder (REPORT_INTRO: report.csv's table, the learning curves): the table, the
-    figures, the top-level files and each run folder's own page."""
+    CDFs) or a --mode report folder (REPORT_INTRO: report.csv's table, the learning curves; `notes`: report.md's
+    text, its verdicts): the table, the figures, the top-level files and each run folder's own page."""
     files = []
     for name in folder_files(folder):
         top = name.split("/", 1)[0]
@@ -176,7 +180,16 @@ def write_top_page(
             algo, seed = top.rsplit("_seed", 1)
             files.append((name, f"{algo} on seed {seed}: that run's page and the files of its folder"))
     return write_folder_page(
-        folder, title, intro, (table,), figure_paths, files, _command(cfg), identity, cfg.plots != "none"
+        folder,
+        title,
+        intro,
+        (table,),
+        figure_paths,
+        files,
+        _command(cfg),
+        identity,
+        cfg.plots != "none",
+        notes=notes,
     )
 
 

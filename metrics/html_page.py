@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,8 @@ class Page:
 
     title: str
     intro: str
+    notes: str = ""
+    """text shown after the intro, in the few Markdown forms `notes_html` reads (a report's verdicts)"""
     tables: tuple[tuple[str, Table], ...] = ()
     """(heading, table) pairs: the results"""
     figures: tuple[PageFigure, ...] = ()
@@ -84,6 +87,59 @@ def table_html(table: Table) -> str:
     return f'<div class="scroll"><table>\n<tr>{head}</tr>\n{rows}</table></div>'
 
 
+_INLINE = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`")
+
+
+def _inline(text: str) -> str:
+    """`text` escaped, with **bold** and `code` spans marked up."""
+    out, at = [], 0
+    for m in _INLINE.finditer(text):
+        out.append(html.escape(text[at : m.start()]))
+        bold, code = m.groups()
+        out.append(
+            f"<strong>{_inline(bold)}</strong>" if bold is not None else f"<code>{html.escape(code)}</code>"
+        )
+        at = m.end()
+    out.append(html.escape(text[at:]))
+    return "".join(out)
+
+
+def notes_html(text: str) -> str:
+    """The Markdown that a report writes, as HTML: `## ` headings, paragraphs, `- ` items (nested by two
+    spaces), **bold** and `code`. Table rows (`|`) and images (`![`) are left out: the page shows those itself."""
+    parts: list[str] = []
+    depth = 0  # lists open
+
+    def close_to(level: int) -> None:
+        nonlocal depth
+        while depth > level:
+            parts.append("</li></ul>")
+            depth -= 1
+
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        shown = stripped and not stripped.startswith(("|", "!["))
+        if stripped.startswith("- "):
+            level = min((len(line) - len(stripped)) // 2 + 1, depth + 1)  # (at most one level deeper)
+            close_to(level)
+            if depth == level:
+                parts.append("</li>")
+            else:
+                parts.append("<ul>")
+                depth += 1
+            parts.append(f"<li>{_inline(stripped[2:])}")
+        elif shown and depth and not stripped.startswith("## "):
+            parts.append(f" {_inline(stripped)}")  # a list item's text, continued
+        else:
+            close_to(0)
+            if stripped.startswith("## "):
+                parts.append(f"<h2>{_inline(stripped[3:])}</h2>")
+            elif shown:
+                parts.append(f"<p>{_inline(stripped)}</p>")
+    close_to(0)
+    return "\n".join(parts)
+
+
 def _figure_html(fig: PageFigure, folder: Path) -> str:
     links = " · ".join(
         f'<a href="{html.escape(p.relative_to(folder).as_posix())}">{html.escape(p.suffix[1:])}</a>'
@@ -108,6 +164,8 @@ def render(page: Page, folder: Path) -> str:
         f"<h1>{html.escape(page.title)}</h1>",
         f"<p>{html.escape(page.intro)}</p>",
     ]
+    if page.notes:
+        parts.append(notes_html(page.notes))
     for heading, table in page.tables:
         parts += [f"<h2>{html.escape(heading)}</h2>", table_html(table)]
     parts.append("<h2>Figures</h2>")

@@ -243,6 +243,9 @@ def test_report_evaluates_every_policy_and_checkpoint_and_writes_the_table(model
         p.name for p in log.iterdir()
     )  # each with what it holds
     assert page.count('<img src="data:image/png;base64,') == 1  # the learning curves
+    # report.md's text is on the page too: what the rows mean, the unfinished jobs, the verdicts per seed
+    assert "<h2>Quality target</h2>" in page and "<p>Unfinished jobs: none (every evaluation" in page
+    assert "<li><strong>ppo (final)</strong>: medium " in page and "**" not in page
 
     evaluations = read_csv(log / "evaluations.csv")
     num_cases = 2 + 2 * len(HELD_OUT_CLUSTERS)  # medium: 2 seeds; clusters: 3 compositions x 2 seeds
