@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from bench.arguments import at_least, names, user_errors  # noqa: E402
 from cli.parser import build_parser, config_from_args  # noqa: E402
-from config import UserError
 from scenario.build import build_scenario  # noqa: E402
 from schedulers import POLICIES, PREEMPTIVE, make_policy  # noqa: E402
 
@@ -42,20 +42,12 @@ def main() -> int:
     p.add_argument("--algo", default="cbf", help=f"a heuristic: {', '.join(sorted(POLICIES))}")
     p.add_argument("--repeat", type=int, default=1, help="runs; the best CPU time is printed")
     a, rest = p.parse_known_args()
-    if a.algo not in POLICIES:
-        print(
-            f"error: unknown --algo {a.algo!r}; choose one of {', '.join(sorted(POLICIES))}", file=sys.stderr
-        )
-        return 2
-    if a.repeat < 1:
-        print(f"error: --repeat must be >= 1, got {a.repeat}", file=sys.stderr)
-        return 2
+    names("--algo", a.algo, POLICIES)
+    at_least("--repeat", a.repeat)
     cfg = config_from_args(build_parser().parse_args(["--mode", "eval", "--algo", a.algo, *rest]))
-    try:
+    at_least("--seed", cfg.seed, 0)
+    with user_errors():
         sc = build_scenario(cfg, cfg.seed)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     best = float("inf")
     prints = set()
     for _ in range(a.repeat):
