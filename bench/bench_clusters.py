@@ -20,6 +20,7 @@ python bench/bench_clusters.py --case typed --algo easy --num_jobs 100000 --repe
 python bench/bench_clusters.py                              # every case x fcfs,sjf,easy,cbf (long: 1M jobs)
 python bench/bench_clusters.py --cases typed,overload --sizes 1000,10000,100000 --algos easy
 python bench/bench_clusters.py --case typed --algo easy --num_jobs 3000 --fingerprint     # schedule's hash
+python bench/bench_clusters.py --cases typed,overload --sizes 3000 --algos easy,cbf --fingerprint  # a hash column
 """
 
 from __future__ import annotations
