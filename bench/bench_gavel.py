@@ -1,5 +1,6 @@
-"""Benchmark: wall time of one Gavel run (scenario built as `main.py --mode eval` builds it), with a fingerprint of
-its outputs so that a speed change can be checked to leave the schedule unchanged.
+"""Benchmark: wall and CPU time of one Gavel run (scenario built as `main.py --mode eval` builds it), with a
+fingerprint of its schedule (bench_scenario.py's, printed as `outputs sha256`) so that a speed change can be checked
+to leave the schedule unchanged.
 
 python bench/bench_gavel.py                                   # 10,000 jobs on 1,024 GPUs (the speed target: <= 10 s)
 python bench/bench_gavel.py --num_jobs 2000 --cluster 8xV100:8,8xP100:8,8xK80:8 --algo gavel_agnostic
@@ -39,7 +40,7 @@ def main() -> None:
     r = run_heuristic(sc, a.algo)
     wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     print(
-        f"{a.algo}: {a.num_jobs} jobs on {a.cluster}: {wall_s:.1f} s simulated run ({cpu_s:.1f} s CPU), "
+        f"{a.algo}: {a.num_jobs} jobs on {a.cluster}: run {wall_s:.1f} s wall ({cpu_s:.1f} s CPU), "
         f"{int(r.preemptions.sum())} preemptions, outputs sha256 {fingerprint(r)}"
     )
 
