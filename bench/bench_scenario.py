@@ -2,8 +2,9 @@
 
 Takes main.py's scenario options (workload, cluster, --runtime_info, --seed, ...) and times only the policy run
 (`time.process_time`, best of --repeat), so start-up, metrics and plots do not blur a comparison. The fingerprint
-(SHA-256 of every job's start, end and placement) lets two versions of a policy be checked decision for decision:
-run the same command in both checkouts and compare the printed fingerprints.
+(the first 16 hex digits of a SHA-256 of every job's start, end, held time, GPU types, placement, status and runs:
+`fingerprint` below) lets two versions of a policy be checked decision for decision: run the same command in both
+checkouts and compare the printed fingerprints.
 
 python bench/bench_scenario.py --algo cbf --difficulty hard --runtime_info estimate --seed 900
 python bench/bench_scenario.py --algo cbf --difficulty hard --runtime_info estimate --seed 900 --num_jobs 1500
