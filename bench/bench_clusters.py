@@ -20,6 +20,7 @@ python bench/bench_clusters.py --case typed --algo easy --num_jobs 100000 --repe
 python bench/bench_clusters.py                              # every case x fcfs,sjf,easy,cbf (long: 1M jobs)
 python bench/bench_clusters.py --cases typed,overload --sizes 1000,10000,100000 --algos easy
 python bench/bench_clusters.py --case typed --algo easy --num_jobs 3000 --fingerprint     # schedule's hash
+python bench/bench_clusters.py --cases typed,overload --sizes 3000 --algos easy,cbf --fingerprint  # a hash column
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from bench.arguments import at_least, counts, fail, names, user_errors  # noqa: E402
 from bench.bench_scenario import fingerprint  # noqa: E402
 from cli.command import fewer_collections  # noqa: E402
 from cli.parser import build_parser, config_from_args  # noqa: E402
@@ -116,7 +118,8 @@ def build(case: str, num_jobs: int, seed: int) -> tuple[Workload, ClusterLayout]
     # generator sees GPUs per type only, so both node shapes get the same jobs
     cluster = "25000xA100-80GB:1" if case == "nodes1" else "3125xA100-80GB:8"
     args = ["--mode", "eval", "--cluster", cluster, "--num_jobs", str(num_jobs), "--seed", str(seed)]
-    sc = build_scenario(config_from_args(build_parser().parse_args(args)), seed)
+    with user_errors():  # main.py's checks of its options
+        sc = build_scenario(config_from_args(build_parser().parse_args(args)), seed)
     return sc.workload, sc.layout
 
 
@@ -180,13 +183,21 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=3, help="runs per process; the best CPU time counts")
     p.add_argument("--max_repeat_jobs", type=int, default=100_000, help="larger runs are timed once")
-    p.add_argument("--fingerprint", action="store_true", help="print a hash of each run's schedule")
+    p.add_argument(
+        "--fingerprint",
+        action="store_true",
+        help="print a hash of each run's schedule (without --case: a column)",
+    )
     p.add_argument("--json", action="store_true", help="with --case: one JSON line")
     p.add_argument(
         "--default_gc", action="store_true", help="time the run under Python's default collector threshold"
     )
     a = p.parse_args()
+    at_least("--repeat", a.repeat)
+    at_least("--seed", a.seed, 0)
     if a.case:
+        names("--algo", a.algo, POLICIES)
+        at_least("--num_jobs", a.num_jobs)
         r = run_one(a.case, a.algo, a.num_jobs, a.seed, a.repeat, a.fingerprint, a.default_gc)
         if a.json:
             print(json.dumps(r))
@@ -198,23 +209,32 @@ def main() -> int:
                 + (f", fingerprint {r['fingerprint']}" if a.fingerprint else "")
             )
         return 0
-    print("| case | policy | jobs | jobs/s (CPU) | CPU s | max queue | peak RSS MB | exponent |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for case in a.cases.split(","):
-        sizes = [int(s) for s in (a.sizes or DEFAULT_SIZES[case]).split(",")]
-        for algo in a.algos.split(","):
+    cases = names("--cases", a.cases, CASES)
+    algos = names("--algos", a.algos, POLICIES)
+    sizes_of = {case: counts("--sizes", a.sizes or DEFAULT_SIZES[case]) for case in cases}
+    extra = (" fingerprint |", " --- |") if a.fingerprint else ("", "")
+    print("| case | policy | jobs | jobs/s (CPU) | CPU s | max queue | peak RSS MB | exponent |" + extra[0])
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |" + extra[1])
+    for case in cases:
+        sizes = sizes_of[case]
+        for algo in algos:
             rows = []
             for n in sizes:
                 cmd = [sys.executable, __file__, "--case", case, "--algo", algo, "--num_jobs", str(n),
                        "--seed", str(a.seed), "--repeat", str(a.repeat if n <= a.max_repeat_jobs else 1), "--json"]  # fmt: skip
                 cmd += ["--default_gc"] if a.default_gc else []
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-                rows.append(json.loads(out.strip().splitlines()[-1]))
+                cmd += ["--fingerprint"] if a.fingerprint else []
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    tail = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+                    fail(f"{case} {algo} {n:,} jobs failed: {tail[0]}")
+                rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
                 r = rows[-1]
                 fitted = f"{exponent(rows):.3f}" if len(rows) == len(sizes) > 1 else ""
                 print(
                     f"| {case} | {algo} | {n:,} | {r['jobs_per_s']:,.0f} | {r['cpu_s']:.2f} | {r['max_queue']:,} "
-                    f"| {r['peak_rss_mb']:.0f} | {fitted} |",
+                    f"| {r['peak_rss_mb']:.0f} | {fitted} |"
+                    + (f" {r['fingerprint']} |" if a.fingerprint else ""),
                     flush=True,
                 )
     return 0

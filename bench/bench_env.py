@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from config import RunConfig, WorkloadConfig  # noqa: E402
+from bench.arguments import at_least  # noqa: E402
+from config import DIFFICULTIES, RunConfig, WorkloadConfig  # noqa: E402
 from env.gym_env import GPUClusterEnv  # noqa: E402
 
 
@@ -45,12 +46,15 @@ def run(cfg: RunConfig, steps: int, seed: int) -> tuple[float, float, int, float
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--difficulty", default="medium")
+    p.add_argument("--difficulty", default="medium", choices=DIFFICULTIES)
     p.add_argument("--steps", type=int, default=100_000)
     p.add_argument("--window", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=1, help="runs; the best wall and CPU times are printed")
     a = p.parse_args()
+    for option, value in (("--steps", a.steps), ("--window", a.window), ("--repeat", a.repeat)):
+        at_least(option, value)
+    at_least("--seed", a.seed, 0)
     # BENCHMARKS.md's figures were measured on the legacy generator
     cfg = RunConfig(workload=WorkloadConfig(difficulty=a.difficulty, synthetic_profile="legacy"))
     cfg = replace(cfg, env=replace(cfg.env, window=a.window))

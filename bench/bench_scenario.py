@@ -2,8 +2,9 @@
 
 Takes main.py's scenario options (workload, cluster, --runtime_info, --seed, ...) and times only the policy run
 (`time.process_time`, best of --repeat), so start-up, metrics and plots do not blur a comparison. The fingerprint
-(SHA-256 of every job's start, end and placement) lets two versions of a policy be checked decision for decision:
-run the same command in both checkouts and compare the printed fingerprints.
+(the first 16 hex digits of a SHA-256 of every job's start, end, held time, GPU types, placement, status and runs:
+`fingerprint` below) lets two versions of a policy be checked decision for decision: run the same command in both
+checkouts and compare the printed fingerprints.
 
 python bench/bench_scenario.py --algo cbf --difficulty hard --runtime_info estimate --seed 900
 python bench/bench_scenario.py --algo cbf --difficulty hard --runtime_info estimate --seed 900 --num_jobs 1500
@@ -21,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from bench.arguments import at_least, names, user_errors  # noqa: E402
 from cli.parser import build_parser, config_from_args  # noqa: E402
-from config import UserError
 from scenario.build import build_scenario  # noqa: E402
 from schedulers import POLICIES, PREEMPTIVE, make_policy  # noqa: E402
 
@@ -42,20 +43,12 @@ def main() -> int:
     p.add_argument("--algo", default="cbf", help=f"a heuristic: {', '.join(sorted(POLICIES))}")
     p.add_argument("--repeat", type=int, default=1, help="runs; the best CPU time is printed")
     a, rest = p.parse_known_args()
-    if a.algo not in POLICIES:
-        print(
-            f"error: unknown --algo {a.algo!r}; choose one of {', '.join(sorted(POLICIES))}", file=sys.stderr
-        )
-        return 2
-    if a.repeat < 1:
-        print(f"error: --repeat must be >= 1, got {a.repeat}", file=sys.stderr)
-        return 2
+    names("--algo", a.algo, POLICIES)
+    at_least("--repeat", a.repeat)
     cfg = config_from_args(build_parser().parse_args(["--mode", "eval", "--algo", a.algo, *rest]))
-    try:
+    at_least("--seed", cfg.seed, 0)
+    with user_errors():
         sc = build_scenario(cfg, cfg.seed)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     best = float("inf")
     prints = set()
     for _ in range(a.repeat):

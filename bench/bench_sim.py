@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from bench.arguments import at_least, names, user_errors  # noqa: E402
 from bench.bench_scenario import fingerprint  # noqa: E402
 from config import SimConfig  # noqa: E402
 from metrics.energy import energy_report  # noqa: E402
@@ -70,17 +71,22 @@ def main() -> None:
         help="time with this process's CPU time instead of wall time (steadier on a shared machine)",
     )
     a = p.parse_args()
+    algos = names("--algos", a.algos, POLICIES)
+    at_least("--num_jobs", a.num_jobs)
+    at_least("--repeat", a.repeat)
+    at_least("--seed", a.seed, 0)
+    with user_errors():  # a bad cluster spec, load or manager: one error line
+        managers = {power: None if power == "none" else parse_manager(power) for power in a.power.split(",")}
+        spec = parse_cluster_spec(a.cluster)
+        t0 = time.perf_counter()
+        rng = np.random.default_rng(a.seed)
+        wl = generate_synthetic(spec, a.num_jobs, a.load_factor, rng)
     clock = time.process_time if a.cpu_time else time.perf_counter
-    spec = parse_cluster_spec(a.cluster)
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(a.seed)
-    wl = generate_synthetic(spec, a.num_jobs, a.load_factor, rng)
     known = known_runtimes(wl, SimConfig(runtime_info=a.runtime_info), rng)
     print(f"generate {a.num_jobs} jobs: {time.perf_counter() - t0:.2f} s")
     layout = ClusterLayout(spec)
-    for algo in a.algos.split(","):
-        for power in a.power.split(","):
-            spec = None if power == "none" else parse_manager(power)
+    for algo in algos:
+        for spec in managers.values():
             best = best_cpu = float("inf")
             for _ in range(a.repeat):
                 model = None if spec is None else PowerModel()

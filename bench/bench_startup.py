@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_30 = ["main.py", "--mode", "eval", "--algo", "fcfs", "--num_jobs", "30", "--difficulty", "easy"]
@@ -52,12 +53,22 @@ def measure(
     return best_wall, best_cpu
 
 
+def _fail(message: str) -> NoReturn:
+    """One `error:` line and status 2 (this script imports nothing of the project: it may time another checkout)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeat", type=int, default=7, help="timed runs per command (best is reported)")
     p.add_argument("--root", type=Path, default=ROOT, help="the checkout whose main.py is measured")
     p.add_argument("--cases", default=None, help="comma-separated names of the cases to run (default: all)")
     a = p.parse_args()
+    if a.repeat < 1:
+        _fail(f"--repeat must be >= 1, got {a.repeat}")
+    if not (a.root / "main.py").is_file():
+        _fail(f"--root {a.root}: no main.py there (a checkout of this project)")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     cases = {
         "python -c pass": (["-c", "pass"], False),
@@ -68,9 +79,7 @@ def main() -> None:
     if a.cases is not None:
         unknown = [name for name in a.cases.split(",") if name not in cases]
         if unknown:
-            names = ", ".join(map(repr, cases))
-            print(f"error: unknown case {unknown[0]!r}; the cases are {names}", file=sys.stderr)
-            raise SystemExit(2)
+            _fail(f"unknown case {unknown[0]!r}; the cases are {', '.join(map(repr, cases))}")
         cases = {name: cases[name] for name in a.cases.split(",")}
     print(f"best of {a.repeat} fresh processes, {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     print(f"{'command':<28} {'wall s':>7} {'CPU s':>7}  target")

@@ -1,5 +1,7 @@
-"""Fingerprint of the scheduling env's behaviour: SHA-256 of every observation, mask, reward, termination flag and
-info of a random play (mostly legal actions, some drawn from the whole action space), resets included.
+"""Fingerprint of the scheduling env's behaviour: SHA-256 (first 16 hex digits) of every observation, both action
+masks (`info["action_mask"]`, `action_masks()`), action, reward, termination and truncation flag, and of each info's
+keys, illegal-action flag, simulated and elapsed time and jobs in the system, over a random play (mostly legal
+actions, some drawn from the whole action space), resets included.
 
 Takes main.py's scenario and env options (--difficulty, --runtime_info, --reward, --window, --seed, ...). Run the
 same command in two checkouts: equal fingerprints mean the env behaved identically, step for step.

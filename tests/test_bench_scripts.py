@@ -132,3 +132,73 @@ def test_bench_clusters_times_the_run_under_the_commands_collector_threshold(mon
     bench_clusters.run_one("typed", "probe", 40, 0, 1, False, default_gc=True)
     assert seen and set(seen) == {outside[0]}
     assert gc.get_threshold() == outside
+
+
+def _bench(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        ("bench_sim.py", ["--algos", "fcfs,nope"], "unknown --algos 'nope'"),
+        ("bench_sim.py", ["--cluster", "bogus"], "bad cluster spec item 'bogus'"),
+        ("bench_sim.py", ["--num_jobs", "0"], "--num_jobs must be >= 1"),
+        ("bench_sim.py", ["--num_jobs", "50", "--repeat", "0"], "--repeat must be >= 1"),
+        ("bench_sim.py", ["--num_jobs", "50", "--power", "bogus"], "unknown power manager 'bogus'"),
+        ("bench_sim.py", ["--num_jobs", "50", "--load_factor", "-1"], "load_factor must be > 0"),
+        ("bench_clusters.py", ["--case", "typed", "--algo", "nope"], "unknown --algo 'nope'"),
+        ("bench_clusters.py", ["--case", "typed", "--num_jobs", "0"], "--num_jobs must be >= 1"),
+        (
+            "bench_clusters.py",
+            ["--case", "typed", "--num_jobs", "50", "--repeat", "0"],
+            "--repeat must be >= 1",
+        ),
+        (
+            "bench_clusters.py",
+            ["--case", "nodes1", "--num_jobs", "50", "--seed", "-1"],
+            "--seed must be >= 0",
+        ),
+        ("bench_clusters.py", ["--cases", "typed,bogus", "--sizes", "50"], "unknown --cases 'bogus'"),
+        (
+            "bench_clusters.py",
+            ["--cases", "typed", "--algos", "nope", "--sizes", "50"],
+            "unknown --algos 'nope'",
+        ),
+        (
+            "bench_clusters.py",
+            ["--cases", "typed", "--sizes", "1k"],
+            "--sizes must be comma-separated integers",
+        ),
+        ("bench_env.py", ["--steps", "0"], "--steps must be >= 1"),
+        ("bench_env.py", ["--steps", "10", "--repeat", "0"], "--repeat must be >= 1"),
+        ("bench_env.py", ["--steps", "10", "--window", "0"], "--window must be >= 1"),
+        ("bench_gavel.py", ["--num_jobs", "0"], "--num_jobs must be >= 1"),
+        ("bench_gavel.py", ["--num_jobs", "50", "--cluster", "bogus"], "bad cluster spec item 'bogus'"),
+        ("bench_startup.py", ["--repeat", "0"], "--repeat must be >= 1"),
+        ("bench_startup.py", ["--root", "no-such-checkout"], "--root no-such-checkout: no main.py there"),
+        ("bench_scenario.py", ["--difficulty", "easy", "--seed", "-1"], "--seed must be >= 0"),
+    ],
+)
+def test_a_bad_argument_of_a_scoreboard_script_is_one_error_line(script, args, message):
+    """The scripts BENCHMARKS.md's scoreboard runs refuse a bad value with one `error:` line and status 2,
+    before any work (nothing on stdout), never a traceback."""
+    proc = _bench(script, *args)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith(f"error: {message}") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_bench_clusters_table_prints_each_runs_fingerprint_with_the_flag():
+    """Without --case, --fingerprint adds a column: each run's hash, the one `--case ... --fingerprint` prints."""
+    table = _bench("bench_clusters.py", "--cases", "typed", "--sizes", "120", "--algos", "easy", "--repeat", "1",
+                   "--fingerprint")  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    head, _, row = table.stdout.splitlines()
+    assert head.endswith("| exponent | fingerprint |")
+    one = _bench("bench_clusters.py", "--case", "typed", "--algo", "easy", "--num_jobs", "120", "--repeat", "1",
+                 "--fingerprint")  # fmt: skip
+    assert one.returncode == 0, one.stderr
+    assert row.startswith("| typed | easy | 120 |")
+    assert row.split("|")[-2].strip() == one.stdout.split("fingerprint ")[1].strip()

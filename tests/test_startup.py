@@ -34,8 +34,9 @@ def test_import_main_imports_no_heavy_package():
     assert _heavy_modules_after("import main") == []
 
 
-def test_a_heuristic_eval_without_figures_imports_no_heavy_package(tmp_path):
-    argv = [*SMALL_EVAL, "--plots", "none", "--log_dir", str(tmp_path / "run")]
+@pytest.mark.parametrize("algo", ["fcfs", "easy"])
+def test_a_heuristic_eval_without_figures_imports_no_heavy_package(tmp_path, algo):
+    argv = [*SMALL_EVAL, "--algo", algo, "--plots", "none", "--log_dir", str(tmp_path / "run")]
     assert _heavy_modules_after(f"import main\nassert main.main({argv!r}) == 0") == []
     assert (tmp_path / "run" / "jobs.csv").is_file()
 
@@ -91,6 +92,20 @@ def test_plots_in_training_is_a_warning():
     cfg = config_from_args(build_parser().parse_args(argv))
     warnings = check_command_line(cfg, given_options(build_parser(), argv))
     assert any(w.startswith("--plots ignored") for w in warnings)
+
+
+@pytest.mark.parametrize("mode", ["eval", "compare"])
+def test_how_to_draw_figures_with_plots_none_is_a_warning(mode):
+    """--plot_formats, --plot_span and --timeline_window shape figures that --plots none does not draw: said,
+    not silently dropped."""
+    argv = ["--mode", mode, "--plots", "none", "--plot_formats", "svg", "--plot_span", "full"]
+    warnings = check_command_line(
+        config_from_args(build_parser().parse_args(argv)), given_options(build_parser(), argv)
+    )
+    assert "--plot_formats, --plot_span ignored: --plots none draws no figures" in warnings
+    drawn = ["--mode", mode, "--plot_formats", "svg"]
+    cfg = config_from_args(build_parser().parse_args(drawn))
+    assert not any("ignored" in w for w in check_command_line(cfg, given_options(build_parser(), drawn)))
 
 
 def test_plots_takes_png_or_none(capsys):
