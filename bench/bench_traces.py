@@ -13,6 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.arguments import at_least  # noqa: E402
 from bench.trace_dir import DEFAULT_TRACES, require_paths  # noqa: E402
 from config import WorkloadConfig  # noqa: E402
 from main import main as cli_main  # noqa: E402
@@ -35,6 +36,8 @@ def main() -> None:
     p.add_argument("--log_dir", default="logs/bench_ricc_easy")
     p.add_argument("--max_jobs", type=int, default=None, help="replay only the first N RICC jobs")
     a = p.parse_args()
+    if a.max_jobs is not None:
+        at_least("--max_jobs", a.max_jobs)
     t = Path(a.traces)
     ricc = t / "swf-pwa" / "RICC-2010-2.swf.gz"
     google, openb = t / "google-2011", t / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv"
@@ -46,8 +49,10 @@ def main() -> None:
     timed_load("itp", itp)
     t0 = time.perf_counter()
     limit = ["--max_jobs", str(a.max_jobs)] if a.max_jobs else []
-    cli_main(["--mode", "eval", "--algo", "easy", "--workload_type", "swf", "--workload_path", str(ricc),
-              "--log_dir", a.log_dir, "--overwrite", "--no_progress", *limit])  # fmt: skip
+    code = cli_main(["--mode", "eval", "--algo", "easy", "--workload_type", "swf", "--workload_path", str(ricc),
+                     "--log_dir", a.log_dir, "--overwrite", "--no_progress", *limit])  # fmt: skip
+    if code:  # (main.py said why on stderr): no time for a replay that did not run
+        sys.exit(code)
     what = f"first {a.max_jobs:,} jobs" if a.max_jobs else "all jobs"
     print(f"RICC-2010 EASY replay ({what}), CLI end to end: {time.perf_counter() - t0:.1f} s")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")

@@ -202,3 +202,20 @@ def test_bench_clusters_table_prints_each_runs_fingerprint_with_the_flag():
     assert one.returncode == 0, one.stderr
     assert row.startswith("| typed | easy | 120 |")
     assert row.split("|")[-2].strip() == one.stdout.split("fingerprint ")[1].strip()
+
+
+def test_bench_traces_gives_no_replay_time_when_the_replay_fails(monkeypatch, capsys):
+    """A replay that main.py refuses (its own error line) ends the script with main's status and no time line."""
+    import bench.bench_traces as bench_traces
+
+    monkeypatch.setattr(bench_traces, "require_paths", lambda *paths: None)
+    monkeypatch.setattr(bench_traces, "timed_load", lambda kind, path: None)
+    monkeypatch.setattr(bench_traces, "cli_main", lambda argv: 2)
+    monkeypatch.setattr(sys, "argv", ["bench_traces.py", "--max_jobs", "30"])
+    with pytest.raises(SystemExit) as stop:
+        bench_traces.main()
+    assert stop.value.code == 2 and "replay" not in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["bench_traces.py", "--max_jobs", "0"])
+    with pytest.raises(SystemExit) as stop:
+        bench_traces.main()
+    assert stop.value.code == 2 and capsys.readouterr().err == "error: --max_jobs must be >= 1, got 0\n"
