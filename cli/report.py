@@ -131,16 +131,17 @@ def mode_report(cfg: RunConfig) -> Path:
                 plot_curves(points, validation_heuristics(models), out / "learning_curves.png")
                 note = "![learning curves](learning_curves.png) (`learning_curves.csv`: the same points)"
         text = markdown(cfg, table, rows, models, note, not_held_out)
-        unevaluated = f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n"
-        if missing:
-            text += unevaluated
+        unevaluated = (
+            f"\nNot evaluated (no trace under `{cfg.traces_dir}`): {', '.join(missing)}.\n" if missing else ""
+        )
+        text += unevaluated
         (out / "report.md").write_text(text)
         curves = [out / "learning_curves.png"] if points and cfg.plots == "png" else []
         columns = {name: [row[i] for row in cells] for i, name in enumerate(TABLE_COLUMNS)}
         title = f"Held-out report: {len(models)} checkpoints on {', '.join(set_names)}"
         shown = ("Report (report.csv)", Table(TABLE_COLUMNS, columns))
         # report.md's text on the page, but its title and its figure's section (the page has its own)
-        notes = text.split("## Learning curves")[0].split("\n", 1)[1] + (unevaluated if missing else "")
+        notes = text.split("## Learning curves")[0].split("\n", 1)[1] + unevaluated
         write_top_page(out, cfg, folder.identity, shown, curves, title, REPORT_INTRO, notes)
     except BaseException as err:
         folder.failed(err)  # the folder goes back to how it was; a full disk becomes one error line

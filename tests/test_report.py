@@ -217,6 +217,22 @@ def report_args(models: Path, log: Path, *extra: str) -> list[str]:
             "medium,clusters", "--log_dir", str(log), *extra]  # fmt: skip
 
 
+def test_trace_sets_without_their_trace_are_named_in_report_md_and_on_the_page(models, tmp_path, capsys):
+    empty = tmp_path / "no_traces"
+    empty.mkdir()
+    log = tmp_path / "report"
+    args = ["--mode", "report", "--models_dir", str(models), *SMALL, "--seeds", "900", "--traces_dir", str(empty),
+            "--log_dir", str(log), "--plots", "none"]  # fmt: skip
+    assert main(args) == 0
+    said = f"Not evaluated (no trace under `{empty}`): itp, google, swf."
+    assert said in (log / "report.md").read_text()
+    assert (
+        f"<p>Not evaluated (no trace under <code>{empty}</code>): itp, google, swf.</p>"
+        in (log / "report.html").read_text()
+    )
+    assert "warning: report set itp not evaluated" in capsys.readouterr().err
+
+
 def test_report_evaluates_every_policy_and_checkpoint_and_writes_the_table(models, tmp_path, capsys):
     assert [(m.algo, m.seed, m.kind) for m in find_models(str(models))] == [
         ("d3qn", 0, "final"), ("d3qn", 0, "best"), ("ppo", 0, "final"), ("ppo", 0, "best"), ("ppo", 1, "final"),
