@@ -50,7 +50,7 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
         if task != "scheduling":
             raise UserError(
                 f"{path} holds {a_or_an(checkpoint.get('algo'))} score-round scorer, which schedules jobs; this run is "
-                f"--task {task}: give a {task} checkpoint"
+                f"--task {task}: give {a_or_an(task)} checkpoint"
             )
         check_scorer_features(path, checkpoint)
         return
@@ -66,16 +66,16 @@ def check_fits(path: str | Path, checkpoint: dict[str, Any], task: str, window: 
     same_task = trained in (None, task)
     if same_task and (spec.job_feature_dim, spec.context_dim) == (features, context):
         return
-    algo = checkpoint.get("algo", "an")
+    agent = f"{a_or_an(checkpoint['algo'])} agent" if checkpoint.get("algo") else "an agent"
     theirs = _shown(spec.window, spec.job_feature_dim, spec.context_dim)
     ours = _shown(window, features, context)
     if not same_task:
         raise UserError(
-            f"{path} holds {a_or_an(algo)} agent of --task {trained} ({theirs}), but this run is --task {task} ({ours}): "
-            f"run it with --task {trained}, or give a {task} checkpoint"
+            f"{path} holds {agent} of --task {trained} ({theirs}), but this run is --task {task} ({ours}): "
+            f"run it with --task {trained}, or give {a_or_an(task)} checkpoint"
         )
     raise UserError(
-        f"{path} holds {a_or_an(algo)} agent whose network reads {theirs}, but this run's --task {task} env gives "
+        f"{path} holds {agent} whose network reads {theirs}, but this run's --task {task} env gives "
         f"{ours}: it was trained on another observation; retrain it with this version"
     )
 
