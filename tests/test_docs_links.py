@@ -52,21 +52,42 @@ def anchors(page: Path) -> set[str]:
     return found
 
 
+def _paragraphs(page: Path) -> list[tuple[int, str]]:
+    """(first line number, text) of each run of consecutive non-blank prose lines: a link's text, or a code span,
+    may wrap onto the next line of its paragraph, never past it."""
+    found: list[tuple[int, str]] = []
+    last = 0
+    for number, line in _prose_lines(page):
+        if line.strip() and found and number == last + 1:
+            found[-1] = (found[-1][0], f"{found[-1][1]}\n{line}")
+        elif line.strip():
+            found.append((number, line))
+        last = number if line.strip() else 0
+    return found
+
+
+def _links(page: Path) -> list[tuple[int, str]]:
+    """(line number, target) of each link of `page` outside code: the line is the target's."""
+    found = []
+    for first, text in _paragraphs(page):
+        # a code span becomes blanks (its line breaks kept), so what it quotes is no link and line numbers hold
+        prose = re.sub(r"`[^`]*`", lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+        found += [(first + prose.count("\n", 0, m.start(1)), m.group(1)) for m in LINK.finditer(prose)]
+    return found
+
+
 def broken_links(page: Path) -> list[str]:
     """`page:line: target` for each link of `page` to a missing file or heading (web addresses are not followed)."""
     found = []
-    for number, line in _prose_lines(page):
-        for target in LINK.findall(re.sub(r"`[^`]*`", "", line)):
-            if re.match(r"[a-z][a-z+.-]*:", target):  # https:, mailto:
-                continue
-            path, _, fragment = target.partition("#")
-            linked = (page.parent / path).resolve() if path else page
-            if not linked.exists() or (
-                fragment and linked.suffix == ".md" and fragment not in anchors(linked)
-            ):
-                found.append(
-                    f"{page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}:{number}: {target}"
-                )
+    for number, target in _links(page):
+        if re.match(r"[a-z][a-z+.-]*:", target):  # https:, mailto:
+            continue
+        path, _, fragment = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists() or (fragment and linked.suffix == ".md" and fragment not in anchors(linked)):
+            found.append(
+                f"{page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}:{number}: {target}"
+            )
     return found
 
 
@@ -97,3 +118,12 @@ def test_the_checker_finds_a_missing_file_a_missing_heading_and_a_repeated_one(t
         "[a](#runs) [b](#runs-1) [c](#runs-2) [d](missing.md) [e](page.md#runs) `[f](gone.md)` [g](https://x.org/#y)\n"
     )
     assert broken_links(page) == [f"{page}:8: #runs-2", f"{page}:8: missing.md"]
+
+
+def test_a_link_whose_text_wraps_onto_the_next_line_is_checked(tmp_path):
+    """README and docs wrap at 120 columns, so a link's text often spans two lines; a code span may too."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Runs\n\nsee [the runs\nabove](#runz) and `a [code\n](gone.md)` span\n\n[a\n\n](gone.md)\n"
+    )
+    assert broken_links(page) == [f"{page}:4: #runz"]
