@@ -311,12 +311,12 @@ def _check_ignored(cfg: RunConfig, given: dict[str, object]) -> list[str]:
         warnings.append(
             f"{', '.join(plot_options)} ignored: training draws no figures (its curves are in TensorBoard)"
         )
-    if cfg.mode == "report" and {"plot_formats", "plot_span", "timeline_window"} & set(given):
+    if cfg.mode != "train" and cfg.plots == "none" and (how := [o for o in plot_options if o != "--plots"]):
+        warnings.append(f"{', '.join(how)} ignored: --plots none draws no figures")
+    elif cfg.mode == "report" and {"plot_formats", "plot_span", "timeline_window"} & set(given):
         warnings.append(
             "--plot_formats, --plot_span, --timeline_window ignored: a report draws its learning curves as PNG"
         )
-    elif cfg.mode != "train" and cfg.plots == "none" and (how := [o for o in plot_options if o != "--plots"]):
-        warnings.append(f"{', '.join(how)} ignored: --plots none draws no figures")
     return warnings
 
 

@@ -108,6 +108,25 @@ def test_how_to_draw_figures_with_plots_none_is_a_warning(mode):
     assert not any("ignored" in w for w in check_command_line(cfg, given_options(build_parser(), drawn)))
 
 
+@pytest.mark.parametrize(
+    ("plots", "said"),
+    [
+        (["--plots", "none"], "--plot_formats ignored: --plots none draws no figures"),
+        (
+            [],
+            "--plot_formats, --plot_span, --timeline_window ignored: a report draws its learning curves as PNG",
+        ),
+    ],
+)
+def test_a_reports_warning_about_figure_options_says_what_it_draws(plots, said):
+    """A report draws its learning curves as PNG, or with --plots none nothing: the warning says which."""
+    argv = ["--mode", "report", *plots, "--plot_formats", "svg"]
+    warnings = check_command_line(
+        config_from_args(build_parser().parse_args(argv)), given_options(build_parser(), argv)
+    )
+    assert [w for w in warnings if "ignored" in w] == [said]
+
+
 def test_plots_takes_png_or_none(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([*SMALL_EVAL, "--plots", "svg"])
