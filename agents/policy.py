@@ -54,6 +54,25 @@ class AgentPolicy:
             return self.network.greedy(obs_t, masks_t).cpu().numpy()
 
 
+NETWORKS = {"d3qn": (make_q_network, D3QNConfig, "q_network"), "sac": (make_actor, SACConfig, "actor"),
+            "ppo": (make_ppo_policy, PPOConfig, "policy")}  # fmt: skip
+"""per slot-env algo: the builder of its acting network, its config class and the network's key in a checkpoint"""
+
+
+def _network(path: str | os.PathLike, checkpoint: dict, spec: ObsSpec) -> torch.nn.Module:
+    """The acting network of a slot agent's checkpoint with its weights; a missing entry, an unknown setting or
+    weights of another shape (a damaged checkpoint, or one of another version) are a UserError naming the file."""
+    make, config_type, key = NETWORKS[checkpoint["algo"]]
+    try:
+        network = make(config_type(**checkpoint["config"]), spec)
+        network.load_state_dict(checkpoint["agent"]["networks"][key])
+    except (KeyError, TypeError, RuntimeError) as err:  # torch says why over several lines: one here
+        raise UserError(
+            f"{path}: unusable {checkpoint['algo']} network ({' '.join(str(err).split())})"
+        ) from None
+    return network
+
+
 def load_policy(
     checkpoint_path: str | os.PathLike, device: str | torch.device = "cpu", warn: bool = True
 ) -> AgentPolicy:
@@ -62,21 +81,11 @@ def load_policy(
     device = torch.device(device)
     checkpoint = load_checkpoint(checkpoint_path, device)
     algo, config, spec = checkpoint["algo"], checkpoint["config"], ObsSpec(**checkpoint["obs_spec"])
-    if algo not in ("d3qn", "sac", "ppo"):
+    if algo not in NETWORKS:
         raise UserError(
             f"{checkpoint_path} holds {a_or_an(algo)} agent, not one of the slot env's (d3qn, sac, ppo)"
         )
-    networks = checkpoint["agent"]["networks"]
-    if algo == "d3qn":
-        network = make_q_network(D3QNConfig(**config), spec)
-        network.load_state_dict(networks["q_network"])
-    elif algo == "sac":
-        network = make_actor(SACConfig(**config), spec)
-        network.load_state_dict(networks["actor"])
-    else:
-        network = make_ppo_policy(PPOConfig(**config), spec)
-        network.load_state_dict(networks["policy"])
-    network = network.to(device).eval().requires_grad_(False)
+    network = _network(checkpoint_path, checkpoint, spec).to(device).eval().requires_grad_(False)
     if warn:
         warn_if_best_of_another_run(Path(checkpoint_path), checkpoint)
     return AgentPolicy(algo, config, spec, network, device, checkpoint["global_step"], str(checkpoint_path))

@@ -487,6 +487,28 @@ def test_report_refuses_a_checkpoint_of_another_task_in_models_dir(trained, tmp_
     assert not (tmp_path / "out").exists()
 
 
+def test_a_slot_agent_whose_weights_do_not_load_is_one_error_line_before_any_work(trained, tmp_path, capsys):
+    """A damaged network (weights of another shape, or none) in --mode report or eval: one error line naming the
+    file, no traceback, no folder (the report checks every model before the heuristics run)."""
+    models = tmp_path / "models"
+    models.mkdir()
+    checkpoint = load_checkpoint(trained / "d3qn_seed0_final.pt")
+    weights = checkpoint["agent"]["networks"]["q_network"]
+    weights[next(iter(weights))] = torch.zeros(3, 3)
+    save_checkpoint(models / "d3qn_seed0_final.pt", checkpoint)
+    del checkpoint["agent"]["networks"]["q_network"]
+    save_checkpoint(tmp_path / "none.pt", checkpoint)
+    code = main([*REPORT, "--models_dir", str(models), "--log_dir", str(tmp_path / "out")])
+    line = one_error(capsys.readouterr().err)
+    assert code == 2 and line.startswith(f"error: {models / 'd3qn_seed0_final.pt'}: unusable d3qn network (")
+    assert "size mismatch" in line
+    code = main(["--mode", "eval", "--algo", "d3qn", "--checkpoint", str(tmp_path / "none.pt"), *TINY,
+                 "--log_dir", str(tmp_path / "out")])  # fmt: skip
+    line = one_error(capsys.readouterr().err)
+    assert code == 2 and line == f"error: {tmp_path / 'none.pt'}: unusable d3qn network ('q_network')"
+    assert not (tmp_path / "out").exists()
+
+
 def test_resume_refuses_a_checkpoint_whose_observation_differs(trained, tmp_path, capsys):
     path = variant(trained, tmp_path, "d3qn_seed0_ep1.pt", context_dim=58, total_steps=10**6)
     code = main(["--mode", "train", "--algo", "d3qn", "--seed", "0", "--resume", str(path), "--models_dir",
