@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.arguments import fail
+
 DEFAULT_TRACES = (
     Path(__file__).resolve().parents[2] / "shared" / "traces"
 )  # ../shared/traces beside the checkout
@@ -15,9 +17,7 @@ def require_paths(*paths: Path) -> None:
     for path in paths:
         if not Path(path).exists():
             script = Path(sys.argv[0]).name
-            print(
-                f"error: {path} not found: {script} needs the real traces in ../shared/traces beside the "
-                "checkout, or in the folder given with --traces (see docs/traces.md)",
-                file=sys.stderr,
+            fail(
+                f"{path} not found: {script} needs the real traces in ../shared/traces beside the checkout, or in "
+                "the folder given with --traces (see docs/traces.md)"
             )
-            sys.exit(2)
