@@ -408,12 +408,9 @@ def _check_node_task_power(cfg: RunConfig, given: dict[str, object]) -> None:
     if not abs(p.price_offset_s) < 1e12:
         raise UserError(f"--price_offset_s must be a finite number of seconds, got {p.price_offset_s}")
     if p.prices_path:  # a bad price file is reported before any work
-        from sim.prices import PriceFileError, load_price_csv
+        from sim.prices import load_price_csv
 
-        try:
-            load_price_csv(p.prices_path, p.price_offset_s)
-        except PriceFileError as err:
-            raise UserError(str(err)) from None
+        load_price_csv(p.prices_path, p.price_offset_s)  # (PriceFileError is a UserError)
 
 
 def check_output_dir(path: str, option: str) -> None:

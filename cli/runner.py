@@ -35,7 +35,7 @@ from schedulers import PREEMPTIVE, make_policy
 from schedulers.power_managers import ManagerSpec, deferring, make_manager, parse_manager
 from sim.limits import size_notice
 from sim.power import ON, PowerModel
-from sim.prices import PriceCurve, PriceFileError, load_price_csv, synthetic_curve
+from sim.prices import PriceCurve, run_prices
 from sim.records import REJECTED, RunResult
 
 AGENTS = ("d3qn", "sac", "ppo", "cem", "es")
@@ -97,14 +97,7 @@ def power_setups(cfg: RunConfig) -> list[PowerSetup | None]:
     p = cfg.power
     if not p.managers:
         return [None]
-    try:
-        prices = (
-            load_price_csv(p.prices_path, p.price_offset_s)
-            if p.prices_path
-            else synthetic_curve(p.price_offset_s)
-        )
-    except PriceFileError as err:
-        raise UserError(str(err)) from None
+    prices = run_prices(p.prices_path, p.price_offset_s)
     model = PowerModel(pue=p.pue)
     return [PowerSetup(parse_manager(m), model, prices) for m in p.managers]
 

@@ -23,7 +23,7 @@ from env.power_env import GPUClusterPowerEnv
 from scenario.build import Scenario, build_scenario
 from schedulers import POLICIES, REPLAYS
 from sim.power import PowerModel
-from sim.prices import PriceFileError, load_price_csv, synthetic_curve
+from sim.prices import run_prices
 
 NODE_TASKS = ("power", "autoscaling")
 NODE_TASK_OPTIONS = {
@@ -79,14 +79,7 @@ def make_node_env(
     check_task_config(t)
     if t.name == "power":
         p = cfg.power
-        try:
-            prices = (
-                load_price_csv(p.prices_path, p.price_offset_s)
-                if p.prices_path
-                else synthetic_curve(p.price_offset_s)
-            )
-        except PriceFileError as err:
-            raise UserError(str(err)) from None
+        prices = run_prices(p.prices_path, p.price_offset_s)
         env = GPUClusterPowerEnv(
             cfg,
             scenario=scenario,

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from config import UserError
+
 MAX_STEP_S = 3600.0  # hourly or finer
 # synthetic default: a cosine day with its peak at 18:00 and trough at 06:00, mean 90 EUR/MWh +- 30; the mean is
 # near the 2023 German/Luxembourg day-ahead average (about 95 EUR/MWh, Bundesnetzagentur SMARD, 2023 annual
@@ -110,8 +112,14 @@ def synthetic_curve(offset_s: float = 0.0) -> PriceCurve:
     return PriceCurve("synthetic", 3600.0, np.round(price, 6), np.round(carbon, 6), offset_s)
 
 
-class PriceFileError(ValueError):
-    """A bad price file: the message names the file and line."""
+class PriceFileError(UserError):
+    """A bad price file: the message names the file and line (a user's mistake: one `error:` line)."""
+
+
+def run_prices(prices_path: str | None, offset_s: float = 0.0) -> PriceCurve:
+    """A run's curve: the price CSV at `prices_path` if one is given, else the synthetic day, shifted by
+    `offset_s`; PriceFileError for a bad file."""
+    return load_price_csv(prices_path, offset_s) if prices_path else synthetic_curve(offset_s)
 
 
 _PRICE_NAMES = ("price", "price_eur_per_mwh")

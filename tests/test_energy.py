@@ -142,6 +142,23 @@ def test_bad_price_files_name_the_line(tmp_path, text, message):
     assert str(path) in str(err.value)
 
 
+def test_run_prices_is_the_file_or_the_synthetic_day_and_a_bad_file_is_a_user_error(tmp_path):
+    from config import UserError
+    from sim.prices import run_prices
+
+    day = run_prices(None, 7200.0)
+    assert day.name == "synthetic" and day.offset_s == 7200.0
+    assert np.array_equal(day.price_eur_per_mwh, synthetic_curve().price_eur_per_mwh)
+    good = _write(tmp_path, "timestamp,price\n0,10\n3600,20\n")
+    assert run_prices(str(good), 60.0).price_eur_per_mwh.tolist() == [10.0, 20.0]
+    assert run_prices(str(good), 60.0).offset_s == 60.0
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,price\n0,1\n")
+    with pytest.raises(UserError, match=":1: header") as err:  # (one `error:` line wherever it is loaded)
+        run_prices(str(bad))
+    assert str(bad) in str(err.value)
+
+
 def test_cli_compare_with_power_managers_is_deterministic(tmp_path):
     from main import main
 
