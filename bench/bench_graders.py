@@ -20,10 +20,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from env.grade import grade_higher_better, grade_lower_better  # noqa: E402
 from env.gym_env import run_policy_in_env  # noqa: E402
 from env.node_tasks import (  # noqa: E402
     NODE_SUITE,
-    grade_higher_better,
     node_anchors,
     random_legal,
     random_play_return,
@@ -34,7 +34,6 @@ from scenario.build import build_scenario  # noqa: E402
 from server.tasks import (  # noqa: E402
     _heuristic_jct_s,
     avg_jct_s,
-    grade_lower_better,
     make_task_env,
     scheduling_anchors,
 )

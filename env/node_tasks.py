@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
 import gymnasium as gym
@@ -17,6 +17,7 @@ import numpy as np
 
 from config import TASKS, RunConfig, TaskConfig, UserError
 from env.autoscale_env import AUTOSCALE_PRESETS, GPUClusterAutoscaleEnv, autoscale_config
+from env.grade import Grade, grade_higher_better
 from env.node_env import NodeManagerEnv
 from env.node_heuristics import node_manager, run_manager
 from env.power_env import GPUClusterPowerEnv
@@ -195,19 +196,6 @@ def node_action_schema(env: NodeManagerEnv | None) -> dict:
     }
 
 
-@dataclass(frozen=True)
-class NodeTaskGrade:
-    """A finished episode's score in [0, 1] and its anchors (same fields as the server's Grade)."""
-
-    score: float
-    objective: str
-    value: float
-    trivial_value: float
-    reference_value: float
-    trivial_policy: str
-    reference_policy: str
-
-
 def _finished(env: NodeManagerEnv) -> NodeManagerEnv:
     env = env.unwrapped
     if env.sim is None or not env._done:
@@ -278,24 +266,14 @@ def node_anchors(cfg: RunConfig, seed: int) -> tuple[float, str, float]:
     return _random_return(cfg, seed), best, _manager_return(cfg, seed, best)
 
 
-def grade_higher_better(value: float, trivial: float, reference: float) -> float:
-    """(value - trivial) / (reference - trivial) clipped to [0, 1]; when the reference is no better than the
-    trivial anchor, 1 iff value >= reference. Non-decreasing in `value`."""
-    if not math.isfinite(value):
-        return 0.0
-    if reference <= trivial:
-        return 1.0 if value >= reference else 0.0
-    return float(min(1.0, max(0.0, (value - trivial) / (reference - trivial))))
-
-
-def grade_node_task(env: NodeManagerEnv) -> NodeTaskGrade:
+def grade_node_task(env: NodeManagerEnv) -> Grade:
     """score = (return - random play's) / (best reference manager's - random play's), clipped to [0, 1]; the
     anchors run through the same env on the episode's scenario (same seed and options)."""
     e = _finished(env)
     random_return, best, reference = node_anchors(e.run_config, e.scenario.seed)
     value = e.episode_return
     unit = "return_eur" if e.run_config.task.name == "power" else "return_usd"
-    return NodeTaskGrade(
+    return Grade(
         grade_higher_better(value, random_return, reference),
         unit,
         value,
@@ -325,7 +303,7 @@ GRADER_DOCS = {
         refs="always_on, provision_to_demand, idle_off:600:1 and idle_off:1800",
     ),
 }
-GRADERS: dict[str, Callable[[NodeManagerEnv], NodeTaskGrade]] = {
+GRADERS: dict[str, Callable[[NodeManagerEnv], Grade]] = {
     "power": grade_node_task,
     "autoscaling": grade_node_task,
 }

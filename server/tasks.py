@@ -16,28 +16,11 @@ import numpy as np
 
 from cli.json_options import ENV_OPTIONS, SCENARIO_OPTIONS, run_config_from_options
 from config import RunConfig, UserError
+from env.grade import Grade, grade_lower_better
 
 
 class ActionError(ValueError):
     """An action whose JSON shape the task cannot read (missing key, wrong type)."""
-
-
-@dataclass(frozen=True)
-class Grade:
-    """A finished episode's score: 1 at the reference's objective or better, 0 at the trivial policy's or worse,
-    linear in between; never increases when the objective gets worse."""
-
-    score: float
-    objective: str
-    """what is scored, e.g. avg_jct_s (lower is better)"""
-    value: float
-    """the episode's objective"""
-    trivial_value: float
-    """the objective of `trivial_policy` on the same scenario (score 0)"""
-    reference_value: float
-    """the objective of `reference_policy` on the same scenario (score 1)"""
-    trivial_policy: str
-    reference_policy: str
 
 
 @dataclass(frozen=True)
@@ -208,16 +191,6 @@ def scheduling_suite() -> tuple[str, ...]:
     return tuple(a for a in POLICIES if a not in PREEMPTIVE)
 
 
-def grade_lower_better(value: float, trivial: float, reference: float) -> float:
-    """(trivial - value) / (trivial - reference) clipped to [0, 1]: 0 at the trivial objective or worse, 1 at
-    the reference or better; when the reference is no better than the trivial policy, 1 iff value <= reference."""
-    if not np.isfinite(value):
-        return 0.0
-    if reference >= trivial:
-        return 1.0 if value <= reference else 0.0
-    return float(min(1.0, max(0.0, (trivial - value) / (trivial - reference))))
-
-
 def scheduling_anchors(cfg: RunConfig, seed: int) -> tuple[float, str, float]:
     """(random play's avg JCT, the best heuristic of scheduling_suite(), its avg JCT) on the scenario."""
     best = min(scheduling_suite(), key=lambda a: (_heuristic_jct_s(cfg, seed, a), a))
@@ -354,16 +327,7 @@ def _node_grade(task: str) -> Callable[[gym.Env], Grade]:
     def grade(env: gym.Env) -> Grade:
         from env.node_tasks import GRADERS
 
-        g = GRADERS[task](env)
-        return Grade(
-            g.score,
-            g.objective,
-            g.value,
-            g.trivial_value,
-            g.reference_value,
-            g.trivial_policy,
-            g.reference_policy,
-        )
+        return GRADERS[task](env)
 
     return grade
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from agents.policy import load_policy
 from agents.trainer import train
 from config import D3QNConfig, RunConfig, SACConfig, TaskConfig, UserError, WorkloadConfig
+from env.grade import grade_higher_better
 from env.node_heuristics import node_manager
 from env.node_tasks import (
     GRADERS,
@@ -24,7 +25,6 @@ from env.node_tasks import (
     REFERENCE_MANAGER,
     SUITES,
     NodeActionError,
-    grade_higher_better,
     make_node_env,
     node_action_schema,
     node_anchors,

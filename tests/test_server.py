@@ -23,6 +23,7 @@ from websockets.sync.client import connect
 
 from cli.json_options import ENV_OPTIONS, SCENARIO_OPTIONS, run_config_from_options
 from config import ServeConfig
+from env.grade import grade_lower_better
 from env.gym_env import GPUClusterEnv, heuristic_action
 from main import main
 from metrics.summary import summarize
@@ -32,7 +33,7 @@ from server import tasks
 from server.app import create_app
 from server.client import RemoteEnv, RemoteEnvError
 from server.processes import uvicorn_config
-from server.tasks import grade_lower_better, scheduling_suite
+from server.tasks import scheduling_suite
 
 OPTIONS = {"difficulty": "easy", "num_jobs": 30, "window": 4}
 MAX_SESSIONS = 3
