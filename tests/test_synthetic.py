@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -177,3 +178,27 @@ def test_offered_load_factor_definition():
 def test_hundred_thousand_jobs():
     w = generate_synthetic(HARD, 100_000, 1.0, np.random.default_rng(11))  # speed: bench/bench_sim.py
     assert len(w.jobs) == 100_000 and [j.job_id for j in w.jobs[:3]] == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("generator", ["legacy", "profile"])
+@pytest.mark.parametrize(
+    ("num_jobs", "load", "nodes", "message"),
+    [
+        (0, 1.0, True, "num_jobs must be > 0, got 0"),
+        (10, 0.0, True, "load_factor must be > 0, got 0.0"),
+        (10, float("nan"), True, "load_factor must be > 0, got nan"),
+        (10, 1.0, False, "cluster 'empty' has no nodes"),
+    ],
+)
+def test_both_generators_refuse_a_draw_that_cannot_be_made(generator, num_jobs, load, nodes, message):
+    from sim.cluster_spec import ClusterSpec
+    from workloads.calibrated import generate_profile
+    from workloads.profiles import PROFILES
+
+    cluster = HARD if nodes else ClusterSpec("empty", ())
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        if generator == "legacy":
+            generate_synthetic(cluster, num_jobs, load, rng)
+        else:
+            generate_profile(cluster, num_jobs, load, rng, PROFILES["philly"])

@@ -111,13 +111,7 @@ def draw_profile(
     profile: SyntheticProfile,
 ) -> ProfileDraw:
     """The arrays of generate_profile's jobs."""
-    if num_jobs <= 0:
-        raise ValueError(f"num_jobs must be > 0, got {num_jobs}")
-    if not load_factor > 0.0:
-        raise ValueError(f"load_factor must be > 0, got {load_factor}")
-    if not cluster.nodes:
-        raise ValueError(f"cluster {cluster.name!r} has no nodes")
-    type_names, type_mem_gb, type_gpus = legacy._cluster_types(cluster)
+    type_names, type_mem_gb, type_gpus = legacy.draw_types(cluster, num_jobs, load_factor)
 
     group_sizes = burst_group_sizes(num_jobs, profile.arrivals, rng)
     num_groups = group_sizes.size

@@ -61,13 +61,7 @@ def generate_synthetic(
     cluster: ClusterSpec, num_jobs: int, load_factor: float, rng: np.random.Generator, name: str = "synthetic"
 ) -> Workload:
     """Draw `num_jobs` jobs that fit `cluster` and offer `load_factor` (see the module docstring)."""
-    if num_jobs <= 0:
-        raise ValueError(f"num_jobs must be > 0, got {num_jobs}")
-    if not load_factor > 0.0:
-        raise ValueError(f"load_factor must be > 0, got {load_factor}")
-    if not cluster.nodes:
-        raise ValueError(f"cluster {cluster.name!r} has no nodes")
-    type_names, type_mem_gb, type_gpus = _cluster_types(cluster)
+    type_names, type_mem_gb, type_gpus = draw_types(cluster, num_jobs, load_factor)
 
     # Submission groups: sizes 1 (single job) or a burst; the last group is cut to total exactly num_jobs.
     group_sizes = _group_sizes(num_jobs, rng)
@@ -114,6 +108,20 @@ def generate_synthetic(
         "max_gpus_per_job": int(sizes_k.max()),
     }
     return Workload(name, jobs, report)
+
+
+def draw_types(
+    cluster: ClusterSpec, num_jobs: int, load_factor: float
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """`_cluster_types` of the cluster a draw of `num_jobs` jobs at `load_factor` is for, after checking those
+    (a ValueError for no jobs, a load that is not positive or a cluster without nodes)."""
+    if num_jobs <= 0:
+        raise ValueError(f"num_jobs must be > 0, got {num_jobs}")
+    if not load_factor > 0.0:
+        raise ValueError(f"load_factor must be > 0, got {load_factor}")
+    if not cluster.nodes:
+        raise ValueError(f"cluster {cluster.name!r} has no nodes")
+    return _cluster_types(cluster)
 
 
 def _cluster_types(cluster: ClusterSpec) -> tuple[list[str], np.ndarray, np.ndarray]:
