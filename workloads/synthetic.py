@@ -113,19 +113,15 @@ def generate_synthetic(
 def draw_types(
     cluster: ClusterSpec, num_jobs: int, load_factor: float
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """`_cluster_types` of the cluster a draw of `num_jobs` jobs at `load_factor` is for, after checking those
-    (a ValueError for no jobs, a load that is not positive or a cluster without nodes)."""
+    """The distinct GPU types of the cluster a draw of `num_jobs` jobs at `load_factor` is for, in catalog order,
+    each with its per-GPU memory (smallest over its nodes) and GPUs; a ValueError for no jobs, a load that is not
+    positive or a cluster without nodes."""
     if num_jobs <= 0:
         raise ValueError(f"num_jobs must be > 0, got {num_jobs}")
     if not load_factor > 0.0:
         raise ValueError(f"load_factor must be > 0, got {load_factor}")
     if not cluster.nodes:
         raise ValueError(f"cluster {cluster.name!r} has no nodes")
-    return _cluster_types(cluster)
-
-
-def _cluster_types(cluster: ClusterSpec) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Distinct GPU types in catalog order, each with its per-GPU memory (smallest over its nodes) and GPUs."""
     order = list(CATALOG)
     names = sorted({n.gpu_type for n in cluster.nodes}, key=order.index)
     mem_gb = np.array([min(n.gpu_mem_gb for n in cluster.nodes if n.gpu_type == t) for t in names])
